@@ -1,0 +1,218 @@
+"""The ``patcher`` command: diff, apply, matrix. Rich in a terminal, plain when piped."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from patcher import __version__
+from patcher import patchset as patchsets
+from patcher.codemods.base import Status
+from patcher.engine import PatchResult, run_patchset
+from patcher.errors import DriftError, PatcherError
+from patcher.index import PackageIndex, machine_platform
+from patcher.matrix import Row, build_matrix, markdown, select_releases, write_json
+from patcher.outputs.tree import write_tree
+from patcher.sources import DirectorySource, GitSource, IndexWheelSource, Source, WheelSource
+
+STATUS_STYLE = {
+    Status.APPLIED: "yellow",
+    Status.PRESENT: "green",
+    Status.NOT_NEEDED: "green",
+    Status.UNSUPPORTED: "dim",
+    Status.FAILED: "bold red",
+}
+VERDICT_STYLE = {
+    "needs-patch": "yellow",
+    "upstream": "green",
+    "unsupported": "dim",
+    "broken": "bold red",
+}
+
+out = Console(highlight=False)
+err = Console(stderr=True, highlight=False)
+
+
+def add_source_options(parser: argparse.ArgumentParser, *, source_dir: bool = True) -> None:
+    group = parser.add_mutually_exclusive_group(required=True)
+    group.add_argument("--vllm", metavar="VERSION", help="a release on the package index")
+    group.add_argument("--wheel", type=Path, metavar="FILE", help="a vLLM wheel file")
+    if source_dir:
+        group.add_argument("--source", type=Path, metavar="DIR", help="a vLLM source tree")
+        group.add_argument("--git", type=Path, metavar="REPO", help="a vLLM git repository")
+        parser.add_argument("--ref", help="with --git: the tag, branch or commit to read")
+        parser.add_argument("--vllm-version", help="override the version a tree declares")
+    add_index_options(parser)
+
+
+def add_index_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--index-url", help="package index (default: the one pip uses)")
+    parser.add_argument(
+        "--platform",
+        choices=["x86_64", "aarch64"],
+        default=machine_platform(),
+        help="which release wheel to read (default: this machine's)",
+    )
+    parser.add_argument(
+        "--patchset", metavar="NAME|PATH", help=f"default: {patchsets.DEFAULT_PATCHSET}"
+    )
+
+
+def open_source(args: argparse.Namespace) -> Source:
+    if args.vllm:
+        index = PackageIndex(args.index_url)
+        release = index.release(args.vllm)
+        wheel = release.wheel_for(args.platform)
+        if wheel is None:
+            raise PatcherError(f"vllm {args.vllm} has no {args.platform} wheel on the index")
+        return IndexWheelSource(release, wheel, index.client)
+    if args.wheel:
+        return WheelSource(args.wheel)
+    if getattr(args, "git", None):
+        if not args.ref:
+            raise PatcherError("--git needs --ref")
+        return GitSource(args.git, args.ref, args.vllm_version)
+    return DirectorySource(args.source, args.vllm_version)
+
+
+def status_table(result: PatchResult) -> Table:
+    table = Table(title=f"{result.patchset.name} on vllm {result.version}", title_justify="left")
+    table.add_column("patch")
+    table.add_column("status")
+    table.add_column("detail", overflow="fold")
+    for name, outcome in result.outcomes.items():
+        table.add_row(name, f"[{STATUS_STYLE[outcome.status]}]{outcome.status}[/]", outcome.detail)
+    verdict = result.verdict
+    table.caption = f"verdict: [{VERDICT_STYLE[verdict]}]{verdict}[/]" + (
+        f" (drift: expected {result.expected})" if result.drift else ""
+    )
+    return table
+
+
+def fail_on_errors(result: PatchResult) -> None:
+    failed = [n for n, o in result.outcomes.items() if o.status is Status.FAILED]
+    if failed:
+        detail = result.outcomes[failed[0]].detail
+        raise PatcherError(f"{failed[0]} failed: {detail}")
+
+
+def command_diff(args: argparse.Namespace) -> int:
+    result = run_patchset(patchsets.load(args.patchset), open_source(args))
+    fail_on_errors(result)
+    sys.stdout.write(result.diff())
+    return 0
+
+
+def command_apply(args: argparse.Namespace) -> int:
+    source = open_source(args)
+    result = run_patchset(patchsets.load(args.patchset), source)
+    fail_on_errors(result)
+    written = write_tree(args.source, result.changed)
+    out.print(status_table(result))
+    out.print(f"patched {len(written)} file(s) under {args.source}")
+    return 0
+
+
+def command_matrix(args: argparse.Namespace) -> int:
+    names = args.patchset.split(",") if args.patchset else [patchsets.DEFAULT_PATCHSET]
+    index = PackageIndex(args.index_url)
+    releases = select_releases(
+        index, args.versions.split(",") if args.versions else None, args.since
+    )
+    all_rows: dict[str, list[Row]] = {}
+    problems = []
+    for name in names:
+        patchset = patchsets.load(name)
+        with err.status(f"{patchset.name}: reading {len(releases)} releases"):
+            rows = build_matrix(patchset, index, releases, args.platform)
+        all_rows[patchset.name] = rows
+        out.print(matrix_table(patchset.name, rows))
+        problems += [
+            f"{patchset.name} {r.version}: {r.verdict}, expected {r.expected}"
+            for r in rows
+            if r.drift
+        ]
+        problems += [
+            f"{patchset.name} {r.version}: {n} failed: {o.detail}"
+            for r in rows
+            for n, o in r.outcomes.items()
+            if o.status is Status.FAILED
+        ]
+    if args.json:
+        write_json([row for rows in all_rows.values() for row in rows], args.json)
+    if args.markdown:
+        from patcher.cache import atomic_write
+
+        atomic_write(args.markdown, markdown(all_rows).encode())
+    if problems:
+        for problem in problems:
+            err.print(f"[red]{problem}[/]")
+        raise DriftError(f"{len(problems)} row(s) drifted or failed")
+    return 0
+
+
+def matrix_table(name: str, rows: list[Row]) -> Table:
+    table = Table(title=f"{name}", title_justify="left")
+    table.add_column("vLLM")
+    patches = list(rows[0].outcomes) if rows else []
+    for patch in patches:
+        table.add_column(patch)
+    table.add_column("verdict")
+    for row in rows:
+        verdict = f"[{VERDICT_STYLE[row.verdict]}]{row.verdict}[/]"
+        if row.drift:
+            verdict += f" [bold red](drift: expected {row.expected})[/]"
+        table.add_row(
+            str(row.version),
+            *(
+                f"[{STATUS_STYLE[row.outcomes[p].status]}]{row.outcomes[p].status}[/]"
+                for p in patches
+            ),
+            verdict,
+        )
+    return table
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="patcher", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"patcher {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    diff = commands.add_parser("diff", help="print the patch as a unified diff")
+    add_source_options(diff)
+    diff.set_defaults(run=command_diff)
+
+    apply = commands.add_parser("apply", help="patch a source tree in place")
+    apply.add_argument("--source", type=Path, metavar="DIR", required=True)
+    apply.add_argument("--vllm-version", help="override the version the tree declares")
+    add_index_options(apply)
+    apply.set_defaults(run=command_apply, vllm=None, wheel=None)
+
+    matrix = commands.add_parser("matrix", help="every release: each patch's status and a verdict")
+    matrix.add_argument("--versions", metavar="V1,V2,...")
+    matrix.add_argument("--since", metavar="VERSION")
+    matrix.add_argument("--json", type=Path, metavar="FILE")
+    matrix.add_argument("--markdown", type=Path, metavar="FILE")
+    add_index_options(matrix)
+    matrix.set_defaults(run=command_matrix)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.run(args)
+    except PatcherError as error:
+        err.print(f"patcher: error: {error}", markup=False, soft_wrap=True)
+        return error.exit_code
+    except KeyboardInterrupt:
+        err.print("patcher: interrupted", markup=False)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,12 @@
+"""What changes vLLM: one libcst codemod per module, registered by name for patchsets."""
+
+from patcher.codemods.base import Codemod
+from patcher.codemods.eagle3_interface import Eagle3Interface
+from patcher.codemods.eagle3_whitelist import Eagle3Whitelist
+from patcher.codemods.mm_image_token import MmImageToken
+
+CODEMODS: dict[str, type[Codemod]] = {
+    codemod.NAME: codemod for codemod in (Eagle3Whitelist, MmImageToken, Eagle3Interface)
+}
+
+__all__ = ["CODEMODS", "Codemod"]

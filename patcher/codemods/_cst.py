@@ -1,0 +1,123 @@
+"""Small libcst helpers the codemods share: layout-preserving list growth and node locations."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import libcst as cst
+from libcst.metadata import MetadataWrapper, PositionProvider
+
+Item = Any  # cst.Element, cst.Arg or cst.ImportAlias: each has a ``comma``
+
+SPACE_COMMA = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+
+
+def _without_comment(comma: cst.Comma) -> cst.Comma:
+    space = comma.whitespace_after
+    if isinstance(space, cst.ParenthesizedWhitespace):
+        space = space.with_changes(first_line=cst.TrailingWhitespace(), empty_lines=[])
+    return comma.with_changes(whitespace_after=space)
+
+
+def extend_bracketed(
+    items: Sequence[Item], new_items: Sequence[Item], closing: cst.BaseParenthesizableWhitespace
+) -> tuple[list[Item], cst.BaseParenthesizableWhitespace]:
+    """Like extend_separated, for items before a closing bracket whose whitespace is ``closing``.
+
+    libcst keeps a comment after the last item in the bracket's whitespace; it is moved to the
+    last original item's comma so that it stays on that item's line.
+    """
+    last = items[-1] if items else None
+    if (
+        last is not None
+        and len(items) >= 2
+        and isinstance(closing, cst.ParenthesizedWhitespace)
+        and closing.first_line.comment is not None
+        and isinstance(last.comma, cst.Comma)
+        and isinstance(last.comma.whitespace_after, cst.SimpleWhitespace)
+        and not last.comma.whitespace_after.value
+    ):
+        separator = items[-2].comma
+        if isinstance(separator, cst.Comma) and isinstance(
+            separator.whitespace_after, cst.ParenthesizedWhitespace
+        ):
+            separator = _without_comment(separator)
+            between = cst.ensure_type(separator.whitespace_after, cst.ParenthesizedWhitespace)
+            moved = last.comma.with_changes(
+                whitespace_after=closing.with_changes(
+                    indent=between.indent, last_line=between.last_line
+                )
+            )
+            result = [*items[:-1], last.with_changes(comma=moved)]
+            result += [item.with_changes(comma=separator) for item in new_items[:-1]]
+            result.append(new_items[-1].with_changes(comma=last.comma))
+            return result, closing.with_changes(first_line=cst.TrailingWhitespace(), empty_lines=[])
+    return extend_separated(items, new_items), closing
+
+
+def extend_separated(items: Sequence[Item], new_items: Sequence[Item]) -> list[Item]:
+    """``items`` followed by ``new_items``, separated and laid out as the existing items are.
+
+    Comments stay where they were: one after the last item stays after it, and the new
+    items take the separator's indentation and the closing bracket's.
+    """
+    if not new_items:
+        return list(items)
+    separator = items[-2].comma if len(items) >= 2 else SPACE_COMMA
+    separator = _without_comment(separator) if isinstance(separator, cst.Comma) else SPACE_COMMA
+    if not items:
+        last_comma: cst.Comma | cst.MaybeSentinel = cst.MaybeSentinel.DEFAULT
+        return [
+            *(i.with_changes(comma=separator) for i in new_items[:-1]),
+            new_items[-1].with_changes(comma=last_comma),
+        ]
+    trailing = items[-1].comma
+    kept = separator
+    if isinstance(trailing, cst.Comma):
+        space, between = trailing.whitespace_after, separator.whitespace_after
+        if isinstance(space, cst.ParenthesizedWhitespace) and isinstance(
+            between, cst.ParenthesizedWhitespace
+        ):
+            kept = trailing.with_changes(
+                whitespace_after=space.with_changes(
+                    indent=between.indent, last_line=between.last_line
+                )
+            )
+        trailing = _without_comment(trailing)
+    result = [*items[:-1], items[-1].with_changes(comma=kept)]
+    result += [item.with_changes(comma=separator) for item in new_items[:-1]]
+    result.append(new_items[-1].with_changes(comma=trailing))
+    return result
+
+
+def string_values(node: cst.BaseExpression) -> list[str] | None:
+    """The strings of a list or tuple literal of plain strings, else None."""
+    if not isinstance(node, cst.List | cst.Tuple):
+        return None
+    values = []
+    for element in node.elements:
+        if not isinstance(element, cst.Element) or not isinstance(element.value, cst.SimpleString):
+            return None
+        values.append(element.value.evaluated_value)
+    return [v if isinstance(v, str) else v.decode() for v in values]
+
+
+def line_of(module: cst.Module, node: cst.CSTNode) -> int | None:
+    """The 1-based line where ``node`` starts; computed only when a failure needs naming."""
+    positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+    position = positions.get(node)
+    return position.start.line if position else None
+
+
+def snippet(module: cst.Module, node: cst.CSTNode, width: int = 80) -> str:
+    """The first line of ``node``'s code, shortened, for error messages."""
+    first = module.code_for_node(node).strip().splitlines()[0]
+    return first if len(first) <= width else first[: width - 3] + "..."
+
+
+def describe(module: cst.Module, path: str, node: cst.CSTNode) -> str:
+    line = line_of(module, node)
+    return (
+        f"{path}:{line} `{snippet(module, node)}`" if line else f"{path} `{snippet(module, node)}`"
+    )

@@ -1,0 +1,128 @@
+"""What every codemod shares: the statuses it reports, the tree it reads, the outcome it returns."""
+
+from __future__ import annotations
+
+import ast
+import fnmatch
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any, ClassVar
+
+import libcst as cst
+
+from patcher.sources.base import Source
+
+
+class Status(StrEnum):
+    APPLIED = "applied"  # it changed code
+    PRESENT = "present"  # the fix is already there, upstream or from an earlier run
+    NOT_NEEDED = "not-needed"  # the gate it lifts does not exist in this tree
+    UNSUPPORTED = "unsupported"  # a prerequisite is absent
+    FAILED = "failed"  # the code has a shape this codemod does not know
+
+
+@dataclass(frozen=True)
+class Model:
+    """The model a patchset is about, as the codemods need to know it."""
+
+    types: tuple[str, ...]
+    architecture: str | None = None
+    image_token_attribute: str | None = None
+
+
+@dataclass(frozen=True)
+class Outcome:
+    status: Status
+    detail: str = ""
+
+
+class ShapeError(Exception):
+    """Raised inside a codemod when the code it must change has an unknown shape."""
+
+
+class Tree:
+    """The code a codemod sees: the source's files with earlier codemods' changes on top."""
+
+    def __init__(self, source: Source) -> None:
+        self.source = source
+        self.overlay: dict[str, str] = {}
+        self._modules: dict[str, cst.Module] = {}
+        self._names = set(source.names())
+
+    def exists(self, path: str) -> bool:
+        return path in self._names
+
+    def glob(self, pattern: str) -> list[str]:
+        return sorted(n for n in self._names if fnmatch.fnmatchcase(n, pattern))
+
+    def text(self, path: str) -> str | None:
+        if path in self.overlay:
+            return self.overlay[path]
+        data = self.source.read(path)
+        return None if data is None else data.decode("utf-8")
+
+    def module(self, path: str) -> cst.Module | None:
+        if path not in self._modules:
+            text = self.text(path)
+            if text is None:
+                return None
+            try:
+                self._modules[path] = cst.parse_module(text)
+            except cst.ParserSyntaxError as error:
+                raise ShapeError(f"{path}: libcst cannot parse it ({error.message})") from error
+        return self._modules[path]
+
+    def snapshot(self) -> dict[str, str]:
+        return dict(self.overlay)
+
+    def restore(self, snapshot: dict[str, str]) -> None:
+        """Forget every change made since ``snapshot``."""
+        for path in set(self.overlay) - set(snapshot) | {
+            p for p in snapshot if snapshot[p] != self.overlay.get(p)
+        }:
+            self._modules.pop(path, None)
+        self.overlay = dict(snapshot)
+
+    def update(self, path: str, module: cst.Module) -> None:
+        self._modules[path] = module
+        self.overlay[path] = module.code
+
+    def defines_class(self, path: str, name: str) -> bool:
+        """Whether ``path`` defines a top-level class ``name`` (a cheap check with ast)."""
+        text = self.text(path)
+        if text is None:
+            return False
+        return any(
+            isinstance(node, ast.ClassDef) and node.name == name for node in ast.parse(text).body
+        )
+
+
+class Codemod(ABC):
+    """One structural rewrite of vLLM. Subclasses set NAME and DESCRIPTION."""
+
+    NAME: ClassVar[str]
+    DESCRIPTION: ClassVar[str]
+
+    def __init__(self, model: Model, options: Mapping[str, Any]) -> None:
+        self.model = model
+        self.options = dict(options)
+
+    @abstractmethod
+    def paths(self, names: Iterable[str]) -> list[str]:
+        """The files this codemod reads, out of the tree's ``names``, so they can be prefetched."""
+
+    @abstractmethod
+    def transform(self, tree: Tree) -> Outcome:
+        """Rewrite the tree, or report why not. May raise ShapeError for ``failed``."""
+
+    def run(self, tree: Tree) -> Outcome:
+        try:
+            return self.transform(tree)
+        except ShapeError as error:
+            return Outcome(Status.FAILED, str(error))
+
+
+def match_paths(names: Iterable[str], patterns: Sequence[str]) -> list[str]:
+    return sorted({n for n in names for p in patterns if fnmatch.fnmatchcase(n, p)})

@@ -1,0 +1,325 @@
+"""eagle3-interface: give a text model and its multimodal wrapper the ``SupportsEagle3`` interface.
+
+The worker refuses EAGLE-3 unless the target implements ``SupportsEagle3``. As upstream did in
+vLLM 0.18.0, the text model's backbone collects ``hidden_states + residual`` at the input of each
+layer in ``aux_hidden_state_layers`` and returns them beside the final states; the causal-LM
+class sets those layers and defaults them to ``(2, n // 2, n - 3)``; the wrapper delegates both.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import libcst as cst
+import libcst.matchers as m
+
+from patcher.codemods._cst import describe, extend_separated
+from patcher.codemods.base import Codemod, Outcome, ShapeError, Status, Tree
+
+DESCRIPTION = "Implement SupportsEagle3 on the text model and its multimodal wrapper."
+
+INTERFACE = "SupportsEagle3"
+INTERFACES_MODULE = "vllm/model_executor/models/interfaces.py"
+AUX_FIELD = "aux_hidden_state_layers"
+SETTER = "set_aux_hidden_state_layers"
+GETTER = "get_eagle3_aux_hidden_state_layers"
+
+INTERFACES_IMPORT = m.ImportFrom(
+    module=m.Name("interfaces") | m.Attribute(attr=m.Name("interfaces"))
+)
+SETS_AUX_FIELD = m.Assign(
+    targets=[m.AssignTarget(m.Attribute(m.Name("self"), m.Name(AUX_FIELD)))]
+) | m.AnnAssign(target=m.Attribute(m.Name("self"), m.Name(AUX_FIELD)))
+OVER_LAYERS = m.For(
+    iter=m.MatchIfTrue(
+        lambda node: bool(m.findall(node, m.Attribute(m.Name("self"), m.Name("layers"))))
+    )
+)
+LAYER_CALL_ASSIGN = m.Assign(
+    targets=[m.AssignTarget(m.Tuple(elements=[m.Element(m.Name()), m.Element(m.Name())]))],
+    value=m.Call(),
+)
+
+
+def statement(code: str) -> cst.BaseStatement:
+    return cst.parse_statement(code)
+
+
+def method(code: str) -> cst.FunctionDef:
+    return cst.ensure_type(statement(code), cst.FunctionDef).with_changes(
+        leading_lines=[cst.EmptyLine(indent=False)]
+    )
+
+
+def find_class(module: cst.Module, name: str) -> cst.ClassDef | None:
+    for node in module.body:
+        if isinstance(node, cst.ClassDef) and node.name.value == name:
+            return node
+    return None
+
+
+def find_method(cls: cst.ClassDef, name: str) -> cst.FunctionDef | None:
+    for node in cls.body.body:
+        if isinstance(node, cst.FunctionDef) and node.name.value == name:
+            return node
+    return None
+
+
+def base_names(cls: cst.ClassDef) -> set[str]:
+    return {arg.value.value for arg in cls.bases if isinstance(arg.value, cst.Name)}
+
+
+class ModuleEditor(cst.CSTTransformer):
+    """Applies the class- and import-level edits computed for one module."""
+
+    def __init__(
+        self,
+        classes: dict[str, tuple[bool, list[cst.FunctionDef]]],
+        import_node: cst.ImportFrom | None,
+    ) -> None:
+        self.classes = classes  # class name -> (add the interface base?, methods to append)
+        self.import_node = import_node
+
+    def leave_ImportFrom(
+        self, original_node: cst.ImportFrom, updated_node: cst.ImportFrom
+    ) -> cst.ImportFrom:
+        if original_node is not self.import_node or isinstance(updated_node.names, cst.ImportStar):
+            return updated_node
+        names = extend_separated(list(updated_node.names), [cst.ImportAlias(cst.Name(INTERFACE))])
+        return updated_node.with_changes(names=names)
+
+    def leave_ClassDef(
+        self, original_node: cst.ClassDef, updated_node: cst.ClassDef
+    ) -> cst.ClassDef:
+        edit = self.classes.get(original_node.name.value)
+        if edit is None:
+            return updated_node
+        add_base, methods = edit
+        if add_base:
+            bases = extend_separated(list(updated_node.bases), [cst.Arg(cst.Name(INTERFACE))])
+            updated_node = updated_node.with_changes(bases=bases)
+        if methods:
+            body = cst.ensure_type(updated_node.body, cst.IndentedBlock)
+            updated_node = updated_node.with_changes(
+                body=body.with_changes(body=[*body.body, *methods])
+            )
+        return updated_node
+
+
+class BackboneEditor(cst.CSTTransformer):
+    """Makes the backbone's ``forward`` capture auxiliary hidden states, as vLLM 0.18.0 does."""
+
+    def __init__(self, path: str, module: cst.Module, backbone: str) -> None:
+        self.path, self.module, self.backbone = path, module, backbone
+        self.inside: list[str] = []
+        self.changed: list[str] = []
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        self.inside.append(node.name.value)
+
+    def leave_ClassDef(
+        self, original_node: cst.ClassDef, updated_node: cst.ClassDef
+    ) -> cst.ClassDef:
+        self.inside.pop()
+        return updated_node
+
+    def leave_FunctionDef(
+        self, original_node: cst.FunctionDef, updated_node: cst.FunctionDef
+    ) -> cst.FunctionDef:
+        if self.inside[-1:] != [self.backbone]:
+            return updated_node
+        if original_node.name.value == "__init__":
+            return self._init(updated_node)
+        if original_node.name.value == "forward":
+            return self._forward(original_node, updated_node)
+        return updated_node
+
+    def _init(self, node: cst.FunctionDef) -> cst.FunctionDef:
+        if m.findall(node, SETS_AUX_FIELD):
+            return node
+        body = cst.ensure_type(node.body, cst.IndentedBlock)
+        line = statement(f"self.{AUX_FIELD}: tuple[int, ...] = ()")
+        self.changed.append(f"{self.backbone}.__init__ sets {AUX_FIELD}")
+        return node.with_changes(body=body.with_changes(body=[*body.body, line]))
+
+    def _forward(self, original: cst.FunctionDef, node: cst.FunctionDef) -> cst.FunctionDef:
+        if m.findall(node, m.Name("aux_hidden_states")):
+            return node
+        body = list(cst.ensure_type(node.body, cst.IndentedBlock).body)
+        loops = [i for i, s in enumerate(body) if m.matches(s, OVER_LAYERS)]
+        if len(loops) != 1:
+            raise ShapeError(
+                f"{self.path}: expected one loop over self.layers in {self.backbone}.forward, "
+                f"found {len(loops)}; nearest candidate: "
+                f"{describe(self.module, self.path, original)}"
+            )
+        loop = cst.ensure_type(body[loops[0]], cst.For)
+        calls = [s for s in m.findall(loop.body, LAYER_CALL_ASSIGN)]
+        if not isinstance(loop.target, cst.Name) or not calls:
+            raise ShapeError(
+                f"{self.path}: expected `for layer in ...: hidden_states, residual = layer(...)` "
+                f"in {self.backbone}.forward; nearest candidate: "
+                f"{describe(self.module, self.path, original.body.body[loops[0]])}"
+            )
+        hidden, residual = (
+            cst.ensure_type(e.value, cst.Name).value
+            for e in cst.ensure_type(
+                cst.ensure_type(calls[0], cst.Assign).targets[0].target, cst.Tuple
+            ).elements
+        )
+        if not isinstance(body[-1], cst.SimpleStatementLine) or not m.matches(
+            body[-1].body[0], m.Return()
+        ):
+            raise ShapeError(f"{self.path}: {self.backbone}.forward does not end in a return")
+        capture = statement(
+            f"if idx in self.{AUX_FIELD}:\n    aux_hidden_states.append({hidden} + {residual})\n"
+        )
+        loop_body = cst.ensure_type(loop.body, cst.IndentedBlock)
+        header = cst.ensure_type(
+            statement(
+                f"for idx, {loop.target.value} in enumerate(\n"
+                f"    {cst.Module([]).code_for_node(loop.iter)},\n"
+                f"    start=self.start_layer,\n"
+                f"):\n    pass\n"
+            ),
+            cst.For,
+        )
+        new_loop = loop.with_changes(
+            target=header.target,
+            iter=header.iter,
+            whitespace_after_in=header.whitespace_after_in,
+            body=loop_body.with_changes(body=[capture, *loop_body.body]),
+        )
+        early_return = statement(
+            f"if len(aux_hidden_states) > 0:\n    return {hidden}, aux_hidden_states\n"
+        ).with_changes(leading_lines=[cst.EmptyLine(indent=False)])
+        new_body = [
+            *body[: loops[0]],
+            statement("aux_hidden_states = []").with_changes(leading_lines=loop.leading_lines),
+            new_loop.with_changes(leading_lines=[]),
+            *body[loops[0] + 1 : -1],
+            early_return,
+            body[-1],
+        ]
+        self.changed.append(f"{self.backbone}.forward returns auxiliary hidden states")
+        return node.with_changes(body=node.body.with_changes(body=new_body))
+
+
+class Eagle3Interface(Codemod):
+    NAME = "eagle3-interface"
+    DESCRIPTION = DESCRIPTION
+
+    def paths(self, names: Iterable[str]) -> list[str]:
+        wanted = {
+            self.options.get("interfaces_module", INTERFACES_MODULE),
+            self.options["text_module"],
+        }
+        if "wrapper_module" in self.options:
+            wanted.add(self.options["wrapper_module"])
+        return sorted(wanted & set(names))
+
+    def transform(self, tree: Tree) -> Outcome:
+        interfaces = self.options.get("interfaces_module", INTERFACES_MODULE)
+        if not tree.defines_class(interfaces, INTERFACE):
+            return Outcome(Status.UNSUPPORTED, f"{interfaces} has no {INTERFACE} interface")
+        text_module, text_class = self.options["text_module"], self.options["text_class"]
+        if not tree.defines_class(text_module, text_class):
+            return Outcome(Status.UNSUPPORTED, f"{text_module} has no {text_class}")
+        changed = self._text_model(tree, text_module, text_class)
+        if "wrapper_module" in self.options:
+            wrapper_module, wrapper_class = (
+                self.options["wrapper_module"],
+                self.options["wrapper_class"],
+            )
+            if not tree.defines_class(wrapper_module, wrapper_class):
+                return Outcome(Status.UNSUPPORTED, f"{wrapper_module} has no {wrapper_class}")
+            changed += self._wrapper(tree, wrapper_module, wrapper_class)
+        if changed:
+            return Outcome(Status.APPLIED, "; ".join(changed))
+        return Outcome(Status.PRESENT, f"{text_class} already implements {INTERFACE}")
+
+    def _text_model(self, tree: Tree, path: str, class_name: str) -> list[str]:
+        module = tree.module(path)
+        assert module is not None
+        backbone = self.options["backbone_class"]
+        if find_class(module, backbone) is None:
+            raise ShapeError(f"{path}: no class {backbone}, the backbone named by the patchset")
+        editor = BackboneEditor(path, module, backbone)
+        module = module.visit(editor)
+        inner = self.options.get("backbone_attribute", "model")
+        methods = {
+            SETTER: f"def {SETTER}(self, layers: tuple[int, ...]) -> None:\n"
+            f"    self.{inner}.{AUX_FIELD} = layers\n",
+            GETTER: f"def {GETTER}(self) -> tuple[int, ...]:\n"
+            f"    num_layers = len(self.{inner}.layers)\n"
+            f"    return (2, num_layers // 2, num_layers - 3)\n",
+        }
+        return editor.changed + self._interface(
+            tree, path, module, class_name, methods, dirty=bool(editor.changed)
+        )
+
+    def _wrapper(self, tree: Tree, path: str, class_name: str) -> list[str]:
+        module = tree.module(path)
+        assert module is not None
+        cls = find_class(module, class_name)
+        assert cls is not None
+        attribute = self.options.get("wrapper_attribute", "language_model")
+        holds_backbone = bool(
+            m.findall(
+                cls,
+                m.Assign(
+                    targets=[m.AssignTarget(m.Attribute(m.Name("self"), m.Name(attribute)))],
+                    value=m.Call(func=m.Name(self.options["backbone_class"])),
+                ),
+            )
+        )
+        if holds_backbone:  # older wrappers hold the backbone itself, not the causal-LM class
+            methods = {
+                SETTER: f"def {SETTER}(self, layers: tuple[int, ...]) -> None:\n"
+                f"    self.{attribute}.{AUX_FIELD} = layers\n",
+                GETTER: f"def {GETTER}(self) -> tuple[int, ...]:\n"
+                f"    num_layers = len(self.{attribute}.layers)\n"
+                f"    return (2, num_layers // 2, num_layers - 3)\n",
+            }
+        else:
+            methods = {
+                SETTER: f"def {SETTER}(self, layers: tuple[int, ...]) -> None:\n"
+                f"    self.{attribute}.{SETTER}(layers)\n",
+                GETTER: f"def {GETTER}(self) -> tuple[int, ...]:\n"
+                f"    return self.{attribute}.{GETTER}()\n",
+            }
+        return self._interface(tree, path, module, class_name, methods)
+
+    def _interface(
+        self,
+        tree: Tree,
+        path: str,
+        module: cst.Module,
+        class_name: str,
+        methods: dict[str, str],
+        dirty: bool = False,
+    ) -> list[str]:
+        """Import the interface, add it to the class's bases, add the missing methods."""
+        changed = []
+        imports = [cst.ensure_type(n, cst.ImportFrom) for n in m.findall(module, INTERFACES_IMPORT)]
+        imported = any(
+            isinstance(node.names, cst.ImportStar)
+            or any(a.evaluated_name == INTERFACE for a in node.names)
+            for node in imports
+        )
+        if not imports and not imported:
+            raise ShapeError(f"{path}: no `from .interfaces import ...` to add {INTERFACE} to")
+        import_node = None if imported else imports[0]
+        cls = find_class(module, class_name)
+        assert cls is not None
+        add_base = INTERFACE not in base_names(cls)
+        missing = [method(code) for name, code in methods.items() if find_method(cls, name) is None]
+        if import_node is not None:
+            changed.append(f"{path} imports {INTERFACE}")
+        if add_base:
+            changed.append(f"{class_name} subclasses {INTERFACE}")
+        changed += [f"{class_name}.{f.name.value}" for f in missing]
+        if changed or dirty:
+            module = module.visit(ModuleEditor({class_name: (add_base, missing)}, import_node))
+            tree.update(path, module)
+        return changed

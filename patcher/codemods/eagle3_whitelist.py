@@ -1,0 +1,185 @@
+"""eagle3-whitelist: let the EAGLE-3 target check accept the patchset's model types.
+
+``SpeculativeConfig`` raises unless the target's ``hf_text_config.model_type`` contains one of
+a hard-coded list of substrings. The list is found by what the check does: an ``if`` that
+mentions ``"eagle3"``, tests membership in a ``...model_type`` and raises. Its variable has had
+several names, so the list is resolved from the generator the check iterates over.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import libcst as cst
+import libcst.matchers as m
+
+from patcher.codemods._cst import describe, extend_bracketed, extend_separated, string_values
+from patcher.codemods.base import Codemod, Outcome, ShapeError, Status, Tree, match_paths
+
+DESCRIPTION = "Add the model types to the EAGLE-3 target model-type whitelist."
+
+CANDIDATE_FILES = ("vllm/config/speculative.py", "vllm/config/__init__.py", "vllm/config.py")
+
+MENTIONS_EAGLE3 = m.SimpleString(value=m.MatchIfTrue(lambda value: "eagle3" in value))
+MODEL_TYPE = m.Attribute(attr=m.Name("model_type"))
+SUBSTRING_OF_MODEL_TYPE = m.Comparison(
+    comparisons=[m.ComparisonTarget(operator=m.In(), comparator=MODEL_TYPE)]
+)
+ANY_SUBSTRING = m.Call(
+    func=m.Name("any"),
+    args=[
+        m.Arg(
+            value=m.GeneratorExp(elt=SUBSTRING_OF_MODEL_TYPE)
+            | m.ListComp(elt=SUBSTRING_OF_MODEL_TYPE)
+        )
+    ],
+)
+SINGLE_SUBSTRING = m.Comparison(
+    left=m.SimpleString(),
+    comparisons=[m.ComparisonTarget(operator=m.NotIn(), comparator=MODEL_TYPE)],
+)
+RAISES = m.If(
+    body=m.IndentedBlock(
+        body=[m.ZeroOrMore(), m.SimpleStatementLine(body=[m.Raise()]), m.ZeroOrMore()]
+    )
+)
+
+
+@dataclass
+class Gate:
+    """One EAGLE-3 model-type check and the literal it compares against."""
+
+    node: cst.If
+    literal: cst.List | cst.Tuple | None = None  # the substrings, where they are a list
+    single: cst.Comparison | None = None  # ``"llama" not in ...model_type``, the oldest shape
+
+
+class GateFinder(cst.CSTVisitor):
+    """Collects the gates, resolving a named list to its last assignment in scope."""
+
+    def __init__(self) -> None:
+        self.scopes: list[dict[str, cst.List | cst.Tuple]] = [{}]
+        self.gates: list[Gate] = []
+        self.unresolved: list[cst.If] = []
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self.scopes.append({})
+
+    def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
+        self.scopes.pop()
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        if isinstance(node.value, cst.List | cst.Tuple) and string_values(node.value) is not None:
+            for target in node.targets:
+                if isinstance(target.target, cst.Name):
+                    self.scopes[-1][target.target.value] = node.value
+
+    def visit_If(self, node: cst.If) -> None:
+        if not (m.findall(node.test, MENTIONS_EAGLE3) and m.findall(node.test, MODEL_TYPE)):
+            return
+        if not m.matches(node, RAISES):
+            return
+        for call in m.findall(node.test, ANY_SUBSTRING):
+            iterable = cst.ensure_type(call, cst.Call).args[0].value.for_in.iter  # type: ignore[attr-defined]
+            if isinstance(iterable, cst.List | cst.Tuple):
+                self.gates.append(Gate(node, literal=iterable))
+                return
+            if isinstance(iterable, cst.Name):
+                for scope in reversed(self.scopes):
+                    if iterable.value in scope:
+                        self.gates.append(Gate(node, literal=scope[iterable.value]))
+                        return
+        singles = m.findall(node.test, SINGLE_SUBSTRING)
+        if singles:
+            self.gates.append(Gate(node, single=cst.ensure_type(singles[0], cst.Comparison)))
+            return
+        self.unresolved.append(node)
+
+
+def covered(model_type: str, substrings: list[str]) -> bool:
+    """vLLM's own rule: a model type passes when any listed substring occurs in it."""
+    return any(s in model_type for s in substrings)
+
+
+class WhitelistExtender(cst.CSTTransformer):
+    def __init__(self, gates: list[Gate], additions: dict[int, list[str]]) -> None:
+        self.literals = {
+            id(g.literal): additions[i] for i, g in enumerate(gates) if g.literal is not None
+        }
+        self.singles = {
+            id(g.single): additions[i] for i, g in enumerate(gates) if g.single is not None
+        }
+
+    def leave_List(self, original_node: cst.List, updated_node: cst.List) -> cst.List:
+        return self._extend(original_node, updated_node)
+
+    def leave_Tuple(self, original_node: cst.Tuple, updated_node: cst.Tuple) -> cst.Tuple:
+        return self._extend(original_node, updated_node)
+
+    def _extend(self, original_node, updated_node):
+        added = self.literals.get(id(original_node))
+        if not added:
+            return updated_node
+        new = [cst.Element(cst.SimpleString(f'"{value}"')) for value in added]
+        if isinstance(updated_node, cst.List):
+            elements, closing = extend_bracketed(
+                updated_node.elements, new, updated_node.rbracket.whitespace_before
+            )
+            rbracket = updated_node.rbracket.with_changes(whitespace_before=closing)
+            return updated_node.with_changes(elements=elements, rbracket=rbracket)
+        return updated_node.with_changes(elements=extend_separated(updated_node.elements, new))
+
+    def leave_Comparison(
+        self, original_node: cst.Comparison, updated_node: cst.Comparison
+    ) -> cst.BaseExpression:
+        added = self.singles.get(id(original_node))
+        if not added:
+            return updated_node
+        first = cst.ensure_type(updated_node.left, cst.SimpleString)
+        subject = cst.Module([]).code_for_node(updated_node.comparisons[0].comparator)
+        values = ", ".join([first.value, *(f'"{v}"' for v in added)])
+        return cst.parse_expression(f"not any(supported in {subject} for supported in ({values}))")
+
+
+class Eagle3Whitelist(Codemod):
+    NAME = "eagle3-whitelist"
+    DESCRIPTION = DESCRIPTION
+
+    def paths(self, names: Iterable[str]) -> list[str]:
+        return match_paths(names, self.options.get("files", CANDIDATE_FILES))
+
+    def transform(self, tree: Tree) -> Outcome:
+        applied: list[str] = []
+        present: list[str] = []
+        for path in self.paths(tree.source.names()):
+            module = tree.module(path)
+            if module is None:
+                continue
+            finder = GateFinder()
+            module.visit(finder)
+            if finder.unresolved and not finder.gates:
+                raise ShapeError(
+                    f"{path}: found the EAGLE-3 model-type check but no list of model-type "
+                    f"substrings it iterates over; nearest candidate: "
+                    f"{describe(module, path, finder.unresolved[0])}"
+                )
+            additions: dict[int, list[str]] = {}
+            for i, gate in enumerate(finder.gates):
+                substrings = string_values(gate.literal) if gate.literal is not None else []
+                missing = [t for t in self.model.types if not covered(t, substrings or [])]
+                if missing:
+                    additions[i] = missing
+            if not finder.gates:
+                continue
+            if not additions:
+                present.append(path)
+                continue
+            tree.update(path, module.visit(WhitelistExtender(finder.gates, additions)))
+            added = sorted({t for values in additions.values() for t in values})
+            applied.append(f"{path}: added {', '.join(added)}")
+        if applied:
+            return Outcome(Status.APPLIED, "; ".join(applied))
+        if present:
+            return Outcome(Status.PRESENT, f"{', '.join(present)}: model types already accepted")
+        return Outcome(Status.NOT_NEEDED, "no EAGLE-3 model-type check in this tree")

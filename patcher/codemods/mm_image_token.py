@@ -1,0 +1,153 @@
+"""mm-image-token: tell the EAGLE proposer where a multimodal target keeps its image token.
+
+Under ``if supports_multimodal(target_model):`` the proposer's ``load_model`` picks the image
+token by architecture name in an ``if``/``elif`` chain; the final ``else`` reads
+``target.config.image_token_index``, which some configs (Kimi-K2.5's) do not have. This adds an
+``elif`` for the patchset's architecture ahead of that ``else``, which stays last.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import libcst as cst
+import libcst.matchers as m
+
+from patcher.codemods._cst import describe
+from patcher.codemods.base import Codemod, Outcome, ShapeError, Status, Tree, match_paths
+
+DESCRIPTION = "Map the architecture to its image-token attribute in the EAGLE multimodal branch."
+
+CANDIDATE_FILES = ("vllm/v1/spec_decode/*.py",)
+
+SUPPORTS_MULTIMODAL = m.If(test=m.Call(func=m.Name("supports_multimodal")))
+READS_IMAGE_TOKEN_INDEX = m.Assign(
+    targets=[m.AssignTarget(target=m.Attribute(attr=m.Name("image_token_index")))],
+    value=m.Attribute(attr=m.Name("image_token_index")),
+)
+NAME_TEST = m.Comparison(comparisons=[m.ComparisonTarget(operator=m.Equal() | m.In())])
+
+
+@dataclass
+class Chain:
+    """An architecture ``if``/``elif`` chain whose ``else`` falls back to image_token_index."""
+
+    head: cst.If
+    last_elif: cst.If  # the branch whose orelse is the fallback ``else``
+    fallback: cst.Assign
+    tests: list[cst.BaseExpression]
+
+
+def fallback_assign(block: cst.BaseSuite) -> cst.Assign | None:
+    for statement in getattr(block, "body", ()):
+        if isinstance(statement, cst.SimpleStatementLine):
+            for small in statement.body:
+                if m.matches(small, READS_IMAGE_TOKEN_INDEX):
+                    return cst.ensure_type(small, cst.Assign)
+    return None
+
+
+def find_chains(branch: cst.If) -> list[Chain]:
+    """The chains under ``branch``; an ``elif`` is part of its head's chain, not a head."""
+    ifs = [cst.ensure_type(node, cst.If) for node in m.findall(branch.body, m.If())]
+    elifs = {id(node.orelse) for node in ifs if isinstance(node.orelse, cst.If)}
+    chains = []
+    for head in ifs:
+        if id(head) in elifs:
+            continue
+        tests, node = [head.test], head
+        while isinstance(node.orelse, cst.If):
+            node = node.orelse
+            tests.append(node.test)
+        if isinstance(node.orelse, cst.Else):
+            fallback = fallback_assign(node.orelse.body)
+            if fallback is not None:
+                chains.append(Chain(head, node, fallback, tests))
+    return chains
+
+
+def names_architecture(test: cst.BaseExpression, architecture: str) -> bool:
+    return any(
+        isinstance(s, cst.SimpleString) and s.evaluated_value == architecture
+        for s in m.findall(test, m.SimpleString())
+    )
+
+
+class InsertBranch(cst.CSTTransformer):
+    def __init__(self, target: cst.If, branch: cst.If) -> None:
+        self.target, self.branch = target, branch
+
+    def leave_If(self, original_node: cst.If, updated_node: cst.If) -> cst.If:
+        if original_node is not self.target:
+            return updated_node
+        return updated_node.with_changes(
+            orelse=self.branch.with_changes(orelse=updated_node.orelse)
+        )
+
+
+class MmImageToken(Codemod):
+    NAME = "mm-image-token"
+    DESCRIPTION = DESCRIPTION
+
+    def paths(self, names: Iterable[str]) -> list[str]:
+        return match_paths(names, self.options.get("files", CANDIDATE_FILES))
+
+    def transform(self, tree: Tree) -> Outcome:
+        architecture = self.model.architecture
+        attribute = self.model.image_token_attribute
+        if not architecture or not attribute:
+            raise ShapeError("the patchset names no architecture and image-token attribute")
+        applied, present = [], []
+        for path in self.paths(tree.source.names()):
+            text = tree.text(path)
+            if text is None or "supports_multimodal(" not in text:
+                continue  # a cheap skip before parsing; matching itself is structural
+            module = tree.module(path)
+            assert module is not None
+            branches = [cst.ensure_type(b, cst.If) for b in m.findall(module, SUPPORTS_MULTIMODAL)]
+            chains = [chain for branch in branches for chain in find_chains(branch)]
+            if not chains:
+                for branch in branches:
+                    if fallback_assign(branch.body) is not None:
+                        raise ShapeError(
+                            f"{path}: the multimodal branch reads image_token_index with no "
+                            f"architecture chain to extend; nearest candidate: "
+                            f"{describe(module, path, branch)}"
+                        )
+                continue
+            for chain in chains:
+                if any(names_architecture(test, architecture) for test in chain.tests):
+                    present.append(path)
+                    continue
+                module = module.visit(
+                    InsertBranch(chain.last_elif, self._branch(module, path, chain))
+                )
+                applied.append(f"{path}: {architecture} -> config.{attribute}")
+            if applied:
+                tree.update(path, module)
+        if applied:
+            return Outcome(Status.APPLIED, "; ".join(applied))
+        if present:
+            return Outcome(Status.PRESENT, f"{', '.join(present)}: {architecture} already mapped")
+        return Outcome(Status.NOT_NEEDED, "no image_token_index fallback in a multimodal branch")
+
+    def _branch(self, module: cst.Module, path: str, chain: Chain) -> cst.If:
+        """``elif <name> == "Arch": <drafter>.image_token_index = <target>.config.<attr>``."""
+        head = chain.tests[0]
+        if not m.matches(head, NAME_TEST):
+            raise ShapeError(
+                f"{path}: expected the multimodal branch to compare the model name with == or in; "
+                f"nearest candidate: {describe(module, path, chain.head)}"
+            )
+        name = module.code_for_node(cst.ensure_type(head, cst.Comparison).left)
+        target = module.code_for_node(chain.fallback.targets[0].target)
+        source = cst.ensure_type(chain.fallback.value, cst.Attribute)
+        owner = module.code_for_node(source.value.with_changes(lpar=[], rpar=[]))
+        code = (
+            f'if {name} == "{self.model.architecture}":\n'
+            f"    {target} = (\n"
+            f"        {owner}.{self.model.image_token_attribute}\n"
+            f"    )\n"
+        )
+        return cst.ensure_type(cst.parse_statement(code), cst.If)

@@ -1,0 +1,232 @@
+"""The package index pip is configured with: its JSON simple API and its files over HTTP.
+
+No registry host is named here. The index URL comes from ``--index-url``, else
+``PIP_INDEX_URL``, else pip's configuration files, else pip's own default.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import requests
+from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+from packaging.version import InvalidVersion, Version
+
+from patcher.cache import atomic_write, cache_dir
+from patcher.errors import PatcherError
+
+SIMPLE_JSON = "application/vnd.pypi.simple.v1+json"
+PROJECT = "vllm"
+LISTING_TTL_SECONDS = 600
+RETRIES = 4
+BACKOFF_SECONDS = 0.5
+TIMEOUT_ENV = "PATCHER_HTTP_TIMEOUT"
+
+
+def default_index_url() -> str:
+    """The index pip would use, read the way pip reads it."""
+    if url := os.environ.get("PIP_INDEX_URL"):
+        return url
+    try:
+        from pip._internal.configuration import Configuration
+
+        configuration = Configuration(isolated=False)
+        configuration.load()
+        values = dict(configuration.items())
+        for key in ("global.index-url", "install.index-url", "download.index-url"):
+            if values.get(key):
+                return str(values[key])
+    except Exception:  # pip missing or its internals moved: fall back to its default below
+        pass
+    try:
+        from pip._internal.models.index import PyPI
+
+        return str(PyPI.simple_url)
+    except Exception as error:
+        raise PatcherError("cannot determine pip's index URL; pass --index-url") from error
+
+
+def machine_platform() -> str:
+    """The wheel platform suffix for this machine: ``x86_64`` or ``aarch64``."""
+    machine = platform.machine().lower()
+    return {"amd64": "x86_64", "arm64": "aarch64"}.get(machine, machine)
+
+
+@dataclass(frozen=True)
+class WheelFile:
+    """One wheel file of a release, as the index lists it."""
+
+    filename: str
+    url: str
+    sha256: str
+    size: int | None
+    yanked: bool
+
+    @property
+    def platform_tags(self) -> frozenset[str]:
+        return frozenset(tag.platform for tag in parse_wheel_filename(self.filename)[3])
+
+    @property
+    def build(self) -> tuple:
+        return parse_wheel_filename(self.filename)[2]
+
+
+@dataclass(frozen=True)
+class Release:
+    version: Version
+    wheels: tuple[WheelFile, ...]
+
+    def wheel_for(self, arch: str) -> WheelFile | None:
+        """The wheel pip would pick for ``arch``: matching platform, highest build tag."""
+        matching = [w for w in self.wheels if any(t.endswith(arch) for t in w.platform_tags)]
+        return max(matching, key=lambda w: w.build, default=None)
+
+
+def timeout() -> float:
+    return float(os.environ.get(TIMEOUT_ENV, "30"))
+
+
+class HttpClient:
+    """A requests session with bounded retries and exponential backoff for transient faults."""
+
+    def __init__(self) -> None:
+        self.session = requests.Session()
+        self.session.headers["User-Agent"] = "vllm-patcher"
+
+    def get(
+        self,
+        url: str,
+        *,
+        headers: dict[str, str] | None = None,
+        stream: bool = False,
+        expect_length: int | None = None,
+        ranged: bool = False,
+    ) -> requests.Response:
+        """GET with retries; a body shorter than promised counts as a transient fault.
+
+        With ``ranged``, an answer of 200 instead of 206 raises RangesRefused before the body
+        is read, so a server that ignores ranges never streams a whole wheel into memory.
+        """
+        last = "no attempt"
+        for attempt in range(RETRIES):
+            if attempt:
+                time.sleep(BACKOFF_SECONDS * 2 ** (attempt - 1))
+            try:
+                response = self.session.get(url, headers=headers, stream=True, timeout=timeout())
+                if response.status_code >= 500 or response.status_code == 429:
+                    response.close()
+                    last = f"HTTP {response.status_code}"
+                    continue
+                if response.status_code >= 400:
+                    response.close()
+                    raise PatcherError(f"{url}: HTTP {response.status_code}")
+                if ranged and response.status_code != 206:
+                    response.close()
+                    raise RangesRefused(f"{url}: the server does not honour range requests")
+                if stream:
+                    return response
+                body = response.content
+                promised = expect_length
+                if promised is None and "Content-Length" in response.headers:
+                    promised = int(response.headers["Content-Length"])
+                if promised is not None and len(body) < promised:
+                    last = f"truncated response ({len(body)} of {promised} bytes)"
+                    continue
+                return response
+            except requests.RequestException as error:
+                last = type(error).__name__
+        raise PatcherError(f"{url}: no good answer after {RETRIES} tries ({last})")
+
+
+class RangesRefused(PatcherError):
+    """The server answered a range request with the whole file."""
+
+
+class PackageIndex:
+    """Lists vLLM releases and their wheels from a PEP 691 JSON simple index."""
+
+    def __init__(self, index_url: str | None = None, client: HttpClient | None = None) -> None:
+        self.url = (index_url or default_index_url()).rstrip("/")
+        self.client = client or HttpClient()
+        self._releases: dict[Version, Release] | None = None
+
+    @property
+    def _listing_cache(self) -> Path:
+        key = self.url.replace("://", "_").replace("/", "_").replace(":", "_")
+        return cache_dir() / "index" / f"{key}-{PROJECT}.json"
+
+    def _listing(self) -> dict:
+        cached = self._listing_cache
+        if cached.exists() and time.time() - cached.stat().st_mtime < LISTING_TTL_SECONDS:
+            return json.loads(cached.read_bytes())
+        url = f"{self.url}/{PROJECT}/"
+        response = self.client.get(url, headers={"Accept": SIMPLE_JSON})
+        try:
+            data = json.loads(response.content)
+            files = data["files"]
+            if not isinstance(files, list):
+                raise TypeError("files is not a list")
+        except (ValueError, KeyError, TypeError) as error:
+            raise PatcherError(
+                f"{url}: the index answered something that is not a JSON simple API page ({error})"
+            ) from error
+        atomic_write(cached, response.content)
+        return data
+
+    def releases(self) -> dict[Version, Release]:
+        """Every release with at least one wheel, by version."""
+        if self._releases is None:
+            by_version: dict[Version, list[WheelFile]] = {}
+            for entry in self._listing()["files"]:
+                filename = entry.get("filename", "")
+                if not filename.endswith(".whl"):
+                    continue
+                try:
+                    version = parse_wheel_filename(filename)[1]
+                except (InvalidWheelFilename, InvalidVersion):
+                    continue
+                wheel = WheelFile(
+                    filename=filename,
+                    url=requests.compat.urljoin(f"{self.url}/{PROJECT}/", entry["url"]),
+                    sha256=entry.get("hashes", {}).get("sha256", ""),
+                    size=entry.get("size"),
+                    yanked=bool(entry.get("yanked")),
+                )
+                by_version.setdefault(version, []).append(wheel)
+            self._releases = {v: Release(v, tuple(ws)) for v, ws in sorted(by_version.items())}
+        return self._releases
+
+    def release(self, version: str) -> Release:
+        """The named release, or an error naming the nearest ones."""
+        releases = self.releases()
+        try:
+            wanted = Version(version)
+        except InvalidVersion as error:
+            raise PatcherError(f"{version!r} is not a valid version") from error
+        if wanted in releases:
+            return releases[wanted]
+        raise PatcherError(
+            f"vllm {version} is not on the index {self.url}; nearest releases: "
+            + ", ".join(str(v) for v in nearest(wanted, list(releases)))
+        )
+
+    def iter_since(self, since: Version | None) -> Iterator[Release]:
+        for version, release in self.releases().items():
+            if version.is_prerelease or version.is_devrelease:
+                continue
+            if since is None or version >= since:
+                yield release
+
+
+def nearest(wanted: Version, versions: list[Version], count: int = 3) -> list[Version]:
+    """The releases just below and above ``wanted``."""
+    ordered = sorted(versions)
+    below = [v for v in ordered if v < wanted][-(count // 2 + 1) :]
+    above = [v for v in ordered if v > wanted][: count - len(below) + 1]
+    return (below + above)[: count + 1]

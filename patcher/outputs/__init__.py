@@ -1,0 +1,1 @@
+"""Where patched code goes: a unified diff, a tree patched in place, a wheel."""

@@ -1,0 +1,44 @@
+"""Cached patch outcomes, keyed by everything that decides them, so a warm matrix is instant."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from functools import cache
+from pathlib import Path
+
+from patcher import __version__
+from patcher.cache import atomic_write, cache_dir
+from patcher.codemods.base import Outcome, Status
+
+
+@cache
+def codemods_digest() -> str:
+    """A digest of the codemods' own source: changing a codemod invalidates its cached results."""
+    digest = hashlib.sha256(__version__.encode())
+    for path in sorted((Path(__file__).parent / "codemods").glob("*.py")):
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def _path(patchset_digest: str, identity: str) -> Path:
+    key = hashlib.sha256(f"{codemods_digest()}|{patchset_digest}|{identity}".encode()).hexdigest()
+    return cache_dir() / "results" / f"{key}.json"
+
+
+def load(patchset_digest: str, identity: str) -> dict[str, Outcome] | None:
+    if not identity:
+        return None
+    path = _path(patchset_digest, identity)
+    if not path.exists():
+        return None
+    data = json.loads(path.read_bytes())
+    return {name: Outcome(Status(o["status"]), o["detail"]) for name, o in data.items()}
+
+
+def store(patchset_digest: str, identity: str, outcomes: dict[str, Outcome]) -> None:
+    if identity:
+        data = {
+            name: {"status": o.status.value, "detail": o.detail} for name, o in outcomes.items()
+        }
+        atomic_write(_path(patchset_digest, identity), json.dumps(data).encode())

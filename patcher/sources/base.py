@@ -1,0 +1,31 @@
+"""The one interface every origin of vLLM code offers the patch engine."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Sequence
+
+from packaging.version import Version
+
+
+class Source(ABC):
+    """A read-only view of a vLLM tree: member paths like ``vllm/config/speculative.py``."""
+
+    version: Version
+    description: str
+
+    @abstractmethod
+    def names(self) -> Sequence[str]:
+        """Every file path in the tree, with ``/`` separators."""
+
+    @abstractmethod
+    def read(self, path: str) -> bytes | None:
+        """The file's bytes, or None if the tree has no such file."""
+
+    def prefetch(self, paths: Iterable[str]) -> None:  # noqa: B027 - optional hook
+        """Make the following reads of ``paths`` cheap; remote sources fetch them together."""
+
+    @property
+    def identity(self) -> str:
+        """A stable key for caching results computed from this tree; empty if it may change."""
+        return ""

@@ -1,0 +1,115 @@
+"""A release on the package index, read in place: only the members a patchset needs.
+
+The zip's central directory and then each wanted member are fetched with HTTP range
+requests and cached on disk by the wheel's sha256, so a second run fetches nothing.
+A server that refuses ranges gets the whole wheel downloaded once instead.
+"""
+
+from __future__ import annotations
+
+import json
+import zipfile
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+from patcher.cache import atomic_write, cache_dir
+from patcher.errors import PatcherError
+from patcher.index import HttpClient, RangesRefused, Release, WheelFile
+from patcher.sources.base import Source
+from patcher.sources.download import download_wheel
+from patcher.sources.http_range import RangeFile
+from patcher.sources.wheel import WheelSource
+
+LOCAL_HEADER_SLACK = 30 + 1024  # fixed local header plus room for the name and extra field
+
+
+class IndexWheelSource(Source):
+    def __init__(self, release: Release, wheel: WheelFile, client: HttpClient) -> None:
+        if not wheel.sha256:
+            raise PatcherError(f"{wheel.filename}: the index gives no sha256 to key a cache by")
+        self.version = release.version
+        self.wheel = wheel
+        self.client = client
+        self.description = f"vllm {self.version} ({wheel.filename})"
+        self.root = cache_dir() / "members" / wheel.sha256
+        self._remote: RangeFile | None = None
+        self._zip: zipfile.ZipFile | None = None
+        self._fallback: WheelSource | None = None
+        self._names: list[str] | None = None
+
+    @property
+    def identity(self) -> str:
+        return f"sha256:{self.wheel.sha256}"
+
+    @property
+    def bytes_fetched(self) -> int:
+        return self._remote.bytes_fetched if self._remote else 0
+
+    def _open(self) -> zipfile.ZipFile:
+        if self._zip is None:
+            size = self.wheel.size
+            if size is None:
+                head = self.client.session.head(self.wheel.url, allow_redirects=True, timeout=30)
+                size = int(head.headers.get("Content-Length", 0))
+            self._remote = RangeFile(self.wheel.url, size, self.client)
+            try:
+                self._zip = zipfile.ZipFile(self._remote)
+            except RangesRefused:
+                self._fallback = WheelSource(download_wheel(self.wheel, self.client))
+                self._zip = self._fallback.zip
+            except zipfile.BadZipFile as error:
+                raise PatcherError(f"{self.wheel.url}: not a zip file ({error})") from error
+        return self._zip
+
+    def names(self) -> Sequence[str]:
+        if self._names is None:
+            listing = self.root / "names.json"
+            if listing.exists():
+                self._names = json.loads(listing.read_bytes())
+            else:
+                self._names = [n for n in self._open().namelist() if not n.endswith("/")]
+                atomic_write(listing, json.dumps(self._names).encode())
+        return self._names
+
+    def _cached(self, path: str) -> Path:
+        return self.root / "files" / path
+
+    def prefetch(self, paths: Iterable[str]) -> None:
+        known = set(self.names())
+        wanted = [p for p in paths if p in known and not self._cached(p).exists()]
+        if not wanted:
+            return
+        archive = self._open()
+        if self._remote is not None and self._fallback is None:
+            spans = []
+            for path in wanted:
+                info = archive.getinfo(path)
+                start = info.header_offset
+                spans.append((start, start + LOCAL_HEADER_SLACK + info.compress_size))
+            try:
+                self._remote.fetch(spans)
+            except RangesRefused:
+                self._fallback = WheelSource(download_wheel(self.wheel, self.client))
+                self._zip = self._fallback.zip
+        for path in wanted:
+            self._store(path)
+
+    def _store(self, path: str) -> bytes:
+        try:
+            data = self._open().read(path)
+        except RangesRefused:
+            self._fallback = WheelSource(download_wheel(self.wheel, self.client))
+            self._zip = self._fallback.zip
+            data = self._zip.read(path)
+        except (zipfile.BadZipFile, EOFError) as error:
+            raise PatcherError(f"{self.wheel.filename}: cannot read {path} ({error})") from error
+        atomic_write(self._cached(path), data)
+        return data
+
+    def read(self, path: str) -> bytes | None:
+        if path not in set(self.names()):
+            return None
+        cached = self._cached(path)
+        if cached.exists():
+            return cached.read_bytes()
+        return self._store(path)

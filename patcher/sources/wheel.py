@@ -1,0 +1,61 @@
+"""A vLLM wheel file on disk."""
+
+from __future__ import annotations
+
+import zipfile
+from collections.abc import Sequence
+from pathlib import Path
+
+from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+from packaging.version import Version
+
+from patcher.errors import PatcherError
+from patcher.sources.base import Source
+from patcher.sources.download import sha256_of
+
+
+def open_wheel(path: Path) -> zipfile.ZipFile:
+    """The wheel as a zip, or a one-line error saying why it is not one."""
+    if not path.is_file():
+        raise PatcherError(f"{path}: no such wheel file")
+    try:
+        return zipfile.ZipFile(path)
+    except (zipfile.BadZipFile, OSError) as error:
+        raise PatcherError(f"{path}: not a wheel ({error})") from error
+
+
+def wheel_version(path: Path) -> Version:
+    try:
+        name, version, _, _ = parse_wheel_filename(path.name)
+    except InvalidWheelFilename as error:
+        raise PatcherError(f"{path.name}: not a wheel file name ({error})") from error
+    if name != "vllm":
+        raise PatcherError(f"{path.name}: a wheel of {name!r}, not of vllm")
+    return version
+
+
+class WheelSource(Source):
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.version = wheel_version(path)
+        self.zip = open_wheel(path)
+        self.description = f"vllm {self.version} ({path.name})"
+        self._names = [n for n in self.zip.namelist() if not n.endswith("/")]
+        self._sha256: str | None = None
+
+    def names(self) -> Sequence[str]:
+        return self._names
+
+    def read(self, path: str) -> bytes | None:
+        try:
+            return self.zip.read(path)
+        except KeyError:
+            return None
+        except (zipfile.BadZipFile, OSError, EOFError) as error:
+            raise PatcherError(f"{self.path}: cannot read {path} ({error})") from error
+
+    @property
+    def identity(self) -> str:
+        if self._sha256 is None:
+            self._sha256 = sha256_of(self.path)
+        return f"sha256:{self._sha256}"

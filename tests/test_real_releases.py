@@ -1,0 +1,82 @@
+"""The patchsets against real vLLM releases, read from the index (cached on disk)."""
+
+from __future__ import annotations
+
+import pytest
+
+from patcher import patchset as patchsets
+from patcher.codemods.base import Status
+from patcher.engine import run_patchset
+from patcher.matrix import build_matrix, select_releases
+from patcher.sources.base import Source
+
+pytestmark = pytest.mark.network
+
+
+class Overlay(Source):
+    """A release with a patch run's output laid over it, to run the patchset again."""
+
+    def __init__(self, base: Source, changed: dict[str, str]) -> None:
+        self.base, self.changed = base, changed
+        self.version, self.description = base.version, base.description
+
+    def names(self):
+        return self.base.names()
+
+    def read(self, path):
+        return self.changed[path].encode() if path in self.changed else self.base.read(path)
+
+
+def test_0_14_1_has_no_kimi_k25_and_is_unsupported(release):
+    result = run_patchset(patchsets.load("kimi-k2.5-eagle3"), release("0.14.1"))
+    assert result.verdict == "unsupported"
+    assert {o.status for o in result.outcomes.values()} == {Status.UNSUPPORTED}
+    assert not result.changed
+
+
+def test_0_16_0_needs_all_three_patches(release):
+    result = run_patchset(patchsets.load("kimi-k2.5-eagle3"), release("0.16.0"))
+    assert result.verdict == "needs-patch"
+    assert {n: o.status for n, o in result.outcomes.items()} == {
+        "eagle3-whitelist": Status.APPLIED,
+        "mm-image-token": Status.APPLIED,
+        "eagle3-interface": Status.APPLIED,
+    }
+    assert sorted(result.changed) == [
+        "vllm/config/speculative.py",
+        "vllm/model_executor/models/deepseek_v2.py",
+        "vllm/model_executor/models/kimi_k25.py",
+        "vllm/v1/spec_decode/eagle.py",
+    ]
+
+
+@pytest.mark.parametrize("version", ["0.18.0", "0.33.0"])
+def test_fixed_upstream(release, version):
+    result = run_patchset(patchsets.load("kimi-k2.5-eagle3"), release(version))
+    assert result.verdict == "upstream", result.outcomes
+    assert not result.changed
+
+
+@pytest.mark.parametrize("name", ["kimi-k2.5-eagle3", "kimi-k2-eagle3"])
+def test_every_release_since_0_8_matches_the_patchset(index, name):
+    patchset = patchsets.load(name)
+    rows = build_matrix(patchset, index, select_releases(index, None, "0.8.0"), "x86_64")
+    assert len(rows) >= 50
+    drifted = [(str(r.version), r.verdict, r.expected) for r in rows if r.drift]
+    assert drifted == []
+
+
+@pytest.mark.parametrize("version", ["0.10.1", "0.15.0", "0.15.1", "0.16.0", "0.17.0", "0.17.1"])
+@pytest.mark.parametrize("name", ["kimi-k2.5-eagle3", "kimi-k2-eagle3"])
+def test_applied_output_compiles_and_reapplying_is_a_no_op(release, name, version):
+    patchset = patchsets.load(name)
+    source = release(version)
+    result = run_patchset(patchset, source)
+    if result.verdict == "unsupported":
+        pytest.skip(f"{name} does not apply to {version}")
+    assert result.verdict == "needs-patch"
+    for path, text in result.changed.items():
+        compile(text, path, "exec")
+    again = run_patchset(patchset, Overlay(source, result.changed))
+    assert again.verdict == "upstream"
+    assert not again.changed
