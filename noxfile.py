@@ -40,3 +40,10 @@ def matrix(session: nox.Session) -> None:
         "reports/matrix.md",
     ]
     session.run("patcher", "matrix", *args)
+
+
+@nox.session(name="build-wheel")
+def build_wheel(session: nox.Session) -> None:
+    """The main job: a patched vLLM wheel in dist/ (default: vLLM 0.16.0, kimi-k2.5-eagle3)."""
+    session.install("-e", ".")
+    session.run("patcher", "build-wheel", *(session.posargs or ["--vllm", DEFAULT_VLLM]))

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from rich.console import Console
+from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
 from rich.table import Table
 
 from patcher import __version__
@@ -17,7 +18,9 @@ from patcher.errors import DriftError, PatcherError
 from patcher.index import PackageIndex, machine_platform
 from patcher.matrix import Row, build_matrix, markdown, select_releases, write_json
 from patcher.outputs.tree import write_tree
+from patcher.outputs.wheel import WheelPlan, build_wheel
 from patcher.sources import DirectorySource, GitSource, IndexWheelSource, Source, WheelSource
+from patcher.sources.download import download_wheel, sha256_of
 
 STATUS_STYLE = {
     Status.APPLIED: "yellow",
@@ -177,6 +180,53 @@ def matrix_table(name: str, rows: list[Row]) -> Table:
     return table
 
 
+def fetch_wheel(args: argparse.Namespace) -> tuple[Path, str]:
+    """The official wheel on disk and its sha256: downloaded into the cache, or ``--wheel``."""
+    if args.wheel:
+        WheelSource(args.wheel)  # a clear error if it is not a vLLM wheel
+        return args.wheel, sha256_of(args.wheel)
+    index = PackageIndex(args.index_url)
+    release = index.release(args.vllm)
+    wheel = release.wheel_for(args.platform)
+    if wheel is None:
+        raise PatcherError(f"vllm {args.vllm} has no {args.platform} wheel on the index")
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        DownloadColumn(),
+        TransferSpeedColumn(),
+        console=err,
+        transient=True,
+        disable=not err.is_terminal,
+    ) as progress:
+        task = progress.add_task(wheel.filename, total=wheel.size)
+        path = download_wheel(
+            wheel, index.client, lambda done, total: progress.update(task, completed=done)
+        )
+    return path, wheel.sha256
+
+
+def command_build_wheel(args: argparse.Namespace) -> int:
+    path, sha256 = fetch_wheel(args)
+    patchset = patchsets.load(args.patchset)
+    result = run_patchset(patchset, WheelSource(path))
+    fail_on_errors(result)
+    out.print(status_table(result))
+    if result.verdict != "needs-patch" and not args.allow_noop:
+        reason = {
+            "upstream": "the official wheel already works; install it as it is",
+            "unsupported": "this release lacks what the patchset needs",
+        }[result.verdict]
+        raise PatcherError(
+            f"vllm {result.version} is {result.verdict} for {patchset.name}: "
+            f"{reason} (--allow-noop builds anyway)"
+        )
+    plan = WheelPlan(path, sha256, result, args.local_label or patchset.local_label)
+    target = build_wheel(plan, args.dist)
+    out.print(str(target), markup=False, soft_wrap=True)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="patcher", description=__doc__)
     parser.add_argument("--version", action="version", version=f"patcher {__version__}")
@@ -191,6 +241,17 @@ def build_parser() -> argparse.ArgumentParser:
     apply.add_argument("--vllm-version", help="override the version the tree declares")
     add_index_options(apply)
     apply.set_defaults(run=command_apply, vllm=None, wheel=None)
+
+    build = commands.add_parser("build-wheel", help="repack the official wheel with the patches")
+    add_source_options(build, source_dir=False)
+    build.add_argument("--dist", type=Path, default=Path("dist"), help="output folder")
+    build.add_argument("--local-label", help="PEP 440 local version label (default: patchset's)")
+    build.add_argument(
+        "--allow-noop",
+        action="store_true",
+        help="build even where the release needs no patch or is unsupported",
+    )
+    build.set_defaults(run=command_build_wheel)
 
     matrix = commands.add_parser("matrix", help="every release: each patch's status and a verdict")
     matrix.add_argument("--versions", metavar="V1,V2,...")

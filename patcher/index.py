@@ -172,6 +172,13 @@ class PackageIndex:
             files = data["files"]
             if not isinstance(files, list):
                 raise TypeError("files is not a list")
+            for entry in files:
+                if not (
+                    isinstance(entry, dict)
+                    and isinstance(entry.get("filename"), str)
+                    and isinstance(entry.get("url"), str)
+                ):
+                    raise TypeError(f"a file entry without filename and url: {entry!r:.80}")
         except (ValueError, KeyError, TypeError) as error:
             raise PatcherError(
                 f"{url}: the index answered something that is not a JSON simple API page ({error})"

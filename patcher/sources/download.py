@@ -41,6 +41,8 @@ def download_wheel(wheel: WheelFile, client: HttpClient, progress: Progress | No
             return target
         partial = target.with_name(target.name + ".part")
         have = partial.stat().st_size if partial.exists() else 0
+        if wheel.size is not None and have >= wheel.size:
+            have = 0  # nothing is left to resume: a range from the end would get 416
         headers = {"Range": f"bytes={have}-"} if have else {}
         response = client.get(wheel.url, headers=headers, stream=True)
         if have and response.status_code != 206:

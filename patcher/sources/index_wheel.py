@@ -12,9 +12,11 @@ import zipfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+import requests
+
 from patcher.cache import atomic_write, cache_dir
 from patcher.errors import PatcherError
-from patcher.index import HttpClient, RangesRefused, Release, WheelFile
+from patcher.index import HttpClient, RangesRefused, Release, WheelFile, timeout
 from patcher.sources.base import Source
 from patcher.sources.download import download_wheel
 from patcher.sources.http_range import RangeFile
@@ -49,8 +51,7 @@ class IndexWheelSource(Source):
         if self._zip is None:
             size = self.wheel.size
             if size is None:
-                head = self.client.session.head(self.wheel.url, allow_redirects=True, timeout=30)
-                size = int(head.headers.get("Content-Length", 0))
+                size = self._size()
             self._remote = RangeFile(self.wheel.url, size, self.client)
             try:
                 self._zip = zipfile.ZipFile(self._remote)
@@ -60,6 +61,17 @@ class IndexWheelSource(Source):
             except zipfile.BadZipFile as error:
                 raise PatcherError(f"{self.wheel.url}: not a zip file ({error})") from error
         return self._zip
+
+    def _size(self) -> int:
+        """The wheel's size from a HEAD request, for an index that lists no sizes."""
+        try:
+            head = self.client.session.head(self.wheel.url, allow_redirects=True, timeout=timeout())
+            head.raise_for_status()
+            return int(head.headers["Content-Length"])
+        except (requests.RequestException, KeyError, ValueError) as error:
+            raise PatcherError(
+                f"{self.wheel.url}: cannot learn the wheel's size ({type(error).__name__})"
+            ) from error
 
     def names(self) -> Sequence[str]:
         if self._names is None:

@@ -1,0 +1,317 @@
+"""Repack an official vLLM wheel with the patched modules, compiling nothing.
+
+Members no patch touches are copied as raw compressed bytes (local header, data and any data
+descriptor), so their content, CRC and compression stay byte-identical; their central
+directory records are reused with only the offset changed. The dist-info folder is renamed to
+the new version, METADATA and RECORD are rewritten, and a provenance file is added.
+"""
+
+from __future__ import annotations
+
+import base64
+import csv
+import hashlib
+import io
+import json
+import os
+import struct
+import tempfile
+import zipfile
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+
+from packaging.version import Version
+
+from patcher import __version__
+from patcher.engine import PatchResult
+from patcher.errors import PatcherError
+
+PROVENANCE = "patcher-provenance.json"
+CENTRAL_RECORD = struct.Struct("<4s6H3L5H2L")  # a central directory header, without names
+LOCAL_RECORD = struct.Struct("<4s5H3L2H")
+END_RECORD = struct.Struct("<4s4H2LH")
+COPY_CHUNK = 8 * 1024 * 1024
+
+
+def record_hash(data: bytes) -> str:
+    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=")
+    return f"sha256={digest.decode()}"
+
+
+@dataclass(frozen=True)
+class Member:
+    info: zipfile.ZipInfo
+    central: bytes  # the raw central directory record, names and extras included
+    start: int
+    end: int  # where the next member (or the central directory) begins
+
+
+def safe_members(archive: zipfile.ZipFile, where: Path) -> None:
+    for name in archive.namelist():
+        parts = name.split("/")
+        if name.startswith(("/", "\\")) or ".." in parts or (len(name) > 1 and name[1] == ":"):
+            raise PatcherError(f"{where}: member {name!r} has an absolute path or '..'")
+
+
+def read_members(path: Path, archive: zipfile.ZipFile) -> list[Member]:
+    """Every member with its raw central record and the byte span of its local entry."""
+    with path.open("rb") as handle:
+        handle.seek(archive.start_dir)
+        directory = handle.read()
+    records: dict[str, bytes] = {}
+    offset = 0
+    while directory[offset : offset + 4] == b"PK\x01\x02":
+        fields = CENTRAL_RECORD.unpack_from(directory, offset)
+        name_len, extra_len, comment_len = fields[10], fields[11], fields[12]
+        size = CENTRAL_RECORD.size + name_len + extra_len + comment_len
+        raw = directory[offset : offset + size]
+        name_bytes = raw[CENTRAL_RECORD.size : CENTRAL_RECORD.size + name_len]
+        flags = fields[3]
+        records[name_bytes.decode("utf-8" if flags & 0x800 else "cp437")] = raw
+        offset += size
+    infos = sorted(archive.infolist(), key=lambda i: i.header_offset)
+    if any(i.header_offset >= 0xFFFFFFFF or i.file_size >= 0xFFFFFFFF for i in infos):
+        raise PatcherError(f"{path}: ZIP64 wheels are not supported")
+    ends = [i.header_offset for i in infos[1:]] + [archive.start_dir]
+    return [
+        Member(i, records[i.filename], i.header_offset, e) for i, e in zip(infos, ends, strict=True)
+    ]
+
+
+class RawZipWriter:
+    """Writes a zip whose entries are either copied raw or freshly deflated."""
+
+    def __init__(self, out: io.BufferedWriter) -> None:
+        self.out = out
+        self.central: list[bytes] = []
+
+    def copy(self, source: io.BufferedReader, member: Member) -> None:
+        offset = self.out.tell()
+        source.seek(member.start)
+        remaining = member.end - member.start
+        while remaining:
+            chunk = source.read(min(COPY_CHUNK, remaining))
+            if not chunk:
+                raise PatcherError("the source wheel ended early")
+            self.out.write(chunk)
+            remaining -= len(chunk)
+        record = bytearray(member.central)
+        struct.pack_into("<L", record, 42, offset)
+        self.central.append(bytes(record))
+
+    def add(self, name: str, data: bytes, like: zipfile.ZipInfo) -> None:
+        """A new deflated entry with the date and permissions of ``like``, for reproducibility."""
+        compressor = zlib.compressobj(6, zlib.DEFLATED, -15)
+        compressed = compressor.compress(data) + compressor.flush()
+        crc = zlib.crc32(data)
+        encoded = name.encode("utf-8")
+        year, month, day, hour, minute, second = like.date_time
+        dos_time = hour << 11 | minute << 5 | second // 2
+        dos_date = (year - 1980) << 9 | month << 5 | day
+        offset = self.out.tell()
+        flags = 0x800
+        self.out.write(
+            LOCAL_RECORD.pack(
+                b"PK\x03\x04",
+                20,
+                flags,
+                zipfile.ZIP_DEFLATED,
+                dos_time,
+                dos_date,
+                crc,
+                len(compressed),
+                len(data),
+                len(encoded),
+                0,
+            )
+        )
+        self.out.write(encoded)
+        self.out.write(compressed)
+        self.central.append(
+            CENTRAL_RECORD.pack(
+                b"PK\x01\x02",
+                like.create_version,
+                20,
+                flags,
+                zipfile.ZIP_DEFLATED,
+                dos_time,
+                dos_date,
+                crc,
+                len(compressed),
+                len(data),
+                len(encoded),
+                0,
+                0,
+                0,
+                0,
+                like.external_attr,
+                offset,
+            )
+            + encoded
+        )
+
+    def finish(self) -> None:
+        start = self.out.tell()
+        for record in self.central:
+            self.out.write(record)
+        size = self.out.tell() - start
+        count = len(self.central)
+        self.out.write(END_RECORD.pack(b"PK\x05\x06", 0, 0, count, count, size, start, 0))
+
+
+@dataclass(frozen=True)
+class WheelPlan:
+    """Everything that decides the output, so equal inputs give equal bytes."""
+
+    source: Path
+    source_sha256: str
+    result: PatchResult
+    local_label: str
+
+    @property
+    def version(self) -> Version:
+        return Version(f"{self.result.version}+{self.local_label}")
+
+    def output_name(self) -> str:
+        original = Version(self.result.version)
+        stem = self.source.name[: -len(".whl")]
+        prefix = f"vllm-{original}-"
+        if not stem.startswith(prefix):
+            raise PatcherError(f"{self.source.name}: expected a name starting with {prefix}")
+        return f"vllm-{self.version}-{stem[len(prefix) :]}.whl"
+
+
+def build_wheel(plan: WheelPlan, dist: Path) -> Path:
+    """Write the patched wheel into ``dist`` beside its final name, then rename it into place."""
+    archive = zipfile.ZipFile(plan.source)
+    safe_members(archive, plan.source)
+    old_info = f"vllm-{plan.result.version}.dist-info"
+    names = set(archive.namelist())
+    if f"{old_info}/{PROVENANCE}" in names:
+        raise PatcherError(f"{plan.source.name}: already patched by patcher ({PROVENANCE} present)")
+    if f"{old_info}/RECORD" not in names:
+        raise PatcherError(f"{plan.source.name}: no {old_info}/RECORD; not a vLLM wheel")
+    new_info = f"vllm-{plan.version}.dist-info"
+    members = read_members(plan.source, archive)
+    dist.mkdir(parents=True, exist_ok=True)
+    target = dist / plan.output_name()
+    fd, tmp = tempfile.mkstemp(dir=dist, prefix=f".{target.name}.", suffix=".partial")
+    try:
+        with os.fdopen(fd, "wb") as out, plan.source.open("rb") as source:
+            writer = RawZipWriter(out)
+            rows: dict[str, tuple[str, str]] = {}
+            for member in members:
+                name = member.info.filename
+                if name.startswith(f"{old_info}/"):
+                    continue  # written below, renamed
+                if name in plan.result.changed:
+                    data = plan.result.changed[name].encode("utf-8")
+                    writer.add(name, data, member.info)
+                    rows[name] = (record_hash(data), str(len(data)))
+                else:
+                    writer.copy(source, member)
+            info_members = [m for m in members if m.info.filename.startswith(f"{old_info}/")]
+            record_info = archive.getinfo(f"{old_info}/RECORD")
+            for member in info_members:
+                leaf = member.info.filename[len(old_info) + 1 :]
+                if leaf == "RECORD":
+                    continue
+                data = archive.read(member.info)
+                if leaf == "METADATA":
+                    data = set_metadata_version(data, plan.version)
+                writer.add(f"{new_info}/{leaf}", data, member.info)
+                rows[f"{new_info}/{leaf}"] = (record_hash(data), str(len(data)))
+            provenance = provenance_json(plan)
+            writer.add(f"{new_info}/{PROVENANCE}", provenance, record_info)
+            rows[f"{new_info}/{PROVENANCE}"] = (record_hash(provenance), str(len(provenance)))
+            record = rewrite_record(archive.read(record_info), old_info, new_info, rows)
+            writer.add(f"{new_info}/RECORD", record, record_info)
+            writer.finish()
+        check_wheel(Path(tmp), plan, new_info)
+        os.replace(tmp, target)
+    except BaseException as error:
+        Path(tmp).unlink(missing_ok=True)
+        if isinstance(error, OSError):
+            raise PatcherError(f"cannot write {target}: {error.strerror or error}") from error
+        raise
+    return target
+
+
+def set_metadata_version(metadata: bytes, version: Version) -> bytes:
+    lines = metadata.decode("utf-8").split("\n")
+    for i, line in enumerate(lines):
+        if line.startswith("Version:"):
+            lines[i] = f"Version: {version}"
+            break
+        if not line:
+            raise PatcherError("METADATA has no Version field")
+    return "\n".join(lines).encode("utf-8")
+
+
+def rewrite_record(
+    record: bytes, old_info: str, new_info: str, rows: dict[str, tuple[str, str]]
+) -> bytes:
+    """RECORD with the dist-info renamed, changed files rehashed, the provenance added."""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    seen = set()
+    for row in csv.reader(io.StringIO(record.decode("utf-8"))):
+        if not row:
+            continue
+        path = row[0]
+        if path.startswith(f"{old_info}/"):
+            path = new_info + path[len(old_info) :]
+        if path == f"{new_info}/RECORD":
+            continue
+        seen.add(path)
+        writer.writerow([path, *rows.get(path, (row[1], row[2]))])
+    for path, (digest, size) in sorted(rows.items()):
+        if path not in seen:
+            writer.writerow([path, digest, size])
+    writer.writerow([f"{new_info}/RECORD", "", ""])
+    return out.getvalue().encode("utf-8")
+
+
+def provenance_json(plan: WheelPlan) -> bytes:
+    data = {
+        "patchset": plan.result.patchset.name,
+        "patches": {n: o.status.value for n, o in plan.result.outcomes.items()},
+        "verdict": plan.result.verdict,
+        "tool": f"patcher {__version__}",
+        "source_wheel": plan.source.name,
+        "source_sha256": plan.source_sha256,
+    }
+    return (json.dumps(data, indent=2, sort_keys=True) + "\n").encode()
+
+
+def check_wheel(path: Path, plan: WheelPlan, info: str) -> None:
+    """Refuse to declare success unless the zip opens, RECORD matches, and patches compile."""
+    try:
+        archive = zipfile.ZipFile(path)
+    except zipfile.BadZipFile as error:
+        raise PatcherError(f"the repacked wheel is not a valid zip: {error}") from error
+    with archive:
+        source = zipfile.ZipFile(plan.source)
+        written = {i.filename: i for i in archive.infolist()}
+        record = list(csv.reader(io.StringIO(archive.read(f"{info}/RECORD").decode())))
+        for row in record:
+            name, digest = row[0], row[1]
+            if name not in written:
+                raise PatcherError(f"RECORD lists {name}, which the wheel lacks")
+            if not digest:
+                continue
+            if name.startswith(f"{info}/") or name in plan.result.changed:
+                if record_hash(archive.read(name)) != digest:
+                    raise PatcherError(f"RECORD hash mismatch for {name}")
+            else:
+                original = source.getinfo(name)
+                if (original.CRC, original.compress_size) != (
+                    written[name].CRC,
+                    written[name].compress_size,
+                ):
+                    raise PatcherError(f"{name} changed while being copied")
+        if len(record) != len(written):
+            raise PatcherError("RECORD and the wheel's members disagree")
+        for name in plan.result.changed:
+            compile(archive.read(name), name, "exec")

@@ -1,0 +1,182 @@
+"""build-wheel: a real 0.16.0 wheel installed with pip, and small wheels for the faults."""
+
+from __future__ import annotations
+
+import subprocess
+import venv
+import zipfile
+from pathlib import Path
+
+import pytest
+from installer.sources import WheelFile
+
+from patcher.cli import main
+from patcher.outputs.wheel import PROVENANCE
+
+SPECULATIVE = """
+class SpeculativeConfig:
+    def verify(self):
+        eagle3_target_supported = ["llama"]
+        if self.method == "eagle3" and not any(
+            s in self.target_model_config.hf_text_config.model_type
+            for s in eagle3_target_supported
+        ):
+            raise ValueError("Eagle3 is only supported for ...")
+"""
+
+
+def small_wheel(
+    folder: Path,
+    extra: dict[str, str] | None = None,
+    speculative: str = SPECULATIVE,
+    name: str = "vllm-0.16.0-cp38-abi3-manylinux_2_31_x86_64.whl",
+) -> Path:
+    """A tiny vLLM-shaped wheel for the text-only patchset's whitelist patch."""
+    import base64
+    import hashlib
+
+    info = "vllm-0.16.0.dist-info"
+    files = {
+        "vllm/__init__.py": "",
+        "vllm/config/speculative.py": speculative.lstrip("\n"),
+        "vllm/model_executor/models/deepseek_v2.py": "class DeepseekV3ForCausalLM: ...\n",
+        f"{info}/METADATA": "Metadata-Version: 2.1\nName: vllm\nVersion: 0.16.0\n\n",
+        f"{info}/WHEEL": "Wheel-Version: 1.0\nRoot-Is-Purelib: false\nTag: cp38-abi3-linux_x86_64\n",
+        **(extra or {}),
+    }
+    rows = []
+    for path, text in files.items():
+        digest = base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=")
+        rows.append(f"{path},sha256={digest.decode()},{len(text.encode())}")
+    files[f"{info}/RECORD"] = "\n".join([*rows, f"{info}/RECORD,,"]) + "\n"
+    path = folder / name
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
+        for member, text in files.items():
+            archive.writestr(member, text)
+    return path
+
+
+def nothing_in(folder: Path) -> bool:
+    """No wheel and no partial file was left behind."""
+    return not folder.exists() or not any(folder.iterdir())
+
+
+def build(wheel: Path, dist: Path, *extra: str) -> int:
+    return main(
+        [
+            "build-wheel",
+            "--wheel",
+            str(wheel),
+            "--dist",
+            str(dist),
+            "--patchset",
+            "kimi-k2-eagle3",
+            *extra,
+        ]
+    )
+
+
+def test_small_wheel_repacks_with_a_valid_record(tmp_path, capsys):
+    wheel = small_wheel(tmp_path)
+    # the text-only patchset's interface patch is unsupported here (no SupportsEagle3 module)
+    assert build(wheel, tmp_path / "dist") == 2
+    assert "unsupported" in capsys.readouterr().err
+    assert build(wheel, tmp_path / "dist", "--allow-noop") == 0
+    (built,) = (tmp_path / "dist").glob("*.whl")
+    assert built.name == "vllm-0.16.0+kimik2.eagle3-cp38-abi3-manylinux_2_31_x86_64.whl"
+    assert capsys.readouterr().out.strip().endswith(str(built))
+    with WheelFile.open(built) as opened:
+        opened.validate_record()
+    with zipfile.ZipFile(built) as archive:
+        assert '"kimi_k2"' in archive.read("vllm/config/speculative.py").decode()
+        info = "vllm-0.16.0+kimik2.eagle3.dist-info"
+        assert b"Version: 0.16.0+kimik2.eagle3" in archive.read(f"{info}/METADATA")
+        assert f"{info}/{PROVENANCE}" in archive.namelist()
+        original = zipfile.ZipFile(wheel)
+        copied = archive.getinfo("vllm/__init__.py")
+        assert (copied.CRC, copied.compress_size) == (
+            original.getinfo("vllm/__init__.py").CRC,
+            original.getinfo("vllm/__init__.py").compress_size,
+        )
+
+
+def test_same_input_gives_the_same_bytes(tmp_path):
+    wheel = small_wheel(tmp_path)
+    assert build(wheel, tmp_path / "a", "--allow-noop") == 0
+    assert build(wheel, tmp_path / "b", "--allow-noop") == 0
+    (a,), (b,) = (tmp_path / "a").glob("*.whl"), (tmp_path / "b").glob("*.whl")
+    assert a.read_bytes() == b.read_bytes()
+
+
+def test_already_patched_wheel_is_refused(tmp_path, capsys):
+    wheel = small_wheel(tmp_path, {f"vllm-0.16.0.dist-info/{PROVENANCE}": "{}"})
+    assert build(wheel, tmp_path / "dist", "--allow-noop") == 2
+    assert "already patched" in capsys.readouterr().err
+    assert nothing_in(tmp_path / "dist")
+
+
+def test_member_with_dotdot_is_refused(tmp_path, capsys):
+    wheel = small_wheel(tmp_path, {"vllm/../../evil.py": "x = 1\n"})
+    assert build(wheel, tmp_path / "dist", "--allow-noop") == 2
+    assert "'..'" in capsys.readouterr().err
+    assert nothing_in(tmp_path / "dist")
+
+
+@pytest.mark.parametrize("damage", ["truncate", "garbage"])
+def test_corrupt_wheel_is_a_one_line_error(tmp_path, capsys, damage):
+    wheel = small_wheel(tmp_path)
+    data = wheel.read_bytes()
+    wheel.write_bytes(data[: len(data) // 2] if damage == "truncate" else b"not a zip at all")
+    assert build(wheel, tmp_path / "dist", "--allow-noop") == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("patcher: error:") and "\n" not in err
+    assert nothing_in(tmp_path / "dist")
+
+
+def test_upstream_release_is_refused(tmp_path, capsys):
+    fixed = SPECULATIVE.replace('["llama"]', '["llama", "kimi_k2", "deepseek_v3"]')
+    wheel = small_wheel(tmp_path, speculative=fixed)
+    assert (
+        main(
+            [
+                "build-wheel",
+                "--wheel",
+                str(wheel),
+                "--dist",
+                str(tmp_path / "dist"),
+                "--patchset",
+                "kimi-k2-eagle3",
+            ]
+        )
+        == 2
+    )
+    assert "unsupported" in capsys.readouterr().err
+
+
+@pytest.mark.network
+@pytest.mark.slow
+def test_real_0_16_0_wheel_installs_in_place_of_the_original(tmp_path):
+    dist = tmp_path / "dist"
+    assert main(["build-wheel", "--vllm", "0.16.0", "--dist", str(dist)]) == 0
+    (built,) = dist.glob("*.whl")
+    assert built.name == "vllm-0.16.0+kimi.eagle3-cp38-abi3-manylinux_2_31_x86_64.whl"
+    with WheelFile.open(built) as opened:
+        opened.validate_record()
+    env = tmp_path / "venv"
+    venv.create(env, with_pip=True)
+    python = env / "bin" / "python"
+    pip = [str(python), "-m", "pip", "--disable-pip-version-check", "-q"]
+    subprocess.run([*pip, "install", "--no-deps", "--no-compile", str(built)], check=True)
+    site = Path(
+        subprocess.check_output(
+            [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['platlib'])"],
+            text=True,
+        ).strip()
+    )
+    speculative = (site / "vllm/config/speculative.py").read_text()
+    assert '"kimi_k2",' in speculative and '"deepseek_v3",' in speculative
+    shown = subprocess.check_output([*pip[:-1], "show", "vllm"], text=True)
+    assert "Version: 0.16.0+kimi.eagle3" in shown
+    subprocess.run([*pip, "uninstall", "-y", "vllm"], check=True)
+    assert not (site / "vllm").exists()
+    assert not list(site.glob("vllm-*.dist-info"))
