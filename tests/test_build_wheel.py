@@ -41,7 +41,9 @@ def small_wheel(
         "vllm/config/speculative.py": speculative.lstrip("\n"),
         "vllm/model_executor/models/deepseek_v2.py": "class DeepseekV3ForCausalLM: ...\n",
         f"{info}/METADATA": "Metadata-Version: 2.1\nName: vllm\nVersion: 0.16.0\n\n",
-        f"{info}/WHEEL": "Wheel-Version: 1.0\nRoot-Is-Purelib: false\nTag: cp38-abi3-linux_x86_64\n",
+        f"{info}/WHEEL": (
+            "Wheel-Version: 1.0\nRoot-Is-Purelib: false\nTag: cp38-abi3-linux_x86_64\n"
+        ),
         **(extra or {}),
     }
     rows = []
