@@ -1,0 +1,342 @@
+"""The package index and its wheels misbehaving, against a real HTTP server on loopback.
+
+Every test serves a fake vLLM release (see ``fakeindex``) and scripts how its answers go
+wrong: ranges refused, bodies cut short, 500s, answers that never come or stall halfway,
+pages that are not JSON simple API pages, versions that do not exist.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import socket
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fakeindex import (
+    FILENAME,
+    HOLD_LIMIT_SECONDS,
+    KIMI_K25,
+    KIMI_K25_PATH,
+    SPECULATIVE,
+    SPECULATIVE_PATH,
+    VERSION,
+    FakeIndex,
+    Fault,
+    Resource,
+    build_wheel,
+)
+from pytest_httpserver import HTTPServer
+
+import patcher.index
+from patcher.cache import CACHE_ENV
+from patcher.cli import main
+from patcher.errors import PatcherError
+from patcher.index import RETRIES, TIMEOUT_ENV, PackageIndex
+from patcher.sources.download import cached_wheel_path, download_wheel
+from patcher.sources.index_wheel import IndexWheelSource
+
+PADDING = 5 * 1024 * 1024
+SLOW_TIMEOUT = 0.3
+SLOW_BOUND = RETRIES * SLOW_TIMEOUT + 3.0  # every try plus slack for a loaded machine
+assert SLOW_BOUND < HOLD_LIMIT_SECONDS, "a held answer must outlast the bound to be caught"
+MakeIndex = Callable[..., FakeIndex]
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[HTTPServer]:
+    """A threaded loopback server, so an answer held back does not block the next request."""
+    server = HTTPServer(host="127.0.0.1", port=0, threaded=True)
+    server.start()
+    yield server
+    server.clear()
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def wheel_bytes() -> bytes:
+    """The fake wheel, padded with an incompressible member far larger than the rest."""
+    return build_wheel(padding=PADDING)
+
+
+@pytest.fixture(autouse=True)
+def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A cache dir of the test's own, a timeout no test can outwait, and a short backoff."""
+    root = tmp_path / "cache"
+    monkeypatch.setenv(CACHE_ENV, str(root))
+    monkeypatch.setenv(TIMEOUT_ENV, "5")
+    monkeypatch.setattr(patcher.index, "BACKOFF_SECONDS", 0.01)
+    return root
+
+
+@pytest.fixture
+def make_index(server: HTTPServer, wheel_bytes: bytes) -> Iterator[MakeIndex]:
+    """Builds the one fake index of a test; afterwards held answers end and handlers are checked."""
+    made: list[FakeIndex] = []
+
+    def make(**options: Any) -> FakeIndex:
+        server.clear()
+        made.append(FakeIndex(server, wheel_bytes, **options))
+        return made[-1]
+
+    yield make
+    for fake in made:
+        fake.release_all()
+    server.check_handler_errors()
+
+
+@pytest.fixture
+def fake(make_index: MakeIndex) -> FakeIndex:
+    """The fake index as it should be: the tests break it after."""
+    return make_index()
+
+
+def open_source(fake: FakeIndex) -> IndexWheelSource:
+    """The fake release read in place, the way ``patcher diff --vllm`` opens it."""
+    index = PackageIndex(fake.url)
+    release = index.release(VERSION)
+    wheel = release.wheel_for("x86_64")
+    assert wheel is not None
+    return IndexWheelSource(release, wheel, index.client)
+
+
+def read_member(fake: FakeIndex) -> bytes | None:
+    """speculative.py out of the fake release, from listing the index on."""
+    return open_source(fake).read(SPECULATIVE_PATH)
+
+
+def files_under(root: Path) -> list[Path]:
+    """Every file below ``root``, none if it was never made."""
+    return sorted(p for p in root.rglob("*") if p.is_file()) if root.exists() else []
+
+
+def test_members_are_read_by_range_without_the_padding(
+    fake: FakeIndex, wheel_bytes: bytes, cache: Path
+) -> None:
+    source = open_source(fake)
+    source.prefetch([SPECULATIVE_PATH, KIMI_K25_PATH])  # one member on each side of the padding
+    assert source.read(SPECULATIVE_PATH) == SPECULATIVE.encode()
+    assert source.read(KIMI_K25_PATH) == KIMI_K25.encode()
+    served = fake.wheel.served
+    assert served
+    assert all(s.range and s.status == 206 for s in served), served
+    assert fake.wheel.bytes_sent == source.bytes_fetched
+    assert fake.wheel.bytes_sent < len(wheel_bytes) // 10
+    assert not (cache / "wheels").exists()
+
+    again = open_source(fake)
+    assert again.read(SPECULATIVE_PATH) == SPECULATIVE.encode()
+    assert (fake.page.attempts, fake.wheel.attempts) == (1, len(served)), "a warm cache fetches"
+
+
+def test_refused_ranges_fall_back_to_one_verified_download(fake: FakeIndex, cache: Path) -> None:
+    fake.wheel.ranges = False
+    assert read_member(fake) == SPECULATIVE.encode()
+    ranged, whole = fake.wheel.served
+    assert (ranged.status, whole.status) == (200, 200)
+    assert ranged.range is not None and whole.range is None, "one download after the refusal"
+    downloaded = cache / "wheels" / fake.sha256 / FILENAME
+    assert hashlib.sha256(downloaded.read_bytes()).hexdigest() == fake.sha256
+    assert not list(cache.rglob("*.part"))
+
+
+def test_a_download_that_fails_its_sha256_is_refused_and_removed(
+    make_index: MakeIndex, cache: Path
+) -> None:
+    fake = make_index(sha256="0" * 64)
+    fake.wheel.ranges = False
+    with pytest.raises(PatcherError, match="does not match the index's 0000"):
+        read_member(fake)
+    assert [p.name for p in files_under(cache / "wheels") if p.suffix != ".lock"] == []
+
+
+def test_an_interrupted_download_resumes_where_it_stopped(
+    fake: FakeIndex, wheel_bytes: bytes
+) -> None:
+    index = PackageIndex(fake.url)
+    wheel = index.release(VERSION).wheel_for("x86_64")
+    assert wheel is not None
+    fake.wheel.faults = [Fault.CUT]
+    with pytest.raises(PatcherError, match="interrupted at"):
+        download_wheel(wheel, index.client)
+    partial = cached_wheel_path(wheel).with_name(FILENAME + ".part")
+    kept = partial.read_bytes()  # whole chunks only: the one the cut fell in is dropped
+    assert 0 < len(kept) <= fake.wheel.served[0].sent
+    assert wheel_bytes.startswith(kept)
+
+    path = download_wheel(wheel, index.client)
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == fake.sha256
+    assert fake.wheel.served[1].range == f"bytes={len(kept)}-"
+    assert fake.wheel.served[1].status == 206
+    assert not partial.exists()
+
+
+def test_a_complete_part_file_is_not_resumed_past_its_end(
+    fake: FakeIndex, wheel_bytes: bytes
+) -> None:
+    index = PackageIndex(fake.url)
+    wheel = index.release(VERSION).wheel_for("x86_64")
+    assert wheel is not None
+    partial = cached_wheel_path(wheel).with_name(FILENAME + ".part")
+    partial.parent.mkdir(parents=True)
+    partial.write_bytes(wheel_bytes)  # a run stopped between the last byte and the rename
+    path = download_wheel(wheel, index.client)
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == fake.sha256
+
+
+def test_a_listing_without_sizes_still_reads_by_range(
+    make_index: MakeIndex, wheel_bytes: bytes
+) -> None:
+    fake = make_index(with_size=False)
+    assert read_member(fake) == SPECULATIVE.encode()
+    assert all(s.range for s in fake.wheel.served if s.method == "GET")
+    assert fake.wheel.bytes_sent < len(wheel_bytes) // 10
+
+
+def test_a_slow_size_probe_times_out(
+    make_index: MakeIndex, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(TIMEOUT_ENV, str(SLOW_TIMEOUT))
+    fake = make_index(with_size=False)
+    fake.wheel.always = Fault.SLOW
+    started = time.monotonic()
+    with pytest.raises(PatcherError) as caught:
+        read_member(fake)
+    assert time.monotonic() - started < SLOW_BOUND
+    assert str(caught.value).startswith(f"{fake.wheel_url}: ")
+
+
+TRUNCATIONS = [("page", Fault.CUT), ("wheel", Fault.CUT), ("wheel", Fault.SHORT)]
+
+
+@pytest.mark.parametrize(("target", "fault"), TRUNCATIONS)
+def test_truncated_answers_are_retried(fake: FakeIndex, target: str, fault: Fault) -> None:
+    resource: Resource = getattr(fake, target)
+    resource.faults = [fault, fault]
+    assert read_member(fake) == SPECULATIVE.encode()
+    first, second, third = resource.served[:3]
+    assert first.range == second.range == third.range, "the same request is retried"
+    assert first.sent == second.sent < third.sent
+
+
+@pytest.mark.parametrize(("target", "fault"), TRUNCATIONS)
+def test_always_truncated_is_a_one_line_error(fake: FakeIndex, target: str, fault: Fault) -> None:
+    resource: Resource = getattr(fake, target)
+    resource.always = fault
+    with pytest.raises(PatcherError) as caught:
+        read_member(fake)
+    message = str(caught.value)
+    assert "\n" not in message
+    assert message.startswith(fake.page_url if target == "page" else fake.wheel_url)
+    assert f"after {RETRIES} tries" in message
+    assert resource.attempts == RETRIES
+
+
+@pytest.mark.parametrize("target", ["page", "wheel"])
+def test_transient_500s_are_retried(fake: FakeIndex, target: str) -> None:
+    resource: Resource = getattr(fake, target)
+    resource.faults = [Fault.ERROR, Fault.ERROR]
+    assert read_member(fake) == SPECULATIVE.encode()
+    first, second, third = resource.served[:3]
+    assert first.range == second.range == third.range, "the same request is retried"
+    assert [first.status, second.status, third.status] == [
+        500,
+        500,
+        200 if target == "page" else 206,
+    ]
+    assert [s.status for s in resource.served].count(500) == 2
+
+
+@pytest.mark.parametrize("target", ["page", "wheel"])
+def test_permanent_500s_name_the_url(fake: FakeIndex, target: str) -> None:
+    resource: Resource = getattr(fake, target)
+    resource.always = Fault.ERROR
+    with pytest.raises(PatcherError) as caught:
+        read_member(fake)
+    url = fake.page_url if target == "page" else fake.wheel_url
+    assert str(caught.value) == f"{url}: no good answer after {RETRIES} tries (HTTP 500)"
+    assert resource.attempts == RETRIES
+
+
+@pytest.mark.parametrize(
+    ("target", "fault"),
+    [("page", Fault.SLOW), ("wheel", Fault.SLOW), ("page", Fault.STALL), ("wheel", Fault.STALL)],
+)
+def test_slow_answers_time_out(
+    fake: FakeIndex, monkeypatch: pytest.MonkeyPatch, target: str, fault: Fault
+) -> None:
+    monkeypatch.setenv(TIMEOUT_ENV, str(SLOW_TIMEOUT))
+    resource: Resource = getattr(fake, target)
+    resource.always = fault
+    started = time.monotonic()
+    with pytest.raises(PatcherError) as caught:
+        read_member(fake)
+    elapsed = time.monotonic() - started
+    assert elapsed < SLOW_BOUND
+    url = fake.page_url if target == "page" else fake.wheel_url
+    assert str(caught.value).startswith(f"{url}: no good answer after {RETRIES} tries")
+    assert resource.attempts == RETRIES
+
+
+GARBAGE = {
+    "html": b"<!DOCTYPE html><html><body><a href='x.whl'>x.whl</a></body></html>",
+    "no files": b'{"meta": {"api-version": "1.1"}, "name": "vllm"}',
+    "files not a list": b'{"files": {"vllm-0.16.0.whl": {}}}',
+    "a list": b"[]",
+    "file without url": b'{"files": [{"filename": "' + FILENAME.encode() + b'"}]}',
+    "file not an object": b'{"files": ["' + FILENAME.encode() + b'"]}',
+}
+
+
+@pytest.mark.parametrize("body", GARBAGE.values(), ids=GARBAGE.keys())
+def test_garbage_pages_are_named(fake: FakeIndex, cache: Path, body: bytes) -> None:
+    fake.page.body = body
+    with pytest.raises(PatcherError) as caught:
+        PackageIndex(fake.url).release(VERSION)
+    assert str(caught.value).startswith(
+        f"{fake.page_url}: the index answered something that is not a JSON simple API page"
+    )
+    assert not (cache / "index").exists(), "garbage is not cached"
+
+
+def test_an_unknown_version_names_the_nearest_releases(make_index: MakeIndex) -> None:
+    fake = make_index(other_versions=("0.14.0", "0.15.0", "0.15.1", "0.17.0", "0.17.1", "0.18.0"))
+    with pytest.raises(PatcherError) as caught:
+        PackageIndex(fake.url).release("0.16.5")
+    message = str(caught.value)
+    assert message.startswith(f"vllm 0.16.5 is not on the index {fake.url}; nearest releases: ")
+    nearest = message.rpartition(": ")[2].split(", ")
+    assert {"0.16.0", "0.17.0"} <= set(nearest)
+    assert not {"0.14.0", "0.18.0"} & set(nearest)
+
+
+def test_cli_diff_reads_the_release_from_the_index(
+    fake: FakeIndex, wheel_bytes: bytes, cache: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(["diff", "--vllm", VERSION, "--index-url", fake.url, "--platform", "x86_64"])
+    out, err = capsys.readouterr()
+    assert (code, err) == (0, "")
+    assert out.startswith(f"--- a/{SPECULATIVE_PATH}\n+++ b/{SPECULATIVE_PATH}\n")
+    added = [line for line in out.splitlines() if line.startswith("+") and "kimi_k2" in line]
+    assert len(added) == 1 and "deepseek_v3" in added[0]
+    assert all(s.range for s in fake.wheel.served), "the CLI reads by range too"
+    assert fake.wheel.bytes_sent < len(wheel_bytes) // 10
+    assert not [p for p in cache.iterdir() if p.is_file()]
+    assert not list(cache.rglob("*.part"))
+
+
+def test_cli_on_an_unreachable_index_is_one_line_and_writes_nothing(
+    cache: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with socket.socket() as probe:  # a loopback port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    code = main(["diff", "--vllm", VERSION, "--index-url", f"http://127.0.0.1:{port}/simple"])
+    out, err = capsys.readouterr()
+    assert code == PatcherError.exit_code
+    assert out == ""
+    assert len(err.splitlines()) == 1 and err.endswith("\n")
+    assert err.startswith(f"patcher: error: http://127.0.0.1:{port}/simple/vllm/: ")
+    assert files_under(cache) == []
