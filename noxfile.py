@@ -47,3 +47,10 @@ def build_wheel(session: nox.Session) -> None:
     """The main job: a patched vLLM wheel in dist/ (default: vLLM 0.16.0, kimi-k2.5-eagle3)."""
     session.install("-e", ".")
     session.run("patcher", "build-wheel", *(session.posargs or ["--vllm", DEFAULT_VLLM]))
+
+
+@nox.session
+def bench(session: nox.Session) -> None:
+    """Speed figures, each beside a baseline measured in the same run."""
+    session.install("-e", ".", "wheel")
+    session.run("python", "-m", "patcher.bench", *(session.posargs or ["--unpack-pack"]))

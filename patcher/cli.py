@@ -12,6 +12,7 @@ from rich.table import Table
 
 from patcher import __version__
 from patcher import patchset as patchsets
+from patcher.cache import atomic_write
 from patcher.codemods.base import Status
 from patcher.engine import PatchResult, run_patchset
 from patcher.errors import DriftError, PatcherError
@@ -126,30 +127,24 @@ def command_matrix(args: argparse.Namespace) -> int:
     releases = select_releases(
         index, args.versions.split(",") if args.versions else None, args.since
     )
-    all_rows: dict[str, list[Row]] = {}
+    selected = [patchsets.load(name) for name in names]
+    with err.status(f"reading {len(releases)} releases"):
+        all_rows = build_matrix(selected, index, releases, args.platform)
     problems = []
-    for name in names:
-        patchset = patchsets.load(name)
-        with err.status(f"{patchset.name}: reading {len(releases)} releases"):
-            rows = build_matrix(patchset, index, releases, args.platform)
-        all_rows[patchset.name] = rows
-        out.print(matrix_table(patchset.name, rows))
+    for name, rows in all_rows.items():
+        out.print(matrix_table(name, rows))
         problems += [
-            f"{patchset.name} {r.version}: {r.verdict}, expected {r.expected}"
-            for r in rows
-            if r.drift
+            f"{name} {r.version}: {r.verdict}, expected {r.expected}" for r in rows if r.drift
         ]
         problems += [
-            f"{patchset.name} {r.version}: {n} failed: {o.detail}"
+            f"{name} {r.version}: {n} failed: {o.detail}"
             for r in rows
             for n, o in r.outcomes.items()
             if o.status is Status.FAILED
         ]
     if args.json:
-        write_json([row for rows in all_rows.values() for row in rows], args.json)
+        write_json(all_rows, args.json)
     if args.markdown:
-        from patcher.cache import atomic_write
-
         atomic_write(args.markdown, markdown(all_rows).encode())
     if problems:
         for problem in problems:

@@ -3,18 +3,21 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+import multiprocessing
+import os
+from collections.abc import Mapping, Sequence
+from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 
 from packaging.version import Version
 
 from patcher import results_cache
 from patcher.cache import atomic_write
 from patcher.codemods.base import Outcome
-from patcher.engine import run_patchset, verdict_of
+from patcher.engine import needed_paths, run_patchset, verdict_of
 from patcher.errors import PatcherError
-from patcher.index import PackageIndex, Release
+from patcher.index import HttpClient, PackageIndex, Release, WheelFile
 from patcher.patchset import Patchset
 from patcher.sources.index_wheel import IndexWheelSource
 
@@ -52,42 +55,97 @@ class Row:
         return data
 
 
-def evaluate(patchset: Patchset, index: PackageIndex, release: Release, arch: str) -> Row:
-    """One row: from cached outcomes if this wheel was seen before, else from its code."""
+@dataclass
+class Pending:
+    """A release whose outcomes for some patchsets are not cached yet."""
+
+    release: Release
+    wheel: WheelFile
+    patchsets: list[Patchset]
+
+
+def pick_wheel(release: Release, arch: str) -> WheelFile:
     wheel = release.wheel_for(arch) or (release.wheels[0] if release.wheels else None)
     if wheel is None:
         raise PatcherError(f"vllm {release.version} has no wheel on the index")
+    return wheel
+
+
+def fetch(
+    patchsets: Sequence[Patchset],
+    index: PackageIndex,
+    release: Release,
+    arch: str,
+    found: dict[tuple[str, Version], dict[str, Outcome]],
+) -> tuple[Pending | None, int]:
+    """Take cached outcomes, and fetch what the rest need: the network-bound half of a row."""
+    wheel = pick_wheel(release, arch)
     source = IndexWheelSource(release, wheel, index.client)
-    outcomes = results_cache.load(patchset.digest, source.identity)
-    if outcomes is None:
+    missing = []
+    for patchset in patchsets:
+        outcomes = results_cache.load(patchset.digest, source.identity)
+        if outcomes is None:
+            missing.append(patchset)
+        else:
+            found[patchset.name, release.version] = outcomes
+    if not missing:
+        return None, 0
+    source.prefetch({path for p in missing for path in needed_paths(p, source)})
+    return Pending(release, wheel, missing), source.bytes_fetched
+
+
+def patch_outcomes(pending: Pending) -> list[dict[str, Outcome]]:
+    """The CPU-bound half: run each patchset over the fetched (now cached) members."""
+    source = IndexWheelSource(pending.release, pending.wheel, HttpClient())
+    results = []
+    for patchset in pending.patchsets:
         outcomes = run_patchset(patchset, source).outcomes
         results_cache.store(patchset.digest, source.identity, outcomes)
-    return Row(
-        release.version,
-        outcomes,
-        patchset.expected(release.version),
-        source.bytes_fetched,
-        wheel.size or 0,
-    )
+        results.append(outcomes)
+    return results
+
+
+def process_pool(jobs: int) -> Executor:
+    """Processes for libcst's CPU-bound parsing; forked, since every worker imports the same."""
+    workers = min(jobs, os.cpu_count() or 1)
+    if workers <= 1:
+        return ThreadPoolExecutor(1)
+    methods = multiprocessing.get_all_start_methods()
+    context = multiprocessing.get_context("fork" if "fork" in methods else None)
+    return ProcessPoolExecutor(workers, mp_context=context)
 
 
 def build_matrix(
-    patchset: Patchset,
-    index: PackageIndex,
-    releases: Sequence[Release],
-    arch: str,
-    on_row: Callable[[Row], None] | None = None,
-) -> list[Row]:
-    """Rows for ``releases``, fetched side by side, in version order."""
+    patchsets: Sequence[Patchset], index: PackageIndex, releases: Sequence[Release], arch: str
+) -> dict[str, list[Row]]:
+    """Rows per patchset for ``releases``: fetched side by side, patched on every core."""
+    found: dict[tuple[str, Version], dict[str, Outcome]] = {}
+    fetched: dict[Version, int] = {}
     with ThreadPoolExecutor(PARALLEL_RELEASES) as pool:
-        futures = [pool.submit(evaluate, patchset, index, r, arch) for r in releases]
-        rows = []
-        for future in futures:
-            row = future.result()
-            if on_row:
-                on_row(row)
-            rows.append(row)
-    return rows
+        fetches = [pool.submit(fetch, patchsets, index, r, arch, found) for r in releases]
+        pending = []
+        for release, future in zip(releases, fetches, strict=True):
+            job, fetched[release.version] = future.result()
+            if job:
+                pending.append(job)
+    if pending:
+        with process_pool(len(pending)) as pool:
+            for job, results in zip(pending, pool.map(patch_outcomes, pending), strict=True):
+                for patchset, outcomes in zip(job.patchsets, results, strict=True):
+                    found[patchset.name, job.release.version] = outcomes
+    return {
+        patchset.name: [
+            Row(
+                release.version,
+                found[patchset.name, release.version],
+                patchset.expected(release.version),
+                fetched[release.version],
+                pick_wheel(release, arch).size or 0,
+            )
+            for release in releases
+        ]
+        for patchset in patchsets
+    }
 
 
 def select_releases(
@@ -98,8 +156,12 @@ def select_releases(
     return list(index.iter_since(Version(since) if since else None))
 
 
-def write_json(rows: Sequence[Row], path) -> None:
-    atomic_write(path, (json.dumps([r.to_json() for r in rows], indent=2) + "\n").encode())
+def write_json(patchsets_rows: Mapping[str, Sequence[Row]], path: Path) -> None:
+    """One object per patchset and release; ``patchset`` names which."""
+    data = [
+        {"patchset": name, **row.to_json()} for name, rows in patchsets_rows.items() for row in rows
+    ]
+    atomic_write(path, (json.dumps(data, indent=2) + "\n").encode())
 
 
 def markdown(patchsets_rows: Mapping[str, Sequence[Row]]) -> str:

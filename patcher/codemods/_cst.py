@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import libcst as cst
+import libcst.matchers as m
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 Item = Any  # cst.Element, cst.Arg or cst.ImportAlias: each has a ``comma``
@@ -121,3 +122,26 @@ def describe(module: cst.Module, path: str, node: cst.CSTNode) -> str:
     return (
         f"{path}:{line} `{snippet(module, node)}`" if line else f"{path} `{snippet(module, node)}`"
     )
+
+
+class CompoundFinder(cst.CSTVisitor):
+    """Collects compound statements matching ``matcher``, without descending into simple
+    statements: most of a module's nodes are expressions inside them, and skipping those makes
+    a search over a large vLLM module several times faster than ``m.findall``."""
+
+    def __init__(self, matcher: m.BaseMatcherNode) -> None:
+        self.matcher = matcher
+        self.found: list[cst.CSTNode] = []
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        if isinstance(node, cst.SimpleStatementLine | cst.BaseExpression):
+            return False
+        if m.matches(node, self.matcher):
+            self.found.append(node)
+        return True
+
+
+def find_compound(node: cst.CSTNode, matcher: m.BaseMatcherNode) -> list[cst.CSTNode]:
+    finder = CompoundFinder(matcher)
+    node.visit(finder)
+    return finder.found

@@ -69,70 +69,68 @@ def base_names(cls: cst.ClassDef) -> set[str]:
     return {arg.value.value for arg in cls.bases if isinstance(arg.value, cst.Name)}
 
 
-class ModuleEditor(cst.CSTTransformer):
-    """Applies the class- and import-level edits computed for one module."""
-
-    def __init__(
-        self,
-        classes: dict[str, tuple[bool, list[cst.FunctionDef]]],
-        import_node: cst.ImportFrom | None,
-    ) -> None:
-        self.classes = classes  # class name -> (add the interface base?, methods to append)
-        self.import_node = import_node
-
-    def leave_ImportFrom(
-        self, original_node: cst.ImportFrom, updated_node: cst.ImportFrom
-    ) -> cst.ImportFrom:
-        if original_node is not self.import_node or isinstance(updated_node.names, cst.ImportStar):
-            return updated_node
-        names = extend_separated(list(updated_node.names), [cst.ImportAlias(cst.Name(INTERFACE))])
-        return updated_node.with_changes(names=names)
-
-    def leave_ClassDef(
-        self, original_node: cst.ClassDef, updated_node: cst.ClassDef
-    ) -> cst.ClassDef:
-        edit = self.classes.get(original_node.name.value)
-        if edit is None:
-            return updated_node
-        add_base, methods = edit
-        if add_base:
-            bases = extend_separated(list(updated_node.bases), [cst.Arg(cst.Name(INTERFACE))])
-            updated_node = updated_node.with_changes(bases=bases)
-        if methods:
-            body = cst.ensure_type(updated_node.body, cst.IndentedBlock)
-            updated_node = updated_node.with_changes(
-                body=body.with_changes(body=[*body.body, *methods])
-            )
-        return updated_node
+def top_level_imports(module: cst.Module) -> list[cst.ImportFrom]:
+    """``from .interfaces import ...`` statements at the top of the module."""
+    return [
+        cst.ensure_type(small, cst.ImportFrom)
+        for statement in module.body
+        if isinstance(statement, cst.SimpleStatementLine)
+        for small in statement.body
+        if m.matches(small, INTERFACES_IMPORT)
+    ]
 
 
-class BackboneEditor(cst.CSTTransformer):
+def replace_top_level(module: cst.Module, replacements: dict[int, cst.CSTNode]) -> cst.Module:
+    """The module with top-level nodes (or a small statement inside one) swapped by identity."""
+    body = []
+    for statement in module.body:
+        if id(statement) in replacements:
+            body.append(replacements[id(statement)])
+        elif isinstance(statement, cst.SimpleStatementLine) and any(
+            id(small) in replacements for small in statement.body
+        ):
+            smalls = [replacements.get(id(small), small) for small in statement.body]
+            body.append(statement.with_changes(body=smalls))
+        else:
+            body.append(statement)
+    return module.with_changes(body=body)
+
+
+def with_interface(import_node: cst.ImportFrom) -> cst.ImportFrom:
+    """The import with the interface appended; never called on ``import *``."""
+    assert not isinstance(import_node.names, cst.ImportStar)
+    names = extend_separated(list(import_node.names), [cst.ImportAlias(cst.Name(INTERFACE))])
+    return import_node.with_changes(names=names)
+
+
+def implement(cls: cst.ClassDef, add_base: bool, methods: list[cst.FunctionDef]) -> cst.ClassDef:
+    if add_base:
+        cls = cls.with_changes(
+            bases=extend_separated(list(cls.bases), [cst.Arg(cst.Name(INTERFACE))])
+        )
+    if methods:
+        body = cst.ensure_type(cls.body, cst.IndentedBlock)
+        cls = cls.with_changes(body=body.with_changes(body=[*body.body, *methods]))
+    return cls
+
+
+class BackboneEdit:
     """Makes the backbone's ``forward`` capture auxiliary hidden states, as vLLM 0.18.0 does."""
 
     def __init__(self, path: str, module: cst.Module, backbone: str) -> None:
         self.path, self.module, self.backbone = path, module, backbone
-        self.inside: list[str] = []
         self.changed: list[str] = []
 
-    def visit_ClassDef(self, node: cst.ClassDef) -> None:
-        self.inside.append(node.name.value)
-
-    def leave_ClassDef(
-        self, original_node: cst.ClassDef, updated_node: cst.ClassDef
-    ) -> cst.ClassDef:
-        self.inside.pop()
-        return updated_node
-
-    def leave_FunctionDef(
-        self, original_node: cst.FunctionDef, updated_node: cst.FunctionDef
-    ) -> cst.FunctionDef:
-        if self.inside[-1:] != [self.backbone]:
-            return updated_node
-        if original_node.name.value == "__init__":
-            return self._init(updated_node)
-        if original_node.name.value == "forward":
-            return self._forward(original_node, updated_node)
-        return updated_node
+    def apply(self, cls: cst.ClassDef) -> cst.ClassDef:
+        body = cst.ensure_type(cls.body, cst.IndentedBlock)
+        statements = []
+        for node in body.body:
+            if isinstance(node, cst.FunctionDef) and node.name.value == "__init__":
+                node = self._init(node)
+            elif isinstance(node, cst.FunctionDef) and node.name.value == "forward":
+                node = self._forward(node, node)
+            statements.append(node)
+        return cls.with_changes(body=body.with_changes(body=statements)) if self.changed else cls
 
     def _init(self, node: cst.FunctionDef) -> cst.FunctionDef:
         if m.findall(node, SETS_AUX_FIELD):
@@ -244,8 +242,12 @@ class Eagle3Interface(Codemod):
         backbone = self.options["backbone_class"]
         if find_class(module, backbone) is None:
             raise ShapeError(f"{path}: no class {backbone}, the backbone named by the patchset")
-        editor = BackboneEditor(path, module, backbone)
-        module = module.visit(editor)
+        backbone_class = find_class(module, backbone)
+        assert backbone_class is not None
+        editor = BackboneEdit(path, module, backbone)
+        edited = editor.apply(backbone_class)
+        if editor.changed:
+            module = replace_top_level(module, {id(backbone_class): edited})
         inner = self.options.get("backbone_attribute", "model")
         methods = {
             SETTER: f"def {SETTER}(self, layers: tuple[int, ...]) -> None:\n"
@@ -264,9 +266,10 @@ class Eagle3Interface(Codemod):
         cls = find_class(module, class_name)
         assert cls is not None
         attribute = self.options.get("wrapper_attribute", "language_model")
-        holds_backbone = bool(
+        init = find_method(cls, "__init__")
+        holds_backbone = init is not None and bool(
             m.findall(
-                cls,
+                init,
                 m.Assign(
                     targets=[m.AssignTarget(m.Attribute(m.Name("self"), m.Name(attribute)))],
                     value=m.Call(func=m.Name(self.options["backbone_class"])),
@@ -301,7 +304,7 @@ class Eagle3Interface(Codemod):
     ) -> list[str]:
         """Import the interface, add it to the class's bases, add the missing methods."""
         changed = []
-        imports = [cst.ensure_type(n, cst.ImportFrom) for n in m.findall(module, INTERFACES_IMPORT)]
+        imports = top_level_imports(module)
         imported = any(
             isinstance(node.names, cst.ImportStar)
             or any(a.evaluated_name == INTERFACE for a in node.names)
@@ -319,7 +322,11 @@ class Eagle3Interface(Codemod):
         if add_base:
             changed.append(f"{class_name} subclasses {INTERFACE}")
         changed += [f"{class_name}.{f.name.value}" for f in missing]
+        if changed:
+            replacements: dict[int, cst.CSTNode] = {id(cls): implement(cls, add_base, missing)}
+            if import_node is not None:
+                replacements[id(import_node)] = with_interface(import_node)
+            module = replace_top_level(module, replacements)
         if changed or dirty:
-            module = module.visit(ModuleEditor({class_name: (add_base, missing)}, import_node))
             tree.update(path, module)
         return changed

@@ -69,16 +69,23 @@ class GateFinder(cst.CSTVisitor):
     def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
         self.scopes.pop()
 
-    def visit_Assign(self, node: cst.Assign) -> None:
-        if isinstance(node.value, cst.List | cst.Tuple) and string_values(node.value) is not None:
-            for target in node.targets:
-                if isinstance(target.target, cst.Name):
-                    self.scopes[-1][target.target.value] = node.value
+    def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> bool:
+        """Record list assignments; never descend, since gates are compound statements."""
+        for small in node.body:
+            if (
+                isinstance(small, cst.Assign)
+                and isinstance(small.value, cst.List | cst.Tuple)
+                and string_values(small.value) is not None
+            ):
+                for target in small.targets:
+                    if isinstance(target.target, cst.Name):
+                        self.scopes[-1][target.target.value] = small.value
+        return False
 
     def visit_If(self, node: cst.If) -> None:
-        if not (m.findall(node.test, MENTIONS_EAGLE3) and m.findall(node.test, MODEL_TYPE)):
-            return
         if not m.matches(node, RAISES):
+            return
+        if not (m.findall(node.test, MENTIONS_EAGLE3) and m.findall(node.test, MODEL_TYPE)):
             return
         for call in m.findall(node.test, ANY_SUBSTRING):
             iterable = cst.ensure_type(call, cst.Call).args[0].value.for_in.iter  # type: ignore[attr-defined]

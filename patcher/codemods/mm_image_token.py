@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import libcst as cst
 import libcst.matchers as m
 
-from patcher.codemods._cst import describe
+from patcher.codemods._cst import describe, find_compound
 from patcher.codemods.base import Codemod, Outcome, ShapeError, Status, Tree, match_paths
 
 DESCRIPTION = "Map the architecture to its image-token attribute in the EAGLE multimodal branch."
@@ -50,7 +50,7 @@ def fallback_assign(block: cst.BaseSuite) -> cst.Assign | None:
 
 def find_chains(branch: cst.If) -> list[Chain]:
     """The chains under ``branch``; an ``elif`` is part of its head's chain, not a head."""
-    ifs = [cst.ensure_type(node, cst.If) for node in m.findall(branch.body, m.If())]
+    ifs = [cst.ensure_type(node, cst.If) for node in find_compound(branch.body, m.If())]
     elifs = {id(node.orelse) for node in ifs if isinstance(node.orelse, cst.If)}
     chains = []
     for head in ifs:
@@ -105,7 +105,9 @@ class MmImageToken(Codemod):
                 continue  # a cheap skip before parsing; matching itself is structural
             module = tree.module(path)
             assert module is not None
-            branches = [cst.ensure_type(b, cst.If) for b in m.findall(module, SUPPORTS_MULTIMODAL)]
+            branches = [
+                cst.ensure_type(b, cst.If) for b in find_compound(module, SUPPORTS_MULTIMODAL)
+            ]
             chains = [chain for branch in branches for chain in find_chains(branch)]
             if not chains:
                 for branch in branches:

@@ -1,0 +1,170 @@
+"""Benchmarks for ``nox -s bench``: figures printed, each beside a baseline run side by side.
+
+This machine is shared and noisy, so each figure comes with a ratio to a baseline measured in
+the same run: a libcst parse of vLLM's largest affected module for the codemods, a plain file
+copy for the wheel repack, the sum of the wheels' sizes for the bytes fetched.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import libcst as cst
+from rich.console import Console
+from rich.table import Table
+
+from patcher import patchset as patchsets
+from patcher.cache import CACHE_ENV
+from patcher.engine import run_patchset
+from patcher.index import PackageIndex, machine_platform
+from patcher.matrix import build_matrix, pick_wheel, select_releases
+from patcher.outputs.wheel import WheelPlan, build_wheel
+from patcher.sources.download import download_wheel, sha256_of
+from patcher.sources.index_wheel import IndexWheelSource
+from patcher.sources.wheel import WheelSource
+
+BASELINE_MODULE = "vllm/model_executor/models/deepseek_v2.py"
+
+
+def timed(work: Callable[[], object]) -> float:
+    start = time.perf_counter()
+    work()
+    return time.perf_counter() - start
+
+
+def best_of(count: int, work: Callable[[], object]) -> float:
+    return min(timed(work) for _ in range(count))
+
+
+class Report:
+    def __init__(self) -> None:
+        self.table = Table(title="patcher benchmarks", title_justify="left")
+        for column in ("what", "figure", "baseline", "ratio", "target"):
+            self.table.add_column(column)
+
+    def add(self, what: str, seconds: float, baseline: str, base: float, target: str) -> None:
+        self.table.add_row(
+            what, f"{seconds:.2f} s", f"{baseline} {base:.2f} s", f"{seconds / base:.1f}x", target
+        )
+
+
+def bench_matrix(report: Report, index: PackageIndex, arch: str, since: str) -> None:
+    """Cold (an empty cache of its own) and warm, over every release since ``since``."""
+    patchset = patchsets.load()
+    releases = select_releases(index, None, since)
+    with tempfile.TemporaryDirectory() as empty:
+        previous = os.environ.get(CACHE_ENV)
+        os.environ[CACHE_ENV] = empty
+        try:
+            fresh = PackageIndex(index.url)
+            rows: dict = {}
+            cold = timed(lambda: rows.update(build_matrix([patchset], fresh, releases, arch)))
+            warm = timed(lambda: build_matrix([patchset], PackageIndex(index.url), releases, arch))
+        finally:
+            if previous is None:
+                os.environ.pop(CACHE_ENV)
+            else:
+                os.environ[CACHE_ENV] = previous
+    fetched = sum(r.bytes_fetched for r in rows[patchset.name])
+    total = sum(r.wheel_size for r in rows[patchset.name])
+    parse = parse_baseline(index, arch)
+    report.add(
+        f"matrix, {len(releases)} releases, cold", cold, "one parse of deepseek_v2", parse, "< 15 s"
+    )
+    report.add(
+        f"matrix, {len(releases)} releases, warm", warm, "one parse of deepseek_v2", parse, "< 2 s"
+    )
+    report.table.add_row(
+        "bytes fetched, cold",
+        f"{fetched / 1e6:.1f} MB",
+        f"sum of wheels {total / 1e9:.2f} GB",
+        f"{fetched / total:.4f}x",
+        "",
+    )
+
+
+def parse_baseline(index: PackageIndex, arch: str) -> float:
+    release = index.release("0.16.0")
+    text = IndexWheelSource(release, pick_wheel(release, arch), index.client).read(BASELINE_MODULE)
+    assert text is not None
+    return best_of(3, lambda: cst.parse_module(text.decode()))
+
+
+def bench_codemods(report: Report, index: PackageIndex, arch: str) -> None:
+    release = index.release("0.16.0")
+    source = IndexWheelSource(release, pick_wheel(release, arch), index.client)
+    patchset = patchsets.load()
+    run_patchset(patchset, source)  # members into the cache
+    seconds = best_of(3, lambda: run_patchset(patchset, source))
+    report.add(
+        "all codemods on 0.16.0",
+        seconds,
+        "one parse of deepseek_v2",
+        parse_baseline(index, arch),
+        "< 1 s",
+    )
+
+
+def bench_repack(report: Report, index: PackageIndex, arch: str, unpack_pack: bool) -> None:
+    release = index.release("0.16.0")
+    wheel = pick_wheel(release, arch)
+    path = download_wheel(wheel, index.client)
+    result = run_patchset(patchsets.load(), WheelSource(path))
+    with tempfile.TemporaryDirectory(dir=path.parent) as work:
+        scratch = Path(work)
+        copy = best_of(2, lambda: shutil.copyfile(path, scratch / "copy.whl"))
+        plan = WheelPlan(path, sha256_of(path), result, "bench")
+        repack = best_of(2, lambda: build_wheel(plan, scratch / "dist"))
+        report.add("repack 0.16.0 (build + check)", repack, "file copy", copy, "< 3x copy")
+        if unpack_pack:
+
+            def unpack_and_pack() -> None:
+                wheel_cli = [sys.executable, "-m", "wheel"]
+                subprocess.run(
+                    [*wheel_cli, "unpack", "-d", str(scratch / "u"), str(path)],
+                    check=True,
+                    capture_output=True,
+                )
+                (unpacked,) = (scratch / "u").iterdir()
+                subprocess.run(
+                    [*wheel_cli, "pack", "-d", str(scratch / "p"), str(unpacked)],
+                    check=True,
+                    capture_output=True,
+                )
+
+            naive = timed(unpack_and_pack)
+            report.add(
+                "wheel unpack + pack, the naive way", naive, "repack", repack, ">= 15x repack"
+            )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m patcher.bench")
+    parser.add_argument("--since", default="0.8.0")
+    parser.add_argument("--index-url")
+    parser.add_argument(
+        "--unpack-pack", action="store_true", help="also time wheel unpack + pack (about a minute)"
+    )
+    args = parser.parse_args(argv)
+    index = PackageIndex(args.index_url)
+    arch = machine_platform()
+    report = Report()
+    console = Console()
+    with console.status("benchmarking"):
+        bench_codemods(report, index, arch)
+        bench_matrix(report, index, arch, args.since)
+        bench_repack(report, index, arch, args.unpack_pack)
+    console.print(report.table)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

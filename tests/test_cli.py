@@ -1,0 +1,161 @@
+"""The command line on real 0.16.0 code: diff, apply, matrix, and bad input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import git
+import pytest
+
+from patcher import patchset as patchsets
+from patcher.cli import main
+from patcher.engine import needed_paths
+
+pytestmark = pytest.mark.network
+
+
+@pytest.fixture(scope="module")
+def tree_0_16(release, tmp_path_factory) -> Path:
+    """A vLLM 0.16.0 tree holding the files the patchset reads, fetched from the index."""
+    source = release("0.16.0")
+    root = tmp_path_factory.mktemp("vllm-0.16.0")
+    for path in [*needed_paths(patchsets.load(), source), "vllm/__init__.py", "vllm/_version.py"]:
+        data = source.read(path)
+        assert data is not None, path
+        (root / path).parent.mkdir(parents=True, exist_ok=True)
+        (root / path).write_bytes(data)
+    return root
+
+
+def copy_tree(root: Path, into: Path) -> Path:
+    for path in root.rglob("*"):
+        if path.is_file():
+            target = into / path.relative_to(root)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(path.read_bytes())
+    return into
+
+
+def one_error_line(capsys) -> str:
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("patcher: error:") and "\n" not in err, err
+    return err
+
+
+def test_diff_writes_a_unified_diff_and_nothing_else(capsys):
+    assert main(["diff", "--vllm", "0.16.0"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("--- a/vllm/")
+    files = [line[6:] for line in out.splitlines() if line.startswith("+++ b/")]
+    assert files == [
+        "vllm/config/speculative.py",
+        "vllm/model_executor/models/deepseek_v2.py",
+        "vllm/model_executor/models/kimi_k25.py",
+        "vllm/v1/spec_decode/eagle.py",
+    ]
+
+
+def test_source_dir_and_git_ref_give_the_same_diff_as_the_release(tree_0_16, tmp_path, capsys):
+    assert main(["diff", "--vllm", "0.16.0"]) == 0
+    from_index = capsys.readouterr().out
+    assert main(["diff", "--source", str(tree_0_16)]) == 0
+    assert capsys.readouterr().out == from_index
+    repo = git.Repo.init(copy_tree(tree_0_16, tmp_path / "repo"))
+    repo.index.add([str(p) for p in Path(repo.working_dir).rglob("*.py")])
+    repo.index.commit("0.16.0", author=git.Actor("t", "t@localhost"))
+    repo.create_tag("v0.16.0")
+    assert main(["diff", "--git", repo.working_dir, "--ref", "v0.16.0"]) == 0
+    assert capsys.readouterr().out == from_index
+
+
+def test_apply_patches_in_place_and_a_second_apply_changes_nothing(tree_0_16, tmp_path, capsys):
+    root = copy_tree(tree_0_16, tmp_path / "vllm-tree")
+    assert main(["apply", "--source", str(root)]) == 0
+    out = capsys.readouterr().out
+    assert "needs-patch" in out and "patched 4 file(s)" in out
+    speculative = (root / "vllm/config/speculative.py").read_text()
+    assert '"kimi_k2",' in speculative
+    before = {p: p.read_bytes() for p in root.rglob("*.py")}
+    assert main(["apply", "--source", str(root)]) == 0
+    assert "upstream" in capsys.readouterr().out
+    assert {p: p.read_bytes() for p in root.rglob("*.py")} == before
+    assert not list(root.rglob("*.patcher"))
+
+
+def test_apply_refuses_a_tree_it_cannot_patch_and_writes_nothing(tree_0_16, tmp_path, capsys):
+    root = copy_tree(tree_0_16, tmp_path / "odd")
+    forward = root / "vllm/model_executor/models/deepseek_v2.py"
+    forward.write_text(
+        forward.read_text().replace(
+            "for layer in islice(self.layers, self.start_layer, self.end_layer):",
+            "for layer in self.pick_layers():",
+        )
+    )
+    before = {p: p.read_bytes() for p in root.rglob("*.py")}
+    assert main(["apply", "--source", str(root)]) == 2
+    assert "eagle3-interface failed" in one_error_line(capsys)
+    assert {p: p.read_bytes() for p in root.rglob("*.py")} == before
+
+
+def test_unknown_version_names_the_nearest_releases(capsys):
+    assert main(["diff", "--vllm", "0.16.5"]) == 2
+    err = one_error_line(capsys)
+    assert "0.16.0" in err and "0.17.0" in err
+
+
+def test_directory_that_is_not_vllm(tmp_path, capsys):
+    assert main(["apply", "--source", str(tmp_path)]) == 2
+    assert "not a vLLM source tree" in one_error_line(capsys)
+
+
+def test_wheel_that_is_not_a_zip(tmp_path, capsys):
+    bogus = tmp_path / "vllm-0.16.0-cp38-abi3-manylinux_2_31_x86_64.whl"
+    bogus.write_bytes(b"PK but not really")
+    assert main(["diff", "--wheel", str(bogus)]) == 2
+    assert "not a wheel" in one_error_line(capsys)
+
+
+def test_matrix_flags_drift_and_writes_json_and_markdown(tmp_path, capsys):
+    wrong = tmp_path / "wrong.toml"
+    text = (patchsets.builtin_dir() / "kimi-k2.5-eagle3.toml").read_text()
+    wrong.write_text(
+        text.replace('versions = ">=0.18.0"', 'versions = ">=0.16.0"', 1).replace(
+            'versions = ">=0.15.0,<0.18.0"', 'versions = ">=0.15.0,<0.16.0"'
+        )
+    )
+    report, table = tmp_path / "m.json", tmp_path / "m.md"
+    code = main(
+        [
+            "matrix",
+            "--versions",
+            "0.14.1,0.16.0,0.18.0",
+            "--patchset",
+            str(wrong),
+            "--json",
+            str(report),
+            "--markdown",
+            str(table),
+        ]
+    )
+    assert code == 1
+    rows = json.loads(report.read_text())
+    assert [(r["vllm"], r["verdict"], r["drift"]) for r in rows] == [
+        ("0.14.1", "unsupported", False),
+        ("0.16.0", "needs-patch", True),
+        ("0.18.0", "upstream", False),
+    ]
+    assert rows[1]["patches"] == {
+        "eagle3-whitelist": "applied",
+        "mm-image-token": "applied",
+        "eagle3-interface": "applied",
+    }
+    assert "| 0.16.0 | applied | applied | applied | needs-patch (drift) | upstream |" in (
+        table.read_text()
+    )
+    assert "drifted" in capsys.readouterr().err
+
+
+def test_matrix_without_drift_exits_zero(capsys):
+    assert main(["matrix", "--versions", "0.16.0,0.33.0"]) == 0
+    assert "needs-patch" in capsys.readouterr().out
