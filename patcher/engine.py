@@ -5,7 +5,8 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass, field
 
-from patcher.codemods.base import Outcome, Status, Tree
+from patcher import results_cache
+from patcher.codemods.base import Codemod, Outcome, Status, Tree
 from patcher.patchset import Patchset
 from patcher.sources.base import Source
 
@@ -79,14 +80,27 @@ def run_patchset(patchset: Patchset, source: Source) -> PatchResult:
         return PatchResult(version, patchset, outcomes)
     outcomes = {}
     for codemod in patchset.codemods():
-        before = tree.snapshot()
-        outcome = codemod.run(tree)
-        if outcome.status is Status.FAILED:
-            tree.restore(before)  # a failed patch leaves nothing half-done behind
-        outcomes[codemod.NAME] = outcome
+        outcomes[codemod.NAME] = run_codemod(codemod, tree)
     originals = {path: tree_text_original(source, path) for path in tree.overlay}
     changed = {p: t for p, t in tree.overlay.items() if t != originals[p]}
     return PatchResult(version, patchset, outcomes, originals, changed)
+
+
+def run_codemod(codemod: Codemod, tree: Tree) -> Outcome:
+    """Run one codemod, or replay its cached run on the same input texts."""
+    key = results_cache.codemod_key(codemod, tree)
+    cached = results_cache.load_codemod(key)
+    if cached is not None:
+        outcome, changed = cached
+        tree.replay(changed)
+        return outcome
+    before = tree.snapshot()
+    outcome = codemod.run(tree)
+    if outcome.status is Status.FAILED:
+        tree.restore(before)  # a failed patch leaves nothing half-done behind
+    changed = {p: t for p, t in tree.overlay.items() if before.get(p) != t}
+    results_cache.store_codemod(key, outcome, changed)
+    return outcome
 
 
 def tree_text_original(source: Source, path: str) -> str:

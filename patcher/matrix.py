@@ -6,7 +6,13 @@ import json
 import multiprocessing
 import os
 from collections.abc import Mapping, Sequence
-from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures import (
+    Executor,
+    Future,
+    ProcessPoolExecutor,
+    ThreadPoolExecutor,
+    as_completed,
+)
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -105,34 +111,38 @@ def patch_outcomes(pending: Pending) -> list[dict[str, Outcome]]:
     return results
 
 
-def process_pool(jobs: int) -> Executor:
-    """Processes for libcst's CPU-bound parsing; forked, since every worker imports the same."""
-    workers = min(jobs, os.cpu_count() or 1)
-    if workers <= 1:
+def process_pool() -> Executor:
+    """A process per core for libcst's CPU-bound parsing, started before any fetching thread.
+
+    Workers come from a fork server that has imported patcher once, so they start fast and
+    never inherit a lock held by a thread of this process.
+    """
+    workers = os.cpu_count() or 1
+    if workers <= 1 or "forkserver" not in multiprocessing.get_all_start_methods():
         return ThreadPoolExecutor(1)
-    methods = multiprocessing.get_all_start_methods()
-    context = multiprocessing.get_context("fork" if "fork" in methods else None)
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(["patcher.matrix"])
     return ProcessPoolExecutor(workers, mp_context=context)
 
 
 def build_matrix(
     patchsets: Sequence[Patchset], index: PackageIndex, releases: Sequence[Release], arch: str
 ) -> dict[str, list[Row]]:
-    """Rows per patchset for ``releases``: fetched side by side, patched on every core."""
+    """Rows per patchset for ``releases``: fetched side by side, each patched on a free core as
+    soon as its files are in."""
     found: dict[tuple[str, Version], dict[str, Outcome]] = {}
     fetched: dict[Version, int] = {}
-    with ThreadPoolExecutor(PARALLEL_RELEASES) as pool:
-        fetches = [pool.submit(fetch, patchsets, index, r, arch, found) for r in releases]
-        pending = []
-        for release, future in zip(releases, fetches, strict=True):
-            job, fetched[release.version] = future.result()
+    patching: dict[Future, Pending] = {}
+    with process_pool() as cores, ThreadPoolExecutor(PARALLEL_RELEASES) as network:
+        fetches = {network.submit(fetch, patchsets, index, r, arch, found): r for r in releases}
+        for future in as_completed(fetches):
+            job, fetched[fetches[future].version] = future.result()
             if job:
-                pending.append(job)
-    if pending:
-        with process_pool(len(pending)) as pool:
-            for job, results in zip(pending, pool.map(patch_outcomes, pending), strict=True):
-                for patchset, outcomes in zip(job.patchsets, results, strict=True):
-                    found[patchset.name, job.release.version] = outcomes
+                patching[cores.submit(patch_outcomes, job)] = job
+        for patched in as_completed(patching):
+            job = patching[patched]
+            for patchset, outcomes in zip(job.patchsets, patched.result(), strict=True):
+                found[patchset.name, job.release.version] = outcomes
     return {
         patchset.name: [
             Row(

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from patcher import __version__
 from patcher.cache import atomic_write, cache_dir
-from patcher.codemods.base import Outcome, Status
+from patcher.codemods.base import Codemod, Outcome, Status, Tree
 
 
 @cache
@@ -42,3 +42,28 @@ def store(patchset_digest: str, identity: str, outcomes: dict[str, Outcome]) -> 
             name: {"status": o.status.value, "detail": o.detail} for name, o in outcomes.items()
         }
         atomic_write(_path(patchset_digest, identity), json.dumps(data).encode())
+
+
+def codemod_key(codemod: Codemod, tree: Tree) -> str:
+    """What decides one codemod's outcome: its code, its options, and the text of every file it
+    reads. Releases often share files, so the matrix rarely parses a module twice."""
+    digest = hashlib.sha256(codemods_digest().encode())
+    digest.update(json.dumps([codemod.NAME, codemod.options, repr(codemod.model)]).encode())
+    for path in codemod.paths(tree.source.names()):
+        text = tree.text(path)
+        digest.update(f"\0{path}\0".encode())
+        digest.update(hashlib.sha256((text or "").encode()).digest())
+    return digest.hexdigest()
+
+
+def load_codemod(key: str) -> tuple[Outcome, dict[str, str]] | None:
+    path = cache_dir() / "codemods" / f"{key}.json"
+    if not path.exists():
+        return None
+    data = json.loads(path.read_bytes())
+    return Outcome(Status(data["status"]), data["detail"]), data["changed"]
+
+
+def store_codemod(key: str, outcome: Outcome, changed: dict[str, str]) -> None:
+    data = {"status": outcome.status.value, "detail": outcome.detail, "changed": changed}
+    atomic_write(cache_dir() / "codemods" / f"{key}.json", json.dumps(data).encode())

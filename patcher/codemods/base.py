@@ -85,6 +85,12 @@ class Tree:
             self._modules.pop(path, None)
         self.overlay = dict(snapshot)
 
+    def replay(self, changed: dict[str, str]) -> None:
+        """Lay texts computed earlier over the tree, as if the codemod had just written them."""
+        for path, text in changed.items():
+            self._modules.pop(path, None)
+            self.overlay[path] = text
+
     def update(self, path: str, module: cst.Module) -> None:
         self._modules[path] = module
         self.overlay[path] = module.code

@@ -79,6 +79,35 @@ def read_members(path: Path, archive: zipfile.ZipFile) -> list[Member]:
     ]
 
 
+def copy_span(source: io.BufferedReader, out: io.BufferedWriter, start: int, length: int) -> None:
+    """``length`` bytes of ``source`` from ``start`` to ``out``'s position, file to file."""
+    destination = out.tell()
+    copied = 0
+    if hasattr(os, "copy_file_range"):
+        try:
+            while copied < length:
+                step = os.copy_file_range(
+                    source.fileno(),
+                    out.fileno(),
+                    length - copied,
+                    start + copied,
+                    destination + copied,
+                )
+                if step == 0:
+                    break
+                copied += step
+        except OSError:
+            pass  # a file system without it: copy through memory below
+    source.seek(start + copied)
+    out.seek(destination + copied)
+    while copied < length:
+        chunk = source.read(min(COPY_CHUNK, length - copied))
+        if not chunk:
+            raise PatcherError("the source wheel ended early")
+        out.write(chunk)
+        copied += len(chunk)
+
+
 class RawZipWriter:
     """Writes a zip whose entries are either copied raw or freshly deflated."""
 
@@ -87,15 +116,11 @@ class RawZipWriter:
         self.central: list[bytes] = []
 
     def copy(self, source: io.BufferedReader, member: Member) -> None:
+        """Copy the member's local entry verbatim, in the kernel where it can."""
+        self.out.flush()
         offset = self.out.tell()
-        source.seek(member.start)
-        remaining = member.end - member.start
-        while remaining:
-            chunk = source.read(min(COPY_CHUNK, remaining))
-            if not chunk:
-                raise PatcherError("the source wheel ended early")
-            self.out.write(chunk)
-            remaining -= len(chunk)
+        copy_span(source, self.out, member.start, member.end - member.start)
+        self.out.seek(offset + member.end - member.start)
         record = bytearray(member.central)
         struct.pack_into("<L", record, 42, offset)
         self.central.append(bytes(record))
