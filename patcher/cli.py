@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
+import threading
 from pathlib import Path
 
 from rich.console import Console
@@ -258,8 +260,19 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def interrupt_on_sigterm() -> None:
+    """Let SIGTERM unwind like Ctrl-C, so temporary files are removed on the way out."""
+
+    def handler(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, handler)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    interrupt_on_sigterm()
     try:
         return args.run(args)
     except PatcherError as error:

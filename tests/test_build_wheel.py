@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import subprocess
+import sys
 import venv
 import zipfile
 from pathlib import Path
@@ -182,3 +183,68 @@ def test_real_0_16_0_wheel_installs_in_place_of_the_original(tmp_path):
     subprocess.run([*pip, "uninstall", "-y", "vllm"], check=True)
     assert not (site / "vllm").exists()
     assert not list(site.glob("vllm-*.dist-info"))
+
+
+def run_cli(*args: str, limit_file_size: int | None = None) -> subprocess.Popen:
+    """``patcher`` in a process of its own, optionally with the OS capping file sizes."""
+
+    def cap() -> None:
+        import resource
+        import signal
+
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the cap then fails: EFBIG
+        if limit_file_size is not None:
+            resource.setrlimit(resource.RLIMIT_FSIZE, (limit_file_size, limit_file_size))
+
+    return subprocess.Popen(
+        [sys.executable, "-m", "patcher.cli", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=cap,
+    )
+
+
+def test_full_disk_is_a_clear_error_and_leaves_nothing(tmp_path):
+    """The kernel refuses writes past RLIMIT_FSIZE, as a full disk refuses them (EFBIG)."""
+    import base64
+    import os
+
+    incompressible = base64.b64encode(os.urandom(300_000)).decode()
+    wheel = small_wheel(tmp_path, {"vllm/blob.txt": incompressible})
+    dist = tmp_path / "dist"
+    process = run_cli(
+        "build-wheel",
+        "--wheel",
+        str(wheel),
+        "--dist",
+        str(dist),
+        "--patchset",
+        "kimi-k2-eagle3",
+        "--allow-noop",
+        limit_file_size=100_000,
+    )
+    _, err = process.communicate(timeout=120)
+    assert process.returncode == 2
+    assert err.strip().startswith("patcher: error: cannot write") and "\n" not in err.strip()
+    assert nothing_in(dist)
+
+
+@pytest.mark.network
+@pytest.mark.slow
+@pytest.mark.parametrize("signal_name", ["SIGINT", "SIGTERM"])
+def test_interrupted_build_leaves_no_partial_wheel(tmp_path, signal_name):
+    import signal
+    import time
+
+    dist = tmp_path / "dist"
+    process = run_cli("build-wheel", "--vllm", "0.16.0", "--dist", str(dist))
+    deadline = time.monotonic() + 300
+    while not list(dist.glob("*.partial")) and process.poll() is None:
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    process.send_signal(getattr(signal, signal_name))
+    _, err = process.communicate(timeout=120)
+    assert process.returncode == 130, err
+    assert "interrupted" in err
+    assert nothing_in(dist)
