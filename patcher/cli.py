@@ -8,6 +8,7 @@ import sys
 import threading
 from pathlib import Path
 
+from rich import box
 from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
 from rich.table import Table
@@ -39,8 +40,22 @@ VERDICT_STYLE = {
     "broken": "bold red",
 }
 
-out = Console(highlight=False)
-err = Console(stderr=True, highlight=False)
+
+def console(stderr: bool = False) -> Console:
+    """Rich in a terminal; piped, plain text wide enough that no cell is cut short."""
+    probe = Console(stderr=stderr)
+    if probe.is_terminal:
+        return Console(stderr=stderr, highlight=False)
+    return Console(stderr=stderr, highlight=False, width=400, no_color=True)
+
+
+out = console()
+err = console(stderr=True)
+
+
+def new_table(title: str) -> Table:
+    """Boxed in a terminal; piped, columns separated by spaces only, easy to grep."""
+    return Table(title=title, title_justify="left", box=box.HEAVY_HEAD if out.is_terminal else None)
 
 
 def add_source_options(parser: argparse.ArgumentParser, *, source_dir: bool = True) -> None:
@@ -86,7 +101,7 @@ def open_source(args: argparse.Namespace) -> Source:
 
 
 def status_table(result: PatchResult) -> Table:
-    table = Table(title=f"{result.patchset.name} on vllm {result.version}", title_justify="left")
+    table = new_table(f"{result.patchset.name} on vllm {result.version}")
     table.add_column("patch")
     table.add_column("status")
     table.add_column("detail", overflow="fold")
@@ -156,7 +171,7 @@ def command_matrix(args: argparse.Namespace) -> int:
 
 
 def matrix_table(name: str, rows: list[Row]) -> Table:
-    table = Table(title=f"{name}", title_justify="left")
+    table = new_table(name)
     table.add_column("vLLM")
     patches = list(rows[0].outcomes) if rows else []
     for patch in patches:

@@ -50,6 +50,23 @@ def test_0_16_0_needs_all_three_patches(release):
     ]
 
 
+@pytest.mark.parametrize("version", ["0.17.1", "0.18.0", "0.33.0"])
+def test_mla_drafter_detection_is_patched_on_every_release_with_the_drafter(release, version):
+    result = run_patchset(patchsets.load("kimi-k2.5-eagle3-mla"), release(version))
+    statuses = {n: o.status for n, o in result.outcomes.items()}
+    if version == "0.17.1":  # no Eagle3DeepseekV2ForCausalLM yet
+        assert result.verdict == "unsupported"
+        return
+    assert result.verdict == "needs-patch"
+    assert statuses["eagle-mla-detect"] is Status.APPLIED
+    assert {statuses[n] for n in ("eagle3-whitelist", "mm-image-token", "eagle3-interface")} <= {
+        Status.PRESENT,
+        Status.NOT_NEEDED,
+    }
+    assert list(result.changed) == ["vllm/transformers_utils/model_arch_config_convertor.py"]
+    assert '"kimi_k2",' in result.diff()
+
+
 @pytest.mark.parametrize("version", ["0.18.0", "0.33.0"])
 def test_fixed_upstream(release, version):
     result = run_patchset(patchsets.load("kimi-k2.5-eagle3"), release(version))
@@ -57,7 +74,7 @@ def test_fixed_upstream(release, version):
     assert not result.changed
 
 
-@pytest.mark.parametrize("name", ["kimi-k2.5-eagle3", "kimi-k2-eagle3"])
+@pytest.mark.parametrize("name", ["kimi-k2.5-eagle3", "kimi-k2-eagle3", "kimi-k2.5-eagle3-mla"])
 def test_every_release_since_0_8_matches_the_patchset(index, name):
     patchset = patchsets.load(name)
     releases = select_releases(index, None, "0.8.0")
@@ -67,14 +84,16 @@ def test_every_release_since_0_8_matches_the_patchset(index, name):
     assert drifted == []
 
 
-@pytest.mark.parametrize("version", ["0.10.1", "0.15.0", "0.15.1", "0.16.0", "0.17.0", "0.17.1"])
-@pytest.mark.parametrize("name", ["kimi-k2.5-eagle3", "kimi-k2-eagle3"])
+@pytest.mark.parametrize(
+    "version", ["0.10.1", "0.15.0", "0.15.1", "0.16.0", "0.17.0", "0.17.1", "0.18.0", "0.33.0"]
+)
+@pytest.mark.parametrize("name", ["kimi-k2.5-eagle3", "kimi-k2-eagle3", "kimi-k2.5-eagle3-mla"])
 def test_applied_output_compiles_and_reapplying_is_a_no_op(release, name, version):
     patchset = patchsets.load(name)
     source = release(version)
     result = run_patchset(patchset, source)
-    if result.verdict == "unsupported":
-        pytest.skip(f"{name} does not apply to {version}")
+    if result.verdict in ("unsupported", "upstream"):
+        pytest.skip(f"{name} on {version} is {result.verdict}: nothing to re-apply")
     assert result.verdict == "needs-patch"
     for path, text in result.changed.items():
         compile(text, path, "exec")
