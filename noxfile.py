@@ -33,7 +33,7 @@ def matrix(session: nox.Session) -> None:
         "--since",
         "0.8.0",
         "--patchset",
-        "kimi-k2.5-eagle3,kimi-k2-eagle3",
+        "kimi-k2.5-eagle3,kimi-k2.5-eagle3-mla,kimi-k2-eagle3",
         "--json",
         "reports/matrix.json",
         "--markdown",
