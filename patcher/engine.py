@@ -5,14 +5,31 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass, field
 
+from packaging.version import Version
+
 from patcher import results_cache
 from patcher.codemods.base import Codemod, Outcome, Status, Tree
 from patcher.patchset import Patchset
 from patcher.sources.base import Source
 
 
+class Judged:
+    """The verdict a set of patch outcomes adds up to, and whether it is what was declared."""
+
+    outcomes: dict[str, Outcome]
+    expected: str | None
+
+    @property
+    def verdict(self) -> str:
+        return verdict_of([o.status for o in self.outcomes.values()])
+
+    @property
+    def drift(self) -> bool:
+        return self.expected is not None and self.expected != self.verdict
+
+
 @dataclass
-class PatchResult:
+class PatchResult(Judged):
     """Each patch's outcome on one tree, the files it changed, and the verdict they add up to."""
 
     version: str
@@ -22,18 +39,8 @@ class PatchResult:
     changed: dict[str, str] = field(default_factory=dict)
 
     @property
-    def verdict(self) -> str:
-        return verdict_of([o.status for o in self.outcomes.values()])
-
-    @property
-    def expected(self) -> str | None:
-        from packaging.version import Version
-
+    def expected(self) -> str | None:  # type: ignore[override]
         return self.patchset.expected(Version(self.version))
-
-    @property
-    def drift(self) -> bool:
-        return self.expected is not None and self.expected != self.verdict
 
     def diff(self) -> str:
         """A unified diff of every changed file, ``a/`` and ``b/`` prefixed as git writes it."""

@@ -21,7 +21,7 @@ from packaging.version import Version
 from patcher import results_cache
 from patcher.cache import atomic_write
 from patcher.codemods.base import Outcome
-from patcher.engine import needed_paths, run_patchset, verdict_of
+from patcher.engine import Judged, needed_paths, run_patchset
 from patcher.errors import PatcherError
 from patcher.index import HttpClient, PackageIndex, Release, WheelFile
 from patcher.patchset import Patchset
@@ -31,21 +31,13 @@ PARALLEL_RELEASES = 8
 
 
 @dataclass
-class Row:
+class Row(Judged):
     version: Version
     outcomes: dict[str, Outcome]
     expected: str | None
     bytes_fetched: int = 0
     wheel_size: int = 0
     verified: str | None = None
-
-    @property
-    def verdict(self) -> str:
-        return verdict_of([o.status for o in self.outcomes.values()])
-
-    @property
-    def drift(self) -> bool:
-        return self.expected is not None and self.expected != self.verdict
 
     def to_json(self) -> dict:
         data: dict[str, object] = {

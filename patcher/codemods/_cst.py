@@ -92,6 +92,36 @@ def extend_separated(items: Sequence[Item], new_items: Sequence[Item]) -> list[I
     return result
 
 
+def extend_literal(node: cst.List | cst.Tuple, values: Sequence[str]) -> cst.List | cst.Tuple:
+    """A list or tuple literal with ``values`` appended as strings, in its own layout."""
+    new = [cst.Element(cst.SimpleString(f'"{value}"')) for value in values]
+    if isinstance(node, cst.List):
+        elements, closing = extend_bracketed(node.elements, new, node.rbracket.whitespace_before)
+        return node.with_changes(
+            elements=elements, rbracket=node.rbracket.with_changes(whitespace_before=closing)
+        )
+    if not node.rpar:  # a bare tuple has no bracket to keep a comment in
+        return node.with_changes(elements=extend_separated(node.elements, new))
+    elements, closing = extend_bracketed(node.elements, new, node.rpar[-1].whitespace_before)
+    rpar = [*node.rpar[:-1], node.rpar[-1].with_changes(whitespace_before=closing)]
+    return node.with_changes(elements=elements, rpar=rpar)
+
+
+class ExtendLiterals(cst.CSTTransformer):
+    """Appends strings to the list or tuple literals given by identity."""
+
+    def __init__(self, additions: dict[int, Sequence[str]]) -> None:
+        self.additions = additions
+
+    def leave_List(self, original_node: cst.List, updated_node: cst.List) -> cst.BaseExpression:
+        added = self.additions.get(id(original_node))
+        return extend_literal(updated_node, added) if added else updated_node
+
+    def leave_Tuple(self, original_node: cst.Tuple, updated_node: cst.Tuple) -> cst.BaseExpression:
+        added = self.additions.get(id(original_node))
+        return extend_literal(updated_node, added) if added else updated_node
+
+
 def string_values(node: cst.BaseExpression) -> list[str] | None:
     """The strings of a list or tuple literal of plain strings, else None."""
     if not isinstance(node, cst.List | cst.Tuple):

@@ -110,14 +110,18 @@ class Codemod(ABC):
 
     NAME: ClassVar[str]
     DESCRIPTION: ClassVar[str]
+    CANDIDATE_FILES: ClassVar[tuple[str, ...]] = ()  # where vLLM has kept the code, as globs
 
     def __init__(self, model: Model, options: Mapping[str, Any]) -> None:
         self.model = model
         self.options = dict(options)
 
-    @abstractmethod
     def paths(self, names: Iterable[str]) -> list[str]:
-        """The files this codemod reads, out of the tree's ``names``, so they can be prefetched."""
+        """The files this codemod reads, out of the tree's ``names``, so they can be prefetched.
+
+        A patchset's ``files`` option overrides the candidates, for a release that moved them.
+        """
+        return match_paths(names, self.options.get("files", self.CANDIDATE_FILES))
 
     @abstractmethod
     def transform(self, tree: Tree) -> Outcome:
@@ -128,6 +132,15 @@ class Codemod(ABC):
             return self.transform(tree)
         except ShapeError as error:
             return Outcome(Status.FAILED, str(error))
+
+
+def summarize(applied: list[str], present: list[str], already: str, absent: str) -> Outcome:
+    """One status for a codemod that looked at several places: applied beats present."""
+    if applied:
+        return Outcome(Status.APPLIED, "; ".join(applied))
+    if present:
+        return Outcome(Status.PRESENT, f"{', '.join(sorted(set(present)))}: {already}")
+    return Outcome(Status.NOT_NEEDED, absent)
 
 
 def match_paths(names: Iterable[str], patterns: Sequence[str]) -> list[str]:

@@ -8,14 +8,13 @@ several names, so the list is resolved from the generator the check iterates ove
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass
 
 import libcst as cst
 import libcst.matchers as m
 
-from patcher.codemods._cst import describe, extend_bracketed, extend_separated, string_values
-from patcher.codemods.base import Codemod, Outcome, ShapeError, Status, Tree, match_paths
+from patcher.codemods._cst import ExtendLiterals, describe, string_values
+from patcher.codemods.base import Codemod, Outcome, ShapeError, Tree, summarize
 
 DESCRIPTION = "Add the model types to the EAGLE-3 target model-type whitelist."
 
@@ -109,33 +108,16 @@ def covered(model_type: str, substrings: list[str]) -> bool:
     return any(s in model_type for s in substrings)
 
 
-class WhitelistExtender(cst.CSTTransformer):
+class WhitelistExtender(ExtendLiterals):
+    """Extends the gates' literals, and turns the oldest single-string gate into a tuple."""
+
     def __init__(self, gates: list[Gate], additions: dict[int, list[str]]) -> None:
-        self.literals = {
-            id(g.literal): additions[i] for i, g in enumerate(gates) if g.literal is not None
-        }
+        super().__init__(
+            {id(g.literal): additions[i] for i, g in enumerate(gates) if g.literal is not None}
+        )
         self.singles = {
             id(g.single): additions[i] for i, g in enumerate(gates) if g.single is not None
         }
-
-    def leave_List(self, original_node: cst.List, updated_node: cst.List) -> cst.List:
-        return self._extend(original_node, updated_node)
-
-    def leave_Tuple(self, original_node: cst.Tuple, updated_node: cst.Tuple) -> cst.Tuple:
-        return self._extend(original_node, updated_node)
-
-    def _extend(self, original_node, updated_node):
-        added = self.literals.get(id(original_node))
-        if not added:
-            return updated_node
-        new = [cst.Element(cst.SimpleString(f'"{value}"')) for value in added]
-        if isinstance(updated_node, cst.List):
-            elements, closing = extend_bracketed(
-                updated_node.elements, new, updated_node.rbracket.whitespace_before
-            )
-            rbracket = updated_node.rbracket.with_changes(whitespace_before=closing)
-            return updated_node.with_changes(elements=elements, rbracket=rbracket)
-        return updated_node.with_changes(elements=extend_separated(updated_node.elements, new))
 
     def leave_Comparison(
         self, original_node: cst.Comparison, updated_node: cst.Comparison
@@ -152,9 +134,7 @@ class WhitelistExtender(cst.CSTTransformer):
 class Eagle3Whitelist(Codemod):
     NAME = "eagle3-whitelist"
     DESCRIPTION = DESCRIPTION
-
-    def paths(self, names: Iterable[str]) -> list[str]:
-        return match_paths(names, self.options.get("files", CANDIDATE_FILES))
+    CANDIDATE_FILES = CANDIDATE_FILES
 
     def transform(self, tree: Tree) -> Outcome:
         applied: list[str] = []
@@ -185,8 +165,9 @@ class Eagle3Whitelist(Codemod):
             tree.update(path, module.visit(WhitelistExtender(finder.gates, additions)))
             added = sorted({t for values in additions.values() for t in values})
             applied.append(f"{path}: added {', '.join(added)}")
-        if applied:
-            return Outcome(Status.APPLIED, "; ".join(applied))
-        if present:
-            return Outcome(Status.PRESENT, f"{', '.join(present)}: model types already accepted")
-        return Outcome(Status.NOT_NEEDED, "no EAGLE-3 model-type check in this tree")
+        return summarize(
+            applied,
+            present,
+            "model types already accepted",
+            "no EAGLE-3 model-type check in this tree",
+        )

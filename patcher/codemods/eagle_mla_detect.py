@@ -9,13 +9,11 @@ True. The tuple is found by structure: in ``is_deepseek_mla``, the branch that t
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
 import libcst as cst
 import libcst.matchers as m
 
-from patcher.codemods._cst import describe, extend_bracketed, find_compound, string_values
-from patcher.codemods.base import Codemod, Outcome, ShapeError, Status, Tree, match_paths
+from patcher.codemods._cst import ExtendLiterals, describe, find_compound, string_values
+from patcher.codemods.base import Codemod, Outcome, ShapeError, Tree, summarize
 
 DESCRIPTION = "Add the model types to the EAGLE branch of is_deepseek_mla."
 
@@ -54,43 +52,10 @@ def eagle_branches(function: cst.FunctionDef) -> list[cst.If]:
     ]
 
 
-class ExtendTuple(cst.CSTTransformer):
-    def __init__(self, literal: cst.Tuple | cst.List, added: list[str]) -> None:
-        self.literal, self.added = literal, added
-
-    def leave_Tuple(self, original_node: cst.Tuple, updated_node: cst.Tuple) -> cst.Tuple:
-        if original_node is not self.literal:
-            return updated_node
-        new = [cst.Element(cst.SimpleString(f'"{value}"')) for value in self.added]
-        closing = updated_node.rpar[-1].whitespace_before if updated_node.rpar else None
-        if closing is None:
-            return updated_node
-        elements, closing = extend_bracketed(updated_node.elements, new, closing)
-        rpar = [
-            *updated_node.rpar[:-1],
-            updated_node.rpar[-1].with_changes(whitespace_before=closing),
-        ]
-        return updated_node.with_changes(elements=elements, rpar=rpar)
-
-    def leave_List(self, original_node: cst.List, updated_node: cst.List) -> cst.List:
-        if original_node is not self.literal:
-            return updated_node
-        new = [cst.Element(cst.SimpleString(f'"{value}"')) for value in self.added]
-        elements, closing = extend_bracketed(
-            updated_node.elements, new, updated_node.rbracket.whitespace_before
-        )
-        return updated_node.with_changes(
-            elements=elements,
-            rbracket=updated_node.rbracket.with_changes(whitespace_before=closing),
-        )
-
-
 class EagleMlaDetect(Codemod):
     NAME = "eagle-mla-detect"
     DESCRIPTION = DESCRIPTION
-
-    def paths(self, names: Iterable[str]) -> list[str]:
-        return match_paths(names, self.options.get("files", CANDIDATE_FILES))
+    CANDIDATE_FILES = CANDIDATE_FILES
 
     def transform(self, tree: Tree) -> Outcome:
         applied, present = [], []
@@ -108,14 +73,12 @@ class EagleMlaDetect(Codemod):
                     if not missing:
                         present.append(path)
                         continue
-                    module = module.visit(ExtendTuple(literal, missing))
+                    module = module.visit(ExtendLiterals({id(literal): missing}))
                     tree.update(path, module)
                     applied.append(f"{path}: EAGLE drafters of {', '.join(missing)} count as MLA")
-        if applied:
-            return Outcome(Status.APPLIED, "; ".join(applied))
-        if present:
-            return Outcome(Status.PRESENT, f"{', '.join(present)}: model types already listed")
-        return Outcome(Status.NOT_NEEDED, "no EAGLE branch in is_deepseek_mla")
+        return summarize(
+            applied, present, "model types already listed", "no EAGLE branch in is_deepseek_mla"
+        )
 
     def _inner_types(self, module: cst.Module, path: str, branch: cst.If) -> cst.Tuple | cst.List:
         """The tuple of inner model types the EAGLE branch accepts."""

@@ -8,14 +8,13 @@ token by architecture name in an ``if``/``elif`` chain; the final ``else`` reads
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass
 
 import libcst as cst
 import libcst.matchers as m
 
 from patcher.codemods._cst import describe, find_compound
-from patcher.codemods.base import Codemod, Outcome, ShapeError, Status, Tree, match_paths
+from patcher.codemods.base import Codemod, Outcome, ShapeError, Tree, summarize
 
 DESCRIPTION = "Map the architecture to its image-token attribute in the EAGLE multimodal branch."
 
@@ -89,9 +88,7 @@ class InsertBranch(cst.CSTTransformer):
 class MmImageToken(Codemod):
     NAME = "mm-image-token"
     DESCRIPTION = DESCRIPTION
-
-    def paths(self, names: Iterable[str]) -> list[str]:
-        return match_paths(names, self.options.get("files", CANDIDATE_FILES))
+    CANDIDATE_FILES = CANDIDATE_FILES
 
     def transform(self, tree: Tree) -> Outcome:
         architecture = self.model.architecture
@@ -128,11 +125,12 @@ class MmImageToken(Codemod):
                 applied.append(f"{path}: {architecture} -> config.{attribute}")
             if applied:
                 tree.update(path, module)
-        if applied:
-            return Outcome(Status.APPLIED, "; ".join(applied))
-        if present:
-            return Outcome(Status.PRESENT, f"{', '.join(present)}: {architecture} already mapped")
-        return Outcome(Status.NOT_NEEDED, "no image_token_index fallback in a multimodal branch")
+        return summarize(
+            applied,
+            present,
+            f"{architecture} already mapped",
+            "no image_token_index fallback in a multimodal branch",
+        )
 
     def _branch(self, module: cst.Module, path: str, chain: Chain) -> cst.If:
         """``elif <name> == "Arch": <drafter>.image_token_index = <target>.config.<attr>``."""
