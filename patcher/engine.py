@@ -75,8 +75,11 @@ def needed_paths(patchset: Patchset, source: Source) -> list[str]:
     return sorted(wanted & set(names))
 
 
-def run_patchset(patchset: Patchset, source: Source) -> PatchResult:
-    """Apply every patch in order, each seeing the ones before it, all in memory."""
+def run_patchset(patchset: Patchset, source: Source, memo: bool = True) -> PatchResult:
+    """Apply every patch in order, each seeing the ones before it, all in memory.
+
+    With ``memo``, a codemod whose input texts were seen before replays its cached run.
+    """
     source.prefetch(needed_paths(patchset, source))
     tree = Tree(source)
     version = str(source.version)
@@ -87,7 +90,7 @@ def run_patchset(patchset: Patchset, source: Source) -> PatchResult:
         return PatchResult(version, patchset, outcomes)
     outcomes = {}
     for codemod in patchset.codemods():
-        outcomes[codemod.NAME] = run_codemod(codemod, tree)
+        outcomes[codemod.NAME] = run_codemod(codemod, tree) if memo else run_fresh(codemod, tree)
     originals = {path: tree_text_original(source, path) for path in tree.overlay}
     changed = {p: t for p, t in tree.overlay.items() if t != originals[p]}
     return PatchResult(version, patchset, outcomes, originals, changed)
@@ -102,11 +105,17 @@ def run_codemod(codemod: Codemod, tree: Tree) -> Outcome:
         tree.replay(changed)
         return outcome
     before = tree.snapshot()
+    outcome = run_fresh(codemod, tree)
+    changed = {p: t for p, t in tree.overlay.items() if before.get(p) != t}
+    results_cache.store_codemod(key, outcome, changed)
+    return outcome
+
+
+def run_fresh(codemod: Codemod, tree: Tree) -> Outcome:
+    before = tree.snapshot()
     outcome = codemod.run(tree)
     if outcome.status is Status.FAILED:
         tree.restore(before)  # a failed patch leaves nothing half-done behind
-    changed = {p: t for p, t in tree.overlay.items() if before.get(p) != t}
-    results_cache.store_codemod(key, outcome, changed)
     return outcome
 
 
