@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import hashlib
 import socket
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -340,3 +342,28 @@ def test_cli_on_an_unreachable_index_is_one_line_and_writes_nothing(
     assert len(err.splitlines()) == 1 and err.endswith("\n")
     assert err.startswith(f"patcher: error: http://127.0.0.1:{port}/simple/vllm/: ")
     assert files_under(cache) == []
+
+
+def test_two_processes_share_one_cold_cache(fake: FakeIndex, cache: Path) -> None:
+    """Two ``patcher diff`` processes at once on an empty cache: both right, cache intact."""
+    command = [
+        sys.executable,
+        "-m",
+        "patcher.cli",
+        "diff",
+        "--vllm",
+        VERSION,
+        "--index-url",
+        fake.url,
+        "--platform",
+        "x86_64",
+    ]
+    processes = [
+        subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for _ in range(2)
+    ]
+    results = [p.communicate(timeout=60) for p in processes]
+    assert [p.returncode for p in processes] == [0, 0], results
+    assert results[0][0] == results[1][0] and "kimi_k2" in results[0][0]
+    assert not [p for p in files_under(cache) if ".part" in p.name or p.name.startswith(".")]
+    assert read_member(fake) == SPECULATIVE.encode()
