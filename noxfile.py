@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import shutil
+from pathlib import Path
+
 import nox
 
 nox.options.sessions = ["lint", "tests"]
@@ -54,3 +57,44 @@ def bench(session: nox.Session) -> None:
     """Speed figures, each beside a baseline measured in the same run."""
     session.install("-e", ".", "wheel")
     session.run("python", "-m", "patcher.bench", *(session.posargs or ["--unpack-pack"]))
+
+
+GPU_BENCH_PATCHSETS = {
+    "0.16.0": "kimi-k2.5-eagle3",
+    "0.17.1": "kimi-k2.5-eagle3",
+    "0.18.0": None,  # upstream supports it: the official wheel is the reference
+    "0.33.0": "kimi-k2.5-eagle3-mla",
+}
+"""The vLLM releases gpu-bench serves, each with the patchset its wheel is built with."""
+
+
+@nox.session(name="gpu-bench", default=False, tags=["gpu"])
+@nox.parametrize("vllm", list(GPU_BENCH_PATCHSETS))
+def gpu_bench(session: nox.Session, vllm: str) -> None:
+    """Kimi-K2.5 with EAGLE-3 against itself without, on 8 GPUs: speedup and acceptance.
+
+    nox -s "gpu-bench(vllm='0.16.0')" -- --model /path/kimi-k2.5 --drafter /path/eagle3
+    """
+    if not session.posargs:
+        session.error("after --, pass at least --model PATH --drafter PATH")
+    session.install("-e", ".")
+    patchset = GPU_BENCH_PATCHSETS[vllm]
+    if patchset is None:
+        session.install(f"vllm=={vllm}")
+    else:
+        dist = Path(session.create_tmp()) / f"dist-{vllm}"
+        shutil.rmtree(dist, ignore_errors=True)
+        session.run(
+            "patcher", "build-wheel", "--vllm", vllm, "--patchset", patchset, "--dist", str(dist)
+        )
+        (wheel,) = dist.glob("*.whl")
+        session.install(str(wheel))  # with its dependencies: torch, the CUDA libraries, ...
+    session.run(
+        "patcher",
+        "serve-bench",
+        "--log-dir",
+        f"reports/serve-bench/vllm-{vllm}",
+        "--json",
+        f"reports/serve-bench/vllm-{vllm}.json",
+        *session.posargs,
+    )

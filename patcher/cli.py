@@ -1,4 +1,7 @@
-"""The ``patcher`` command: diff, apply, matrix. Rich in a terminal, plain when piped."""
+"""The ``patcher`` command: diff, apply, build-wheel, matrix, serve-bench.
+
+Rich in a terminal, plain when piped.
+"""
 
 from __future__ import annotations
 
@@ -13,7 +16,7 @@ from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
 from rich.table import Table
 
-from patcher import __version__
+from patcher import __version__, serving
 from patcher import patchset as patchsets
 from patcher.cache import atomic_write
 from patcher.codemods.base import Status
@@ -272,6 +275,7 @@ def build_parser() -> argparse.ArgumentParser:
     matrix.add_argument("--markdown", type=Path, metavar="FILE")
     add_index_options(matrix)
     matrix.set_defaults(run=command_matrix)
+    serving.add_parser(commands)
     return parser
 
 

@@ -1,0 +1,425 @@
+"""serve-bench on CPU: tests/fake_vllm_server.py stands in for vLLM on 8 GPUs, on loopback."""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import socket
+import stat
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from patcher import serving
+from patcher.errors import PatcherError
+from patcher.serving import Load, ServeSetup, SpecDecodeCounters, Timeouts
+
+FAKE_SERVER = (sys.executable, str(Path(__file__).with_name("fake_vllm_server.py")))
+FAST = Timeouts(health=20, health_poll=0.05, stop_grace=5, request=10, metrics_settle=0.01)
+PROMPTS = tuple(f"prompt {i}" for i in range(6))
+MAX_TOKENS = 30  # the stand-in accepts 2 of 3 drafts: 10 full passes of 3 tokens a request
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def fake_setup(port: int, **changes) -> ServeSetup:
+    """The real command line, run by the stand-in instead of vLLM."""
+    return ServeSetup(
+        model="/models/kimi-k2.5",
+        drafter="/models/eagle3",
+        port=port,
+        server_program=FAKE_SERVER,
+        **changes,
+    )
+
+
+def alive(pid: int) -> bool:
+    """Running, not a zombie: an orphaned worker may wait for a reaper that never comes."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except FileNotFoundError:
+        return False
+    return fields[0] != "Z"
+
+
+def assert_all_gone(pid_file: Path) -> None:
+    pids = [int(line) for line in pid_file.read_text().split()]
+    assert pids
+    deadline = time.monotonic() + 3
+    while any(alive(pid) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert [pid for pid in pids if alive(pid)] == []
+
+
+@pytest.fixture(scope="module")
+def benchmark(tmp_path_factory):
+    """One whole serve-bench against the stand-in, each server with a 'worker' child."""
+    tmp = tmp_path_factory.mktemp("serve-bench")
+    pid_file = tmp / "pids"
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("FAKE_VLLM_PID_FILE", str(pid_file))
+        env.setenv("FAKE_VLLM_WORKER", "1")
+        env.setenv("FAKE_VLLM_SECONDS_PER_PASS", "0.004")
+        load = Load(PROMPTS, max_tokens=MAX_TOKENS, concurrency=2)
+        messages: list[str] = []
+        report = serving.run_benchmark(
+            fake_setup(free_port()), load, tmp / "logs", FAST, messages.append
+        )
+    return report, pid_file, tmp / "logs", messages
+
+
+# --- commands ---
+
+
+def test_the_eagle3_command_carries_the_speculative_config_as_json():
+    setup = ServeSetup(model="/m/kimi", drafter="/m/eagle3", num_speculative_tokens=4)
+    command = setup.command(speculative=True)
+    assert command[:5] == [sys.executable, "-m", "vllm.entrypoints.cli.main", "serve", "/m/kimi"]
+    config = json.loads(command[command.index("--speculative-config") + 1])
+    assert config == {"method": "eagle3", "model": "/m/eagle3", "num_speculative_tokens": 4}
+    assert command[command.index("--tensor-parallel-size") + 1] == "8"
+    assert command[command.index("--host") + 1] == "127.0.0.1"
+    assert "--trust-remote-code" in command
+
+
+def test_the_baseline_command_is_the_same_without_speculation():
+    setup = ServeSetup(
+        model="/m/kimi",
+        drafter="/m/eagle3",
+        tensor_parallel_size=4,
+        max_model_len=None,
+        trust_remote_code=False,
+        extra_vllm_args=("--gpu-memory-utilization", "0.9"),
+    )
+    baseline = setup.command(speculative=False)
+    eagle3 = setup.command(speculative=True)
+    assert "--speculative-config" not in baseline
+    assert eagle3[: len(baseline) - 2] == baseline[:-2]
+    assert baseline[baseline.index("--tensor-parallel-size") + 1] == "4"
+    assert "--max-model-len" not in baseline
+    assert "--trust-remote-code" not in baseline
+    assert baseline[-2:] == eagle3[-2:] == ["--gpu-memory-utilization", "0.9"]
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="patcher")
+    serving.add_parser(parser.add_subparsers(dest="command", required=True))
+    return parser.parse_args(["serve-bench", *argv])
+
+
+def test_the_command_line_reaches_the_setup(tmp_path, monkeypatch):
+    seen = {}
+
+    def record(setup, load, log_dir, timeouts, progress):
+        seen.update(setup=setup, load=load, log_dir=log_dir, timeouts=timeouts)
+        raise PatcherError("stop here")
+
+    monkeypatch.setattr(serving, "check_gpus", lambda needed: seen.update(gpus=needed))
+    monkeypatch.setattr(serving, "run_benchmark", record)
+    (tmp_path / "p.jsonl").write_text('{"prompt": "a"}\n\n{"prompt": "b"}\n')
+    args = parse(
+        [
+            "--model=/m/k",
+            "--drafter=/m/d",
+            "--tp=4",
+            "--num-speculative-tokens=5",
+            f"--prompts={tmp_path / 'p.jsonl'}",
+            "--max-tokens=64",
+            "--concurrency=3",
+            "--api=completions",
+            "--no-trust-remote-code",
+            "--vllm-args=--gpu-memory-utilization 0.92 --enforce-eager",
+            "--port=9001",
+            "--health-timeout=120",
+            f"--log-dir={tmp_path / 'logs'}",
+        ]
+    )
+    with pytest.raises(PatcherError, match="stop here"):
+        args.run(args)
+    setup, load = seen["setup"], seen["load"]
+    assert seen["gpus"] == 4
+    assert (setup.model, setup.drafter, setup.tensor_parallel_size) == ("/m/k", "/m/d", 4)
+    assert (setup.num_speculative_tokens, setup.port, setup.trust_remote_code) == (5, 9001, False)
+    assert setup.extra_vllm_args == ("--gpu-memory-utilization", "0.92", "--enforce-eager")
+    assert setup.server_program == serving.VLLM_SERVE
+    assert load == Load(("a", "b"), max_tokens=64, concurrency=3, api="completions")
+    assert seen["timeouts"].health == 120
+    assert seen["log_dir"] == tmp_path / "logs"
+
+
+def test_bad_numbers_are_refused_by_the_parser():
+    with pytest.raises(SystemExit):
+        parse(["--model=m", "--drafter=d", "--concurrency=0"])
+
+
+def test_a_prompts_file_with_a_bad_line_names_the_line(tmp_path):
+    path = tmp_path / "p.jsonl"
+    path.write_text('{"prompt": "fine"}\n["not", "an", "object"]\n')
+    with pytest.raises(PatcherError, match=r"p\.jsonl:2: not a"):
+        serving.read_prompts(path)
+    path.write_text("\n")
+    with pytest.raises(PatcherError, match="no prompts"):
+        serving.read_prompts(path)
+
+
+# --- metrics ---
+
+VLLM_METRICS = """\
+# HELP vllm:num_requests_running Number of requests in model execution batches.
+# TYPE vllm:num_requests_running gauge
+vllm:num_requests_running{engine="0",model_name="kimi-k2.5"} 0.0
+# HELP vllm:spec_decode_num_drafts_total Number of spec decoding drafts.
+# TYPE vllm:spec_decode_num_drafts_total counter
+vllm:spec_decode_num_drafts_total{engine="0",model_name="kimi-k2.5"} 30.0
+vllm:spec_decode_num_drafts_total{engine="1",model_name="kimi-k2.5"} 10.0
+# HELP vllm:spec_decode_num_drafts_created Number of spec decoding drafts.
+# TYPE vllm:spec_decode_num_drafts_created gauge
+vllm:spec_decode_num_drafts_created{engine="0",model_name="kimi-k2.5"} 1.7640e+09
+# HELP vllm:spec_decode_num_draft_tokens_total Number of draft tokens.
+# TYPE vllm:spec_decode_num_draft_tokens_total counter
+vllm:spec_decode_num_draft_tokens_total{engine="0",model_name="kimi-k2.5"} 90.0
+vllm:spec_decode_num_draft_tokens_total{engine="1",model_name="kimi-k2.5"} 30.0
+# HELP vllm:spec_decode_num_accepted_tokens_total Number of accepted tokens.
+# TYPE vllm:spec_decode_num_accepted_tokens_total counter
+vllm:spec_decode_num_accepted_tokens_total{engine="0",model_name="x"} 60.0
+vllm:spec_decode_num_accepted_tokens_total{model_name="a } b, c=\\"d\\"",engine="1"} 20.0
+# HELP vllm:spec_decode_num_accepted_tokens_per_pos_total Accepted tokens per draft position.
+# TYPE vllm:spec_decode_num_accepted_tokens_per_pos_total counter
+vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",model_name="x",position="1"} 20.0
+vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",model_name="x",position="0"} 28.0
+vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",model_name="x",position="2"} 12.0
+vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="1",model_name="x",position="0"} 8.0
+vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="1",model_name="x",position="1"} 8.0
+vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="1",model_name="x",position="2"} 4.0
+vllm:spec_decode_num_accepted_tokens_per_pos_created{engine="0",model_name="x",position="0"} 1e9
+"""
+
+
+def test_spec_counters_are_summed_over_engines_with_any_labels():
+    counters = serving.spec_decode_counters(VLLM_METRICS)
+    assert counters == SpecDecodeCounters(40.0, 120.0, 80.0, (36.0, 28.0, 16.0))
+
+
+def test_counters_without_the_total_suffix_are_read_too():
+    text = """\
+vllm:spec_decode_num_drafts 5
+vllm:spec_decode_num_draft_tokens{engine="0"} 15 1764000000000
+vllm:spec_decode_num_accepted_tokens 9.0
+"""
+    assert serving.spec_decode_counters(text) == SpecDecodeCounters(5.0, 15.0, 9.0, ())
+
+
+def test_a_server_without_spec_counters_has_none_and_a_partial_set_is_an_error():
+    assert serving.spec_decode_counters("vllm:num_requests_running 0.0\n") is None
+    partial = 'vllm:spec_decode_num_drafts_total{engine="0"} 3.0\n'
+    with pytest.raises(
+        PatcherError,
+        match="lacks vllm:spec_decode_num_draft_tokens, vllm:spec_decode_num_accepted_tokens",
+    ):
+        serving.spec_decode_counters(partial)
+
+
+def test_acceptance_is_computed_from_what_the_load_added():
+    before = SpecDecodeCounters(10.0, 30.0, 20.0, (9.0, 7.0, 4.0))
+    after = SpecDecodeCounters(50.0, 150.0, 100.0, (45.0, 35.0, 20.0))
+    delta = serving.load_delta(before, after)
+    assert delta == SpecDecodeCounters(40.0, 120.0, 80.0, (36.0, 28.0, 16.0))
+    assert delta.acceptance_rate == pytest.approx(2 / 3)
+    assert delta.mean_acceptance_length == pytest.approx(3.0)
+    assert delta.per_position_acceptance == pytest.approx((0.9, 0.7, 0.4))
+    assert serving.load_delta(None, after) == after
+
+
+def test_a_load_without_drafts_or_counters_is_an_error():
+    same = SpecDecodeCounters(10.0, 30.0, 20.0)
+    with pytest.raises(PatcherError, match="proposed no draft tokens"):
+        serving.load_delta(same, same)
+    with pytest.raises(PatcherError, match="has no vllm:spec_decode_num_drafts_total: it is not"):
+        serving.load_delta(same, None)
+
+
+# --- the whole benchmark against the stand-in ---
+
+
+def test_eagle3_is_faster_than_the_baseline_on_the_stand_in(benchmark):
+    """The stand-in (for vLLM on 8 GPUs) makes 3 tokens a pass with EAGLE-3, 1 without."""
+    report, _, _, _ = benchmark
+    assert report.speedup > 1.5
+    assert sum(report.eagle3.output_tokens) == sum(report.baseline.output_tokens) == 6 * 30
+    assert report.identical_outputs == len(PROMPTS)
+    assert report.baseline.latencies[0] > report.eagle3.latencies[0]
+    # two requests in flight at a time: the wall time is well under the latencies' sum
+    assert report.baseline.wall_seconds < 0.8 * sum(report.baseline.latencies)
+
+
+def test_acceptance_is_what_the_stand_in_defines_without_the_warm_up(benchmark):
+    """The stand-in for vLLM on 8 GPUs accepts 2 of 3 draft tokens; warm-up drafts are left out."""
+    spec = benchmark[0].spec_decode
+    assert (spec.drafts, spec.draft_tokens, spec.accepted_tokens) == (60.0, 180.0, 120.0)
+    assert spec.acceptance_rate == pytest.approx(2 / 3)
+    assert spec.mean_acceptance_length == pytest.approx(3.0)
+    assert spec.per_position_acceptance == (1.0, 1.0, 0.0)
+
+
+def test_no_server_or_worker_outlives_the_benchmark(benchmark):
+    """Both stand-ins for vLLM on 8 GPUs, and the 'worker' each started, are gone."""
+    _, pid_file, logs, messages = benchmark
+    assert len(pid_file.read_text().split()) == 4
+    assert_all_gone(pid_file)
+    assert sorted(path.name for path in logs.iterdir()) == ["baseline.log", "eagle3.log"]
+    assert messages[0].startswith("starting ") and "--speculative-config" in messages[0]
+
+
+def test_the_report_as_json_and_as_a_table(benchmark):
+    report = benchmark[0]
+    data = json.loads(report.to_json())
+    assert data["speedup"] == round(report.speedup, 3)
+    assert data["spec_decode"]["acceptance_rate"] == round(2 / 3, 4)
+    assert data["spec_decode"]["mean_acceptance_length"] == 3.0
+    assert data["eagle3"]["output_tokens"] == data["baseline"]["output_tokens"] == 180
+    assert data["load"] == {
+        "prompts": 6,
+        "max_tokens": 30,
+        "concurrency": 2,
+        "api": "chat",
+        "temperature": 0,
+    }
+    assert "--speculative-config" in data["commands"]["eagle3"]
+    assert "--speculative-config" not in data["commands"]["baseline"]
+    text = io.StringIO()
+    serving.print_report(report, Console(file=text, width=200))
+    printed = text.getvalue()
+    assert "66.7%" in printed and "3.00" in printed and "1.00 1.00 0.00" in printed
+    assert f"speedup {report.speedup:.2f}x" in printed and "6/6 greedy outputs identical" in printed
+
+
+def test_the_command_prints_the_table_and_writes_the_json(benchmark, tmp_path, monkeypatch, capsys):
+    """The report of the stand-in for vLLM on 8 GPUs, through the command's own output."""
+    report = benchmark[0]
+    monkeypatch.setattr(serving, "check_gpus", lambda needed: None)
+    monkeypatch.setattr(serving, "run_benchmark", lambda *args: report)
+    args = parse(["--model=/m/k", "--drafter=/m/d", f"--json={tmp_path / 'r' / 'bench.json'}"])
+    assert args.run(args) == 0
+    assert (tmp_path / "r" / "bench.json").read_text() == report.to_json()
+    assert f"speedup {report.speedup:.2f}x" in capsys.readouterr().out
+
+
+def test_completions_and_the_wrong_model_name(tmp_path):
+    """One stand-in for vLLM on 8 GPUs, without speculation: raw completions, and a 404."""
+    setup = fake_setup(free_port())
+    with serving.running_server(
+        setup.command(speculative=False), tmp_path / "s.log", setup.port, FAST
+    ) as server:
+        assert serving.complete(server.base_url, "kimi-k2.5", "completions", "x", 3, 5) == (
+            3,
+            "t0 t1 t2",
+        )
+        with pytest.raises(PatcherError, match="HTTP 404"):
+            serving.complete(server.base_url, "other", "chat", "x", 3, 5)
+        assert serving.read_counters(server.base_url) is None
+
+
+# --- failures and cleanup ---
+
+
+def test_a_server_that_dies_while_loading_fails_fast_with_its_last_words(tmp_path, monkeypatch):
+    """The stand-in for vLLM on 8 GPUs crashes during start-up, as an OOM would."""
+    monkeypatch.setenv("FAKE_VLLM_EXIT_AT_START", "torch.OutOfMemoryError: CUDA out of memory")
+    monkeypatch.setenv("FAKE_VLLM_PID_FILE", str(tmp_path / "pids"))
+    monkeypatch.setenv("FAKE_VLLM_WORKER", "1")
+    start = time.monotonic()
+    with pytest.raises(PatcherError) as failure:
+        serving.run_benchmark(fake_setup(free_port()), Load(), tmp_path / "logs", FAST)
+    assert time.monotonic() - start < 5
+    message = str(failure.value)
+    assert "exited with code 1 before it was healthy" in message
+    assert "Traceback (most recent call last): | torch.OutOfMemoryError" in message
+    assert str(tmp_path / "logs" / "eagle3.log") in message
+    assert "\n" not in message
+    assert_all_gone(tmp_path / "pids")
+
+
+def test_a_server_that_never_gets_healthy_times_out_and_is_stopped(tmp_path, monkeypatch):
+    """The stand-in for vLLM on 8 GPUs listens but never answers, like a checkpoint loading."""
+    monkeypatch.setenv("FAKE_VLLM_READY_AFTER", "600")
+    monkeypatch.setenv("FAKE_VLLM_PID_FILE", str(tmp_path / "pids"))
+    setup = fake_setup(free_port())
+    timeouts = Timeouts(health=1.0, health_poll=0.05, stop_grace=5)
+    start = time.monotonic()
+    with (
+        pytest.raises(PatcherError, match=r"not healthy after 1 s: INFO fake vllm: loading"),
+        serving.running_server(
+            setup.command(speculative=True), tmp_path / "s.log", setup.port, timeouts
+        ),
+    ):
+        pytest.fail("the server cannot be healthy")
+    assert time.monotonic() - start < 4
+    assert_all_gone(tmp_path / "pids")
+
+
+def test_a_server_that_ignores_sigterm_is_killed_with_its_workers(tmp_path, monkeypatch):
+    """The stand-in for vLLM on 8 GPUs and its worker ignore SIGTERM: SIGKILL after the grace."""
+    monkeypatch.setenv("FAKE_VLLM_IGNORE_SIGTERM", "1")
+    monkeypatch.setenv("FAKE_VLLM_WORKER", "1")
+    monkeypatch.setenv("FAKE_VLLM_PID_FILE", str(tmp_path / "pids"))
+    setup = fake_setup(free_port())
+    timeouts = Timeouts(health=20, health_poll=0.05, stop_grace=0.3)
+    with serving.running_server(
+        setup.command(speculative=False), tmp_path / "s.log", setup.port, timeouts
+    ):
+        stopping = time.monotonic()
+    assert time.monotonic() - stopping >= 0.3
+    assert_all_gone(tmp_path / "pids")
+
+
+def test_a_port_in_use_is_refused_before_anything_starts(tmp_path):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with (
+            pytest.raises(PatcherError, match=f"port {port} on 127.0.0.1 is in use"),
+            serving.running_server(["false"], tmp_path / "s.log", port, FAST),
+        ):
+            pass
+    assert not (tmp_path / "s.log").exists()
+
+
+# --- GPUs ---
+
+
+def fake_nvidia_smi(bin_dir: Path, script: str) -> None:
+    bin_dir.mkdir(exist_ok=True)
+    smi = bin_dir / "nvidia-smi"
+    smi.write_text("#!/bin/sh\n" + script)
+    smi.chmod(smi.stat().st_mode | stat.S_IEXEC)
+
+
+def test_this_machine_is_refused_in_one_line_before_any_server_starts(tmp_path, monkeypatch):
+    """No nvidia-smi (and no torch) here: serve-bench stops before launching vLLM."""
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    args = parse(["--model=/m/k", "--drafter=/m/d", f"--log-dir={tmp_path / 'logs'}"])
+    with pytest.raises(PatcherError) as refusal:
+        args.run(args)
+    assert str(refusal.value) == "needs 8 GPUs, found 0 (no nvidia-smi on PATH, no torch)"
+    assert not (tmp_path / "logs").exists()
+
+
+def test_gpus_are_counted_from_nvidia_smi(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path / "bin"))
+    gpu = 'echo "GPU {0}: NVIDIA H200 (UUID: GPU-{0})"\n'
+    fake_nvidia_smi(tmp_path / "bin", "".join(gpu.format(i) for i in range(4)))
+    with pytest.raises(PatcherError, match=r"^needs 8 GPUs, found 4 \(nvidia-smi\)$"):
+        serving.check_gpus(8)
+    serving.check_gpus(4)
+    fake_nvidia_smi(tmp_path / "bin", "echo 'NVIDIA-SMI has failed: no driver' >&2\nexit 9\n")
+    with pytest.raises(PatcherError, match=r"found 0 \(nvidia-smi -L exited 9: NVIDIA-SMI has"):
+        serving.check_gpus(8)
