@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from installer.sources import WheelFile
 
+from patcher.cache import cache_dir
 from patcher.cli import main
 from patcher.outputs.wheel import PROVENANCE
 
@@ -156,13 +157,41 @@ def test_upstream_release_is_refused(tmp_path, capsys):
     assert "unsupported" in capsys.readouterr().err
 
 
+def cached_wheels(version: str) -> list[Path]:
+    """The official wheel build-wheel downloaded into the cache."""
+    return [p for p in (cache_dir() / "wheels").glob(f"*/vllm-{version}-*x86_64.whl")]
+
+
+REAL_WHEELS = [
+    # (release, patchset, the wheel's name, a patched module and what it must now contain)
+    (
+        "0.16.0",
+        "kimi-k2.5-eagle3",
+        "vllm-0.16.0+kimi.eagle3-cp38-abi3-manylinux_2_31_x86_64.whl",
+        "vllm/config/speculative.py",
+        '            "afmoe",\n            "kimi_k2",\n            "deepseek_v3",\n        ]',
+    ),
+    (
+        "0.33.0",
+        "kimi-k2.5-eagle3-mla",
+        "vllm-0.33.0+kimi.eagle3.mla-cp38-abi3-manylinux_2_28_x86_64.whl",
+        "vllm/transformers_utils/model_arch_config_convertor.py",
+        '                    "deepseek_mtp",\n                    "kimi_k2",\n                )',
+    ),
+]
+
+
 @pytest.mark.network
 @pytest.mark.slow
-def test_real_0_16_0_wheel_installs_in_place_of_the_original(tmp_path):
+@pytest.mark.parametrize(("version", "patchset", "name", "module", "patched"), REAL_WHEELS)
+def test_real_wheel_installs_in_place_of_the_original(
+    tmp_path, version, patchset, name, module, patched
+):
     dist = tmp_path / "dist"
-    assert main(["build-wheel", "--vllm", "0.16.0", "--dist", str(dist)]) == 0
+    args = ["build-wheel", "--vllm", version, "--patchset", patchset, "--dist", str(dist)]
+    assert main([*args, "--platform", "x86_64"]) == 0
     (built,) = dist.glob("*.whl")
-    assert built.name == "vllm-0.16.0+kimi.eagle3-cp38-abi3-manylinux_2_31_x86_64.whl"
+    assert built.name == name
     with WheelFile.open(built) as opened:
         opened.validate_record()
     env = tmp_path / "venv"
@@ -176,10 +205,12 @@ def test_real_0_16_0_wheel_installs_in_place_of_the_original(tmp_path):
             text=True,
         ).strip()
     )
-    speculative = (site / "vllm/config/speculative.py").read_text()
-    assert '"kimi_k2",' in speculative and '"deepseek_v3",' in speculative
+    assert patched in (site / module).read_text()
+    (official,) = {str(p) for p in cached_wheels(version)}
+    with zipfile.ZipFile(official) as original:
+        assert patched not in original.read(module).decode(), "the official wheel had it already"
     shown = subprocess.check_output([*pip[:-1], "show", "vllm"], text=True)
-    assert "Version: 0.16.0+kimi.eagle3" in shown
+    assert f"Version: {name.split('-')[1]}" in shown
     subprocess.run([*pip, "uninstall", "-y", "vllm"], check=True)
     assert not (site / "vllm").exists()
     assert not list(site.glob("vllm-*.dist-info"))
