@@ -64,7 +64,7 @@ def test_mla_drafter_detection_is_patched_on_every_release_with_the_drafter(rele
         Status.NOT_NEEDED,
     }
     assert list(result.changed) == ["vllm/transformers_utils/model_arch_config_convertor.py"]
-    assert '"kimi_k2",' in result.diff()
+    assert '+                    "kimi_k2",' in result.diff().splitlines()
 
 
 @pytest.mark.parametrize("version", ["0.18.0", "0.33.0"])
