@@ -52,6 +52,39 @@ def build_wheel(session: nox.Session) -> None:
     session.run("patcher", "build-wheel", *(session.posargs or ["--vllm", DEFAULT_VLLM]))
 
 
+VERIFY_RELEASES = ["0.15.0", "0.15.1", "0.16.0", "0.17.0", "0.17.1", "0.18.0"]
+"""kimi-k2.5-eagle3's needs-patch releases, and official 0.18.0 as the upstream reference.
+tests/test_noxfile.py checks this list against the matrix."""
+
+VERIFY_MLA_RELEASES = ["0.18.0", "0.33.0"]
+"""kimi-k2.5-eagle3-mla: the first and the newest release with the MLA drafter."""
+
+
+@nox.session
+@nox.parametrize("vllm", VERIFY_RELEASES)
+def verify(session: nox.Session, vllm: str) -> None:
+    """Each barrier before and after, running vLLM's own code from the wheels on CPU."""
+    session.install("-e", ".")
+    session.run("patcher", "verify", "--vllm", vllm, "--json", f"reports/verify/{vllm}.json")
+
+
+@nox.session(name="verify-mla")
+@nox.parametrize("vllm", VERIFY_MLA_RELEASES)
+def verify_mla(session: nox.Session, vllm: str) -> None:
+    """The MLA drafter's detection before and after, on CPU."""
+    session.install("-e", ".")
+    session.run(
+        "patcher",
+        "verify",
+        "--vllm",
+        vllm,
+        "--patchset",
+        "kimi-k2.5-eagle3-mla",
+        "--json",
+        f"reports/verify/mla-{vllm}.json",
+    )
+
+
 @nox.session
 def bench(session: nox.Session) -> None:
     """Speed figures, each beside a baseline measured in the same run."""

@@ -1,4 +1,4 @@
-"""The ``patcher`` command: diff, apply, build-wheel, matrix, serve-bench.
+"""The ``patcher`` command: diff, apply, build-wheel, matrix, verify, serve-bench.
 
 Rich in a terminal, plain when piped.
 """
@@ -6,6 +6,7 @@ Rich in a terminal, plain when piped.
 from __future__ import annotations
 
 import argparse
+import json
 import signal
 import sys
 import threading
@@ -28,6 +29,7 @@ from patcher.outputs.tree import write_tree
 from patcher.outputs.wheel import WheelPlan, build_wheel
 from patcher.sources import DirectorySource, GitSource, IndexWheelSource, Source, WheelSource
 from patcher.sources.download import download_wheel, sha256_of
+from patcher.verify.command import verify_release
 
 STATUS_STYLE = {
     Status.APPLIED: "yellow",
@@ -180,18 +182,22 @@ def matrix_table(name: str, rows: list[Row]) -> Table:
     for patch in patches:
         table.add_column(patch)
     table.add_column("verdict")
+    with_verified = any(row.verified for row in rows)
+    if with_verified:
+        table.add_column("verified")
     for row in rows:
         verdict = f"[{VERDICT_STYLE[row.verdict]}]{row.verdict}[/]"
         if row.drift:
             verdict += f" [bold red](drift: expected {row.expected})[/]"
-        table.add_row(
+        cells = [
             str(row.version),
             *(
                 f"[{STATUS_STYLE[row.outcomes[p].status]}]{row.outcomes[p].status}[/]"
                 for p in patches
             ),
             verdict,
-        )
+        ]
+        table.add_row(*cells, *([row.verified or ""] if with_verified else []))
     return table
 
 
@@ -242,6 +248,28 @@ def command_build_wheel(args: argparse.Namespace) -> int:
     return 0
 
 
+def command_verify(args: argparse.Namespace) -> int:
+    path, sha256 = fetch_wheel(args)
+    patchset = patchsets.load(args.patchset)
+    result = run_patchset(patchset, WheelSource(path))
+    fail_on_errors(result)
+    with err.status(f"verifying vllm {result.version} on CPU (venvs are built once, then reused)"):
+        report = verify_release(patchset, path, sha256, result)
+    table = new_table(f"{patchset.name}: vllm {result.version}, {report.wheel}")
+    for column in ("check", "official", "patched", "detail"):
+        table.add_column(column, overflow="fold")
+    for check in report.checks:
+        after = check.after.status if check.after else "(not patched)"
+        table.add_row(check.name, check.before.status, after, check.detail)
+    table.caption = (
+        "verified" if report.ok else "[bold red]a check fails on the wheel under test[/]"
+    )
+    out.print(table)
+    if args.json:
+        atomic_write(args.json, (json.dumps(report.to_json(), indent=2) + "\n").encode())
+    return 0 if report.ok else 1
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="patcher", description=__doc__)
     parser.add_argument("--version", action="version", version=f"patcher {__version__}")
@@ -275,6 +303,11 @@ def build_parser() -> argparse.ArgumentParser:
     matrix.add_argument("--markdown", type=Path, metavar="FILE")
     add_index_options(matrix)
     matrix.set_defaults(run=command_matrix)
+    verify = commands.add_parser("verify", help="run vLLM's own code on CPU, official vs patched")
+    add_source_options(verify, source_dir=False)
+    verify.add_argument("--json", type=Path, metavar="FILE")
+    verify.set_defaults(run=command_verify)
+
     serving.add_parser(commands)
     return parser
 

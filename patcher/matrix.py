@@ -26,6 +26,7 @@ from patcher.errors import PatcherError
 from patcher.index import HttpClient, PackageIndex, Release, WheelFile
 from patcher.patchset import Patchset
 from patcher.sources.index_wheel import IndexWheelSource
+from patcher.verify.command import verified
 
 PARALLEL_RELEASES = 8
 
@@ -143,6 +144,7 @@ def build_matrix(
                 patchset.expected(release.version),
                 fetched[release.version],
                 pick_wheel(release, arch).size or 0,
+                verified(patchset.name, str(release.version)),
             )
             for release in releases
         ]

@@ -21,6 +21,7 @@ from packaging.version import Version
 from patcher.codemods import CODEMODS
 from patcher.codemods.base import Codemod, Model
 from patcher.errors import PatcherError
+from patcher.verify.probe import CHECKS
 
 DEFAULT_PATCHSET = "kimi-k2.5-eagle3"
 VERDICTS = ("needs-patch", "upstream", "unsupported", "broken")
@@ -55,6 +56,7 @@ class Patchset:
     requires: tuple[Requirement, ...]
     patches: tuple[PatchSpec, ...]
     expectations: tuple[Expectation, ...]
+    verify: tuple[str, ...]  # the CPU checks that prove this patchset's wheel
     digest: str  # of the file's content, to key cached results
 
     @property
@@ -117,6 +119,11 @@ def parse(content: bytes, where: str) -> Patchset:
         for expectation in expectations:
             if expectation.verdict not in VERDICTS:
                 raise ValueError(f"unknown verdict {expectation.verdict!r}")
+        unknown = set(data.get("verify", ())) - set(CHECKS)
+        if unknown:
+            raise ValueError(
+                f"unknown verify checks {sorted(unknown)} (known: {', '.join(CHECKS)})"
+            )
         return Patchset(
             name=data["name"],
             description=data.get("description", ""),
@@ -129,6 +136,7 @@ def parse(content: bytes, where: str) -> Patchset:
             requires=tuple(Requirement(r["module"], r["class"]) for r in data.get("requires", [])),
             patches=patches,
             expectations=expectations,
+            verify=tuple(data.get("verify", ())),
             digest=hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest(),
         )
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:

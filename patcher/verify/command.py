@@ -1,0 +1,54 @@
+"""``patcher verify``: build the patched wheel if the release needs one, then prove it on CPU.
+
+The report is kept in the cache by patchset and release, so ``patcher matrix`` can show a
+``verified`` column for every release verified on this machine.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from patcher.cache import atomic_write, cache_dir
+from patcher.engine import PatchResult
+from patcher.errors import PatcherError
+from patcher.outputs.wheel import WheelPlan, build_wheel
+from patcher.patchset import Patchset
+from patcher.verify.report import VerifyReport
+from patcher.verify.runner import verify_wheels
+
+
+def report_path(patchset: str, version: str) -> Path:
+    return cache_dir() / "verify" / patchset / f"{version}.json"
+
+
+def verified(patchset: str, version: str) -> str | None:
+    """``pass`` or ``fail`` from the last verify run of this release, if there was one."""
+    path = report_path(patchset, version)
+    if not path.exists():
+        return None
+    return "pass" if json.loads(path.read_bytes())["ok"] else "fail"
+
+
+def verify_release(
+    patchset: Patchset, official: Path, sha256: str, result: PatchResult
+) -> VerifyReport:
+    """Verify the official wheel against the patched one, or alone where upstream has the fix."""
+    if not patchset.verify:
+        raise PatcherError(f"patchset {patchset.name} declares no verify checks")
+    if result.verdict == "unsupported":
+        raise PatcherError(f"vllm {result.version} is unsupported for {patchset.name}")
+    patched = None
+    if result.verdict == "needs-patch":
+        patched = patched_wheel(WheelPlan(official, sha256, result, patchset.local_label))
+    report = verify_wheels(official, patched, result.version, patchset.verify)
+    data = {**report.to_json(), "ok": report.ok, "patchset": patchset.name}
+    atomic_write(report_path(patchset.name, result.version), json.dumps(data, indent=2).encode())
+    return report
+
+
+def patched_wheel(plan: WheelPlan) -> Path:
+    """The patched wheel in the cache; builds are reproducible, so one made before is reused."""
+    dist = cache_dir() / "patched" / plan.source_sha256
+    existing = dist / plan.output_name()
+    return existing if existing.exists() else build_wheel(plan, dist)

@@ -1,0 +1,454 @@
+"""The in-venv probe: runs one check against the vLLM installed beside it.
+
+Run as ``<venv>/bin/python probe.py CHECK --workdir DIR``; prints one JSON line
+``{"check", "status", "detail", "seconds"}`` on stdout. The venv has no patcher, so this
+file imports only the standard library at top level; vLLM and torch are imported by the
+checks themselves. Each check drives vLLM's own code and replaces only what needs a GPU,
+a process group or weights, naming every replacement in its detail.
+
+Statuses: ``pass``; ``fail`` when the barrier shows (``barrier: ...``) or the check could
+not run (``error: ...``); ``skip`` when the check does not apply to this release.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+MEDIA_PLACEHOLDER_TOKEN_ID = 163605
+KIMI_ARCH = "KimiK25ForConditionalGeneration"
+MLA_DRAFTER_ARCH = "Eagle3DeepseekV3ForCausalLM"
+TARGET_LAYERS = 61
+"""Kimi-K2's decoder depth; the default aux layers for it are (2, 30, 58)."""
+
+_MODELS = "vllm.model_executor.models"
+ENTRY_MODULES: dict[str, tuple[str, ...]] = {
+    "speculative-config": (
+        "vllm.config",
+        f"{_MODELS}.registry",
+        f"{_MODELS}.kimi_k25",
+        f"{_MODELS}.llama_eagle3",
+    ),
+    "eagle3-interface": (
+        f"{_MODELS}.interfaces",
+        f"{_MODELS}.kimi_k25",
+        f"{_MODELS}.deepseek_v2",
+    ),
+    "mm-image-token": ("vllm.config", "vllm.v1.spec_decode.eagle", f"{_MODELS}.kimi_k25"),
+    "aux-hidden-states": (f"{_MODELS}.deepseek_v2",),
+    "mla-drafter": ("vllm.config", f"{_MODELS}.registry", f"{_MODELS}.deepseek_eagle3"),
+}
+"""The vLLM modules each check loads (directly or through the model registry).
+
+The venv builder reads this to decide which optional packages a release needs.
+"""
+
+CHECKS = tuple(ENTRY_MODULES)
+
+
+class Barrier(Exception):
+    """The failure a check exists to show, e.g. vLLM's own whitelist error."""
+
+
+class Skip(Exception):
+    """The check does not apply to this release."""
+
+
+class ProbeError(Exception):
+    """The check could not be set up; its result says nothing about the barrier."""
+
+
+# Checkpoint configs: small, no weights, shaped like Kimi-K2.5 and its drafters.
+
+_TEXT_CONFIG: dict[str, Any] = {
+    "model_type": "kimi_k2",
+    "architectures": ["DeepseekV3ForCausalLM"],
+    "vocab_size": 163840,
+    "hidden_size": 128,
+    "intermediate_size": 384,
+    "moe_intermediate_size": 64,
+    "num_hidden_layers": 4,
+    "num_attention_heads": 2,
+    "num_key_value_heads": 2,
+    "n_routed_experts": 8,
+    "n_shared_experts": 1,
+    "num_experts_per_tok": 2,
+    "first_k_dense_replace": 1,
+    "n_group": 1,
+    "topk_group": 1,
+    "kv_lora_rank": 32,
+    "q_lora_rank": 48,
+    "qk_nope_head_dim": 16,
+    "qk_rope_head_dim": 8,
+    "v_head_dim": 16,
+    "max_position_embeddings": 2048,
+    "rms_norm_eps": 1e-6,
+    "torch_dtype": "bfloat16",
+}
+
+KIMI_K25_CONFIG: dict[str, Any] = {
+    "architectures": [KIMI_ARCH],
+    "model_type": "kimi_k25",
+    "media_placeholder_token_id": MEDIA_PLACEHOLDER_TOKEN_ID,
+    "torch_dtype": "bfloat16",
+    "text_config": _TEXT_CONFIG,
+    "vision_config": {
+        "hidden_size": 32,
+        "intermediate_size": 96,
+        "num_hidden_layers": 1,
+        "num_attention_heads": 2,
+        "patch_size": 14,
+    },
+}
+
+EAGLE3_DRAFTER_CONFIG: dict[str, Any] = {
+    "architectures": ["LlamaForCausalLMEagle3"],
+    "model_type": "llama",
+    "vocab_size": 163840,
+    "draft_vocab_size": 16384,
+    "hidden_size": 128,
+    "intermediate_size": 384,
+    "num_hidden_layers": 1,
+    "num_attention_heads": 2,
+    "num_key_value_heads": 2,
+    "max_position_embeddings": 2048,
+    "rms_norm_eps": 1e-6,
+    "tie_word_embeddings": False,
+    "torch_dtype": "bfloat16",
+}
+
+MLA_DRAFTER_CONFIG: dict[str, Any] = {
+    **{k: v for k, v in _TEXT_CONFIG.items() if k not in ("architectures", "n_routed_experts")},
+    "architectures": [MLA_DRAFTER_ARCH],
+    "num_hidden_layers": 1,
+    "first_k_dense_replace": 1,
+    "draft_vocab_size": 16384,
+    "tie_word_embeddings": False,
+}
+
+
+def write_checkpoint(workdir: Path, name: str, config: dict[str, Any]) -> str:
+    """A checkpoint directory holding only ``config.json``: vLLM's config code needs no more."""
+    path = workdir / name
+    path.mkdir(parents=True, exist_ok=True)
+    (path / "config.json").write_text(json.dumps(config, indent=1))
+    return str(path)
+
+
+def _vllm_version() -> str:
+    import vllm
+
+    return getattr(vllm, "__version__", "?")
+
+
+def _target_model_config(workdir: Path) -> Any:
+    """A real ``ModelConfig`` for the Kimi-shaped checkpoint, as ``vllm serve`` builds one."""
+    from vllm.config import ModelConfig
+
+    config = ModelConfig(
+        model=write_checkpoint(workdir, "kimi-k25", KIMI_K25_CONFIG), skip_tokenizer_init=True
+    )
+    # Releases on transformers 5 read text_config through DeepseekV3Config, which keeps
+    # its own model type; either is the Kimi-K2 text model.
+    text_type = config.hf_text_config.model_type
+    if config.architectures[0] != KIMI_ARCH or text_type not in ("kimi_k2", "deepseek_v3"):
+        raise ProbeError(f"target resolved to {config.architectures[0]} / {text_type!r}")
+    return config
+
+
+def _speculative_config(target: Any, drafter_dir: str) -> Any:
+    """A real ``SpeculativeConfig(method="eagle3")`` for ``target``; the gate raises here."""
+    from vllm.config import ParallelConfig, SpeculativeConfig
+
+    try:
+        return SpeculativeConfig(
+            method="eagle3",
+            model=drafter_dir,
+            num_speculative_tokens=3,
+            target_model_config=target,
+            target_parallel_config=ParallelConfig(),
+        )
+    except Exception as exc:
+        line = _matching_line(str(exc), "only supported for")
+        if line is None:
+            raise
+        raise Barrier(line) from exc
+
+
+def _matching_line(text: str, needle: str) -> str | None:
+    """The line of ``text`` holding ``needle``, without pydantic's wrapping around it."""
+    for line in text.splitlines():
+        if needle in line.lower():
+            return line.strip().removeprefix("Value error, ").partition(" [type=")[0]
+    return None
+
+
+def check_speculative_config(workdir: Path) -> str:
+    target = _target_model_config(workdir)
+    drafter = write_checkpoint(workdir, "eagle3-drafter", EAGLE3_DRAFTER_CONFIG)
+    spec = _speculative_config(target, drafter)
+    draft = spec.draft_model_config
+    return (
+        f"SpeculativeConfig accepted eagle3 for target {target.architectures[0]} "
+        f"(text model type {target.hf_text_config.model_type}); "
+        f"drafter {draft.architectures[0]}, {spec.num_speculative_tokens} tokens"
+    )
+
+
+def check_eagle3_interface(workdir: Path) -> str:
+    import torch.nn as nn
+    from vllm.model_executor.models import deepseek_v2, kimi_k25
+    from vllm.model_executor.models.interfaces import supports_eagle3
+
+    kimi_cls = kimi_k25.KimiK25ForConditionalGeneration
+    deepseek_cls = deepseek_v2.DeepseekV3ForCausalLM
+    missing = [c.__name__ for c in (kimi_cls, deepseek_cls) if not supports_eagle3(c)]
+    if missing:
+        raise Barrier(f"supports_eagle3() is False for {', '.join(missing)}")
+
+    # Build the models without __init__ (that would allocate the weights); only
+    # ``model.layers`` is read by the real get_eagle3_aux_hidden_state_layers.
+    deepseek = _bare(deepseek_cls)
+    deepseek.model = _bare(deepseek_v2.DeepseekV2Model)
+    deepseek.model.layers = nn.ModuleList(nn.Identity() for _ in range(TARGET_LAYERS))
+    kimi = _bare(kimi_cls)
+    kimi.language_model = deepseek
+    expected = (2, TARGET_LAYERS // 2, TARGET_LAYERS - 3)
+    for cls, model in ((deepseek_cls, deepseek), (kimi_cls, kimi)):
+        got = tuple(cls.get_eagle3_aux_hidden_state_layers(model))
+        if got != expected:
+            raise Barrier(f"{cls.__name__} default aux layers {got}, expected {expected}")
+    kimi_cls.set_aux_hidden_state_layers(kimi, (1, 2))
+    routed = getattr(deepseek.model, "aux_hidden_state_layers", None)
+    if tuple(routed or ()) != (1, 2):
+        raise Barrier(f"{kimi_cls.__name__}.set_aux_hidden_state_layers did not reach the model")
+    return (
+        f"supports_eagle3 True for {kimi_cls.__name__} and {deepseek_cls.__name__}; "
+        f"default aux layers {expected} for {TARGET_LAYERS} layers, delegated by Kimi "
+        "(replaced: model built with object.__new__, model.layers = "
+        f"{TARGET_LAYERS} nn.Identity stand-ins)"
+    )
+
+
+def _bare(cls: type) -> Any:
+    """An instance of an ``nn.Module`` subclass with only ``nn.Module``'s own state."""
+    import torch.nn as nn
+
+    instance: Any = object.__new__(cls)
+    nn.Module.__init__(instance)
+    return instance
+
+
+def check_mm_image_token(workdir: Path) -> str:
+    import torch.nn as nn
+    from transformers import AutoConfig
+    from vllm.model_executor.models.kimi_k25 import KimiK25ForConditionalGeneration
+    from vllm.v1.spec_decode.eagle import EagleProposer
+
+    target_config = _target_model_config(workdir).hf_config
+    if hasattr(target_config, "image_token_index"):
+        raise ProbeError("the Kimi-shaped target config already has image_token_index")
+
+    class LanguageModel(nn.Module):
+        """Stand-in for the text model: the real get_language_model() looks for this."""
+
+        def embed_input_ids(self, input_ids: Any) -> Any:
+            raise NotImplementedError
+
+    target = _bare(KimiK25ForConditionalGeneration)
+    target.config = target_config
+    target.language_model = LanguageModel()
+
+    drafter = nn.Module()
+    drafter.config = AutoConfig.from_pretrained(
+        write_checkpoint(workdir, "eagle3-drafter", EAGLE3_DRAFTER_CONFIG)
+    )
+    shared: list[Any] = []
+    proposer = object.__new__(EagleProposer)
+    proposer.__dict__.update(
+        vllm_config=SimpleNamespace(compilation_config=SimpleNamespace(static_forward_context={})),
+        supports_mm_inputs=False,
+        parallel_drafting=False,
+        pass_hidden_states_to_model=True,
+        _get_model=lambda: drafter,
+        _maybe_share_embeddings=shared.append,
+        _maybe_share_lm_head=shared.append,
+    )
+    try:
+        proposer.load_model(target)
+    except AttributeError as exc:
+        if "image_token_index" not in str(exc):
+            raise
+        raise Barrier(f"AttributeError: {exc}") from exc
+    got = getattr(drafter.config, "image_token_index", None)
+    if got != MEDIA_PLACEHOLDER_TOKEN_ID:
+        raise Barrier(f"drafter image_token_index is {got}, expected {MEDIA_PLACEHOLDER_TOKEN_ID}")
+    if not shared or shared[0] is not target.language_model:
+        raise ProbeError("load_model did not resolve the target's language model")
+    return (
+        f"EagleProposer.load_model set the drafter's image_token_index to {got} from "
+        f"{KIMI_ARCH}.config.media_placeholder_token_id (replaced: _get_model returns a "
+        "config-only drafter, _maybe_share_embeddings/_maybe_share_lm_head record their "
+        "argument, vllm_config has an empty static_forward_context, supports_mm_inputs=False; "
+        "target built with object.__new__ and a stand-in language_model)"
+    )
+
+
+def check_aux_hidden_states(workdir: Path) -> str:
+    import torch
+    import torch.nn as nn
+    from vllm.model_executor.models import deepseek_v2
+
+    seen: dict[int, Any] = {}
+
+    class Layer(nn.Module):
+        """A decoder-layer stand-in: records its input, returns new distinct states."""
+
+        use_sequence_parallel_moe = False
+
+        def __init__(self, index: int) -> None:
+            super().__init__()
+            self.index = index
+
+        def forward(self, positions: Any, hidden_states: Any, residual: Any, *_: Any) -> Any:
+            residual = hidden_states if residual is None else residual
+            seen[self.index] = hidden_states + residual
+            return hidden_states * 2 + self.index, residual + 1
+
+    class Norm(nn.Module):
+        def forward(self, hidden_states: Any, residual: Any) -> Any:
+            return hidden_states + residual, residual
+
+    num_layers, wanted = 4, (1, 2)
+    model = _bare(deepseek_v2.DeepseekV2Model)
+    model.config = SimpleNamespace()
+    model.layers = nn.ModuleList(Layer(i) for i in range(num_layers))
+    model.start_layer, model.end_layer = 0, num_layers
+    model.hidden_size = 8
+    model.norm = Norm()
+    how = _request_aux_layers(deepseek_v2, model, wanted)
+
+    # Pipeline-parallel state needs an initialised process group; one rank is all of it.
+    deepseek_v2.get_pp_group = lambda: SimpleNamespace(
+        is_first_rank=True, is_last_rank=True, world_size=1, rank_in_group=0
+    )
+    embeds = torch.arange(3 * 8, dtype=torch.float32).reshape(3, 8)
+    out = deepseek_v2.DeepseekV2Model.forward(
+        model,
+        input_ids=None,
+        positions=torch.arange(3),
+        intermediate_tensors=None,
+        inputs_embeds=embeds,
+    )
+    if isinstance(out, torch.Tensor):
+        raise Barrier(
+            f"DeepseekV2Model.forward returned one Tensor; no aux hidden states for layers {wanted}"
+        )
+    _, aux = out
+    if len(aux) != len(wanted) or not all(
+        torch.equal(state, seen[i]) for state, i in zip(aux, wanted, strict=False)
+    ):
+        raise Barrier(f"aux hidden states are not the inputs of layers {wanted}")
+    return (
+        f"DeepseekV2Model.forward returned (hidden_states, {len(aux)} aux states) equal to "
+        f"hidden_states + residual at the input of layers {wanted} of {num_layers}; aux layers "
+        f"{how} (replaced: {num_layers} decoder layers and the final norm by CPU stand-ins, "
+        "get_pp_group by a single-rank stand-in, model built with object.__new__)"
+    )
+
+
+def _request_aux_layers(deepseek_v2: Any, model: Any, wanted: tuple[int, ...]) -> str:
+    """Ask for aux layers the way the EAGLE-3 runner does, through the causal-LM wrapper."""
+    setter = getattr(deepseek_v2.DeepseekV2ForCausalLM, "set_aux_hidden_state_layers", None)
+    if setter is None:
+        model.aux_hidden_state_layers = wanted
+        return "set directly (DeepseekV2ForCausalLM has no set_aux_hidden_state_layers)"
+    wrapper = _bare(deepseek_v2.DeepseekV2ForCausalLM)
+    wrapper.model = model
+    setter(wrapper, wanted)
+    return "requested with DeepseekV2ForCausalLM.set_aux_hidden_state_layers"
+
+
+def check_mla_drafter(workdir: Path) -> str:
+    from vllm.model_executor.models import ModelRegistry
+
+    if MLA_DRAFTER_ARCH not in ModelRegistry.get_supported_archs():
+        raise Skip(f"vLLM {_vllm_version()} has no MLA EAGLE-3 drafter class ({MLA_DRAFTER_ARCH})")
+    target = _target_model_config(workdir)
+    if not target.use_mla:
+        raise ProbeError("the Kimi-shaped target does not use MLA")
+    drafter = write_checkpoint(workdir, "eagle3-mla-drafter", MLA_DRAFTER_CONFIG)
+    try:
+        spec = _speculative_config(target, drafter)
+    except Barrier as exc:
+        raise ProbeError(f"SpeculativeConfig rejected the target: {exc}") from exc
+    draft = spec.draft_model_config
+    inner = getattr(getattr(draft.hf_config, "model", None), "model_type", None)
+    shape = f"drafter model type {draft.hf_config.model_type}, inner {inner}"
+    if not draft.use_mla:
+        raise Barrier(f"drafter use_mla False ({shape}) while target use_mla True")
+    return f"drafter use_mla True ({shape}), target use_mla True"
+
+
+RUNNERS: dict[str, Callable[[Path], str]] = {
+    "speculative-config": check_speculative_config,
+    "eagle3-interface": check_eagle3_interface,
+    "mm-image-token": check_mm_image_token,
+    "aux-hidden-states": check_aux_hidden_states,
+    "mla-drafter": check_mla_drafter,
+}
+
+
+def run(check: str, workdir: Path) -> dict[str, Any]:
+    """Run one check and turn its outcome into the result record."""
+    start = time.monotonic()
+    try:
+        status, detail = "pass", RUNNERS[check](workdir)
+    except Skip as exc:
+        status, detail = "skip", str(exc)
+    except Barrier as exc:
+        status, detail = "fail", f"barrier: {exc}"
+    except Exception as exc:
+        status, detail = "fail", f"error: {_describe(exc)}"
+    return {
+        "check": check,
+        "status": status,
+        "detail": detail,
+        "seconds": round(time.monotonic() - start, 2),
+    }
+
+
+def _describe(exc: BaseException) -> str:
+    where = traceback.extract_tb(exc.__traceback__)[-1:] if exc.__traceback__ else []
+    at = f" (at {Path(where[0].filename).name}:{where[0].lineno})" if where else ""
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    return f"{type(exc).__name__}: {first}{at}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("check", choices=CHECKS)
+    parser.add_argument("--workdir", type=Path, required=True)
+    args = parser.parse_args(argv)
+    # vLLM logs to stdout; keep stdout for the one result line by sending the rest,
+    # including output from native code, to stderr.
+    result_fd = os.dup(1)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    args.workdir.mkdir(parents=True, exist_ok=True)
+    result = run(args.check, args.workdir)
+    with os.fdopen(result_fd, "w") as out:
+        out.write(json.dumps(result) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,281 @@
+"""What goes into a verify venv: the wheel's own requirements, less the GPU stack.
+
+This module is the ONE place that lists what is left out. vLLM's METADATA pins a CUDA
+torch and a set of GPU kernels and runtimes; none of them is needed to run the
+configuration and model-code paths that the checks exercise, and several would pull
+gigabytes of CUDA libraries or fail to install on a machine without a GPU.
+
+The decision is made per release, not from a fixed list alone: a package in
+``GPU_STACK`` that is not ``never`` is still installed when the release imports it
+unconditionally, at module level, on a path the probe loads (``probe.ENTRY_MODULES``,
+read from the wheel itself). That is how vLLM 0.33.0 gets ``xgrammar``, which its model
+modules reach through ``vllm.v1.structured_output``, while 0.16.0 and 0.18.0 do not.
+"""
+
+from __future__ import annotations
+
+import ast
+import email.parser
+import email.policy
+import fnmatch
+import sys
+import zipfile
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from email.message import Message
+from pathlib import Path, PurePosixPath
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.specifiers import SpecifierSet
+from packaging.utils import canonicalize_name
+from packaging.version import Version
+
+from patcher.errors import PatcherError
+from patcher.verify import probe
+
+CPU_TORCH = "torch==2.13.0"
+"""The torch that replaces vLLM's CUDA pin; this machine's pip resolves it from local disk."""
+
+PLAN_FORMAT = 1
+"""Bumped when the way a venv is built changes, so cached venvs built the old way are rebuilt."""
+
+
+@dataclass(frozen=True)
+class LeftOut:
+    """One family of distributions kept out of the verify venv, and why."""
+
+    pattern: str
+    """Glob over canonical distribution names (``nvidia-*``)."""
+    imports: tuple[str, ...]
+    """Top-level import names the family provides; an import of one of them is a need."""
+    why: str
+    never: bool = False
+    """Left out even when imported: replaced by the CPU torch, or CUDA-only binaries."""
+
+
+GPU_STACK: tuple[LeftOut, ...] = (
+    LeftOut("torch", ("torch",), f"replaced by the CPU build ({CPU_TORCH})", never=True),
+    LeftOut("torchvision", ("torchvision",), "pinned to the CUDA torch", never=True),
+    LeftOut("torchaudio", ("torchaudio",), "pinned to the CUDA torch", never=True),
+    LeftOut("torchcodec", ("torchcodec",), "binary built against the CUDA torch", never=True),
+    LeftOut("nvidia-*", ("nvidia", "cutlass"), "CUDA runtime libraries", never=True),
+    LeftOut("cuda-*", ("cuda",), "CUDA Python bindings", never=True),
+    LeftOut("cupy*", ("cupy",), "CUDA arrays", never=True),
+    LeftOut("pynvvideocodec", ("PyNvVideoCodec",), "NVIDIA video codec", never=True),
+    LeftOut("triton", ("triton",), "GPU kernel compiler; vLLM falls back without it"),
+    LeftOut("flashinfer*", ("flashinfer",), "CUDA attention kernels"),
+    LeftOut("xformers", ("xformers",), "CUDA attention kernels"),
+    LeftOut("tilelang", ("tilelang",), "GPU kernel language"),
+    LeftOut("apache-tvm-ffi", ("tvm_ffi",), "runtime for GPU kernel languages"),
+    LeftOut("quack-kernels", ("quack",), "CUDA kernels"),
+    LeftOut("humming-kernels", ("humming",), "CUDA kernels"),
+    LeftOut("tokenspeed-mla", ("tokenspeed_mla",), "CUDA MLA kernels"),
+    LeftOut("deep-gemm", ("deep_gemm",), "CUDA GEMM kernels"),
+    LeftOut("deep-ep", ("deep_ep",), "CUDA expert-parallel kernels"),
+    LeftOut("nvtx", ("nvtx",), "NVIDIA profiling markers"),
+    LeftOut("fastsafetensors", ("fastsafetensors",), "GPU-direct weight loading"),
+    LeftOut("instanttensor", ("instanttensor",), "GPU weight loading"),
+    LeftOut("ray", ("ray",), "multi-node executor, not used by the checks"),
+    LeftOut("xgrammar", ("xgrammar",), "structured output; pulls triton on Linux"),
+)
+
+
+@dataclass(frozen=True)
+class InstallPlan:
+    """The requirement lines for pip, and every line left out with its reason."""
+
+    torch: str
+    install: tuple[str, ...]
+    left_out: tuple[tuple[str, str], ...]
+
+    def fingerprint(self) -> dict[str, object]:
+        """What a cached venv records, to tell whether it was built by the same plan."""
+        return {"format": PLAN_FORMAT, "torch": self.torch, "install": list(self.install)}
+
+
+def read_metadata(wheel: Path) -> Message:
+    """The wheel's ``*.dist-info/METADATA``; a wheel without one is not a wheel."""
+    try:
+        with zipfile.ZipFile(wheel) as archive:
+            names = [
+                n
+                for n in archive.namelist()
+                if n.count("/") == 1 and n.endswith(".dist-info/METADATA")
+            ]
+            if len(names) != 1:
+                raise PatcherError(f"{wheel.name}: expected one .dist-info/METADATA")
+            raw = archive.read(names[0])
+    except (OSError, zipfile.BadZipFile) as exc:
+        raise PatcherError(f"{wheel}: cannot read wheel: {exc}") from exc
+    return email.parser.BytesParser(policy=email.policy.compat32).parsebytes(raw)
+
+
+def wheel_version(wheel: Path) -> Version:
+    """The ``Version`` field of the wheel's METADATA."""
+    return Version(read_metadata(wheel)["Version"])
+
+
+def check_python(metadata: Message, python: tuple[int, int] = sys.version_info[:2]) -> None:
+    """Refuse early when the venv's interpreter is outside ``Requires-Python``."""
+    spec = metadata.get("Requires-Python")
+    version = f"{python[0]}.{python[1]}"
+    if spec and not SpecifierSet(spec).contains(version, prereleases=True):
+        raise PatcherError(f"vllm {metadata['Version']} needs Python {spec}, this is {version}")
+
+
+def left_out_by(name: str) -> LeftOut | None:
+    """The ``GPU_STACK`` entry that covers distribution ``name``, if any."""
+    canonical = canonicalize_name(name)
+    return next((e for e in GPU_STACK if fnmatch.fnmatchcase(canonical, e.pattern)), None)
+
+
+def runtime_requirements(metadata: Message) -> list[Requirement]:
+    """``Requires-Dist`` lines that apply to this interpreter with no extras selected."""
+    found = []
+    for line in metadata.get_all("Requires-Dist") or []:
+        try:
+            req = Requirement(line)
+        except InvalidRequirement as exc:
+            raise PatcherError(f"unreadable requirement in METADATA: {line!r}") from exc
+        if req.marker is None or req.marker.evaluate({"extra": ""}):
+            found.append(req)
+    return found
+
+
+def plan(metadata: Message, imported: set[str]) -> InstallPlan:
+    """Split the requirements into pip lines and left-out lines.
+
+    ``imported`` holds the top-level names the release imports on the probe's paths; a
+    left-out family that is not ``never`` goes in when one of its names is there.
+    """
+    install: list[str] = []
+    left_out: list[tuple[str, str]] = []
+    for req in runtime_requirements(metadata):
+        line = str(_without_marker(req))
+        entry = left_out_by(req.name)
+        if entry is None:
+            install.append(line)
+        elif entry.never or not imported.intersection(entry.imports):
+            left_out.append((line, entry.why))
+        else:
+            install.append(line)
+    return InstallPlan(torch=CPU_TORCH, install=tuple(install), left_out=tuple(left_out))
+
+
+def plan_for_wheel(wheel: Path) -> InstallPlan:
+    """The install plan for ``wheel``, from its METADATA and its own import graph."""
+    metadata = read_metadata(wheel)
+    check_python(metadata)
+    modules = set().union(*probe.ENTRY_MODULES.values())
+    with zipfile.ZipFile(wheel) as archive:
+        imported = third_party_imports(_py_sources(archive), modules)
+    return plan(metadata, imported)
+
+
+def _without_marker(req: Requirement) -> Requirement:
+    copy = Requirement(str(req))
+    copy.marker = None
+    return copy
+
+
+def _py_sources(archive: zipfile.ZipFile) -> dict[str, tuple[str, bool]]:
+    """Module name -> (source, is_package) for every top-level ``.py`` file in a wheel."""
+    sources: dict[str, tuple[str, bool]] = {}
+    for name in archive.namelist():
+        path = PurePosixPath(name)
+        if path.suffix != ".py" or any(".data" in p or "-" in p for p in path.parts[:-1]):
+            continue
+        is_package = path.name == "__init__.py"
+        parts = path.parts[:-1] if is_package else (*path.parts[:-1], path.stem)
+        sources[".".join(parts)] = (archive.read(name).decode("utf-8", "replace"), is_package)
+    return sources
+
+
+def third_party_imports(sources: dict[str, tuple[str, bool]], entry: Iterable[str]) -> set[str]:
+    """Top-level names of modules outside ``sources`` that loading ``entry`` must import.
+
+    Follows module-level imports transitively through ``sources``. Only unconditional
+    imports count as a need: those inside functions run later or never, those under an
+    ``if`` depend on the platform or on ``TYPE_CHECKING`` (vLLM's GPU-only imports sit
+    behind such tests), and those in a ``try`` that handles ImportError are optional.
+    """
+    inside = {name.partition(".")[0] for name in sources}
+    seen: set[str] = set()
+    outside: set[str] = set()
+    pending = [m for name in entry for m in _with_parents(name)]
+    while pending:
+        module = pending.pop()
+        if module in seen or module not in sources:
+            continue
+        seen.add(module)
+        source, is_package = sources[module]
+        try:
+            tree = ast.parse(source)
+        except SyntaxError:
+            continue
+        for target in _needed_imports(tree, module, is_package):
+            top = target.partition(".")[0]
+            if top in inside:
+                pending.extend(_with_parents(target))
+            elif top not in sys.stdlib_module_names:
+                outside.add(top)
+    return outside
+
+
+def _with_parents(module: str) -> Iterator[str]:
+    parts = module.split(".")
+    for i in range(1, len(parts) + 1):
+        yield ".".join(parts[:i])
+
+
+def _needed_imports(tree: ast.Module, module: str, is_package: bool) -> Iterator[str]:
+    """Absolute names imported unconditionally at module level (class bodies run too)."""
+    package = module if is_package else module.rpartition(".")[0]
+    for node in _module_level(tree.body):
+        if isinstance(node, ast.Import):
+            yield from (alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = _resolve(node, package)
+            if base is None:
+                continue
+            yield base
+            # ``from pkg import sub`` may name a submodule; the caller keeps only real ones.
+            yield from (f"{base}.{alias.name}" for alias in node.names if alias.name != "*")
+
+
+def _resolve(node: ast.ImportFrom, package: str) -> str | None:
+    if not node.level:
+        return node.module
+    parts = package.split(".") if package else []
+    if node.level - 1 > len(parts):
+        return None
+    base = parts[: len(parts) - (node.level - 1)]
+    return ".".join([*base, node.module] if node.module else base) or None
+
+
+def _module_level(body: list[ast.stmt]) -> Iterator[ast.stmt]:
+    for node in body:
+        if isinstance(node, ast.If):
+            continue
+        if isinstance(node, ast.Try | ast.TryStar):
+            if not any(_catches_import_error(h) for h in node.handlers):
+                yield from _module_level(node.body)
+            for handler in node.handlers:
+                yield from _module_level(handler.body)
+            yield from _module_level(node.orelse)
+            yield from _module_level(node.finalbody)
+        elif isinstance(node, ast.With | ast.ClassDef):
+            yield from _module_level(node.body)
+        else:
+            yield node
+
+
+def _catches_import_error(handler: ast.ExceptHandler) -> bool:
+    caught = handler.type
+    if caught is None:
+        return True
+    names = caught.elts if isinstance(caught, ast.Tuple) else [caught]
+    return any(
+        isinstance(n, ast.Name) and n.id in {"ImportError", "ModuleNotFoundError", "Exception"}
+        for n in names
+    )

@@ -1,0 +1,117 @@
+"""Run the probe's checks in each wheel's venv and pair the results before -> after."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import tempfile
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from packaging.version import InvalidVersion, Version
+
+from patcher.errors import PatcherError
+from patcher.verify import probe
+from patcher.verify.environment import Venv, venv_for
+from patcher.verify.report import CheckResult, Outcome, VerifyReport
+from patcher.verify.requirements import wheel_version
+
+PROBE = Path(probe.__file__)
+PROBE_TIMEOUT = 900
+"""Seconds for one check; a healthy one takes well under a minute on two cores."""
+
+
+def verify_wheels(
+    official_wheel: Path,
+    patched_wheel: Path | None,
+    version: str,
+    checks: Sequence[str] | None = None,
+) -> VerifyReport:
+    """Run ``checks`` (all by default) on the official wheel and, if given, the patched one."""
+    names = _select(checks)
+    wheels = [official_wheel] if patched_wheel is None else [official_wheel, patched_wheel]
+    for wheel in wheels:
+        _check_version(wheel, version)
+    start = time.monotonic()
+    with ThreadPoolExecutor(len(wheels)) as pool:
+        venvs = list(pool.map(venv_for, wheels))
+    setup = time.monotonic() - start
+    if len(venvs) == 2 and venvs[0].sha256 == venvs[1].sha256:
+        raise PatcherError(f"{patched_wheel} is the official wheel itself, not a patched one")
+    # (0, name) runs on the official wheel, (1, name) on the patched one.
+    jobs = [(side, name) for side in range(len(venvs)) for name in names]
+    with (
+        tempfile.TemporaryDirectory(prefix="patcher-verify-") as tmp,
+        ThreadPoolExecutor(min(len(jobs), os.cpu_count() or 1)) as pool,
+    ):
+        outcomes = pool.map(
+            lambda job: run_probe(venvs[job[0]], job[1], Path(tmp) / f"{job[0]}-{job[1]}"), jobs
+        )
+        done = dict(zip(jobs, outcomes, strict=True))
+    return VerifyReport(
+        vllm=version,
+        wheel=wheels[-1].name,
+        checks=tuple(CheckResult(name, done[(0, name)], done.get((1, name))) for name in names),
+        setup_seconds=round(setup, 1),
+    )
+
+
+def run_probe(env: Venv, check: str, workdir: Path) -> Outcome:
+    """Run one check in ``env``'s interpreter; a probe that dies is a failed check."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    try:
+        # -I: neither the probe's own folder (patcher/verify) nor PYTHONPATH or the user
+        # site may shadow anything the venv's vLLM imports.
+        done = subprocess.run(
+            [str(env.python), "-I", str(PROBE), check, "--workdir", str(workdir)],
+            env=probe_environment(env),
+            cwd=workdir,
+            capture_output=True,
+            text=True,
+            timeout=PROBE_TIMEOUT,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        return Outcome("fail", f"error: probe timed out after {PROBE_TIMEOUT} s", PROBE_TIMEOUT)
+    lines = done.stdout.strip().splitlines()
+    try:
+        result = json.loads(lines[-1])
+        return Outcome(result["status"], result["detail"], float(result["seconds"]))
+    except (IndexError, ValueError, KeyError, TypeError):
+        tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        return Outcome("fail", f"error: probe exited {done.returncode}: {tail}", 0.0)
+
+
+def probe_environment(env: Venv) -> dict[str, str]:
+    """The parent's environment plus offline flags, with vLLM's caches kept in the venv."""
+    child = dict(os.environ)
+    child.update(
+        HF_HUB_OFFLINE="1",
+        TRANSFORMERS_OFFLINE="1",
+        VLLM_CACHE_ROOT=str(env.path / "vllm-cache"),
+        VLLM_NO_USAGE_STATS="1",
+        DO_NOT_TRACK="1",
+    )
+    return child
+
+
+def _select(checks: Sequence[str] | None) -> tuple[str, ...]:
+    if checks is None:
+        return probe.CHECKS
+    unknown = sorted(set(checks) - set(probe.CHECKS))
+    if unknown:
+        raise PatcherError(f"unknown check {', '.join(unknown)}; known: {', '.join(probe.CHECKS)}")
+    return tuple(dict.fromkeys(checks))
+
+
+def _check_version(wheel: Path, version: str) -> None:
+    try:
+        wanted = Version(version)
+    except InvalidVersion as exc:
+        raise PatcherError(f"not a vLLM version: {version!r}") from exc
+    found = wheel_version(wheel)
+    if Version(found.public) != wanted:
+        raise PatcherError(f"{wheel.name} is vllm {found}, not {version}")

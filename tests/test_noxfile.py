@@ -1,0 +1,41 @@
+"""The noxfile's verify lists agree with the matrix, so no needs-patch release goes unverified."""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+from patcher import patchset as patchsets
+from patcher.matrix import build_matrix, select_releases
+
+pytestmark = pytest.mark.network
+
+
+@functools.cache
+def noxfile():
+    """The noxfile, loaded once: nox refuses a session registered twice."""
+    spec = importlib.util.spec_from_file_location(
+        "noxfile", Path(__file__).parent.parent / "noxfile.py"
+    )
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def needs_patch(index, name: str) -> list[str]:
+    patchset = patchsets.load(name)
+    rows = build_matrix([patchset], index, select_releases(index, None, "0.8.0"), "x86_64")
+    return [str(r.version) for r in rows[patchset.name] if r.verdict == "needs-patch"]
+
+
+def test_verify_covers_every_needs_patch_release_and_the_upstream_reference(index):
+    assert [*needs_patch(index, "kimi-k2.5-eagle3"), "0.18.0"] == noxfile().VERIFY_RELEASES
+
+
+def test_verify_mla_covers_the_first_and_newest_affected_release(index):
+    affected = needs_patch(index, "kimi-k2.5-eagle3-mla")
+    assert [affected[0], affected[-1]] == noxfile().VERIFY_MLA_RELEASES

@@ -1,0 +1,54 @@
+"""patcher verify's bookkeeping: what it refuses, and the reports the matrix reads back."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from patcher import patchset as patchsets
+from patcher.cache import CACHE_ENV
+from patcher.codemods.base import Outcome, Status
+from patcher.engine import PatchResult
+from patcher.errors import PatcherError
+from patcher.verify.command import report_path, verified, verify_release
+
+
+@pytest.fixture(autouse=True)
+def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path))
+    return tmp_path
+
+
+def result(status: Status, name: str = "kimi-k2.5-eagle3") -> PatchResult:
+    patchset = patchsets.load(name)
+    return PatchResult("0.14.1", patchset, {p: Outcome(status) for p in patchset.patch_names})
+
+
+def test_an_unsupported_release_is_refused_before_any_venv(tmp_path):
+    with pytest.raises(PatcherError, match="unsupported"):
+        verify_release(patchsets.load(), tmp_path / "none.whl", "", result(Status.UNSUPPORTED))
+
+
+def test_a_patchset_without_checks_is_refused(tmp_path):
+    patchset = patchsets.load()
+    bare = patchsets.Patchset(**{**patchset.__dict__, "verify": ()})
+    with pytest.raises(PatcherError, match="declares no verify checks"):
+        verify_release(bare, tmp_path / "none.whl", "", result(Status.APPLIED))
+
+
+@pytest.mark.parametrize(("ok", "shown"), [(True, "pass"), (False, "fail")])
+def test_the_matrix_reads_back_the_last_report(ok, shown):
+    assert verified("kimi-k2.5-eagle3", "0.16.0") is None
+    path = report_path("kimi-k2.5-eagle3", "0.16.0")
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({"ok": ok, "checks": []}))
+    assert verified("kimi-k2.5-eagle3", "0.16.0") == shown
+    assert verified("kimi-k2.5-eagle3-mla", "0.16.0") is None
+
+
+def test_an_unknown_check_in_a_patchset_is_a_clear_error():
+    text = (patchsets.builtin_dir() / "kimi-k2.5-eagle3.toml").read_bytes()
+    with pytest.raises(PatcherError, match="unknown verify checks"):
+        patchsets.parse(text.replace(b'"aux-hidden-states"]', b'"aux-hidden-states", "x"]'), "p")

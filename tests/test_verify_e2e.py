@@ -1,0 +1,80 @@
+"""verify end to end: real wheels, real venvs, real pip installs, vLLM's own code on CPU.
+
+A cold run downloads each official wheel, builds the patched one and a venv per wheel
+(about a minute each; 0.16.0 takes about four minutes from nothing). Later runs reuse
+wheels and venvs from the cache and take under a minute per release.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from patcher.cli import main
+from patcher.index import PackageIndex, machine_platform
+from patcher.sources.download import download_wheel
+from patcher.verify import VerifyReport, verify_wheels
+
+pytestmark = [pytest.mark.slow, pytest.mark.network]
+
+KIMI_CHECKS = ("speculative-config", "eagle3-interface", "mm-image-token", "aux-hidden-states")
+BARRIERS_0_16_0 = {
+    "speculative-config": "Eagle3 is only supported for",
+    "eagle3-interface": "supports_eagle3() is False for KimiK25ForConditionalGeneration",
+    "mm-image-token": "AttributeError: 'KimiK25Config' object has no attribute 'image_token_index'",
+    "aux-hidden-states": "DeepseekV2Model.forward returned one Tensor",
+}
+MLA_PATCHSET = "kimi-k2.5-eagle3-mla"
+MLA_BARRIER = "before: barrier: drafter use_mla False (drafter model type eagle, inner kimi_k2)"
+
+
+def official(version: str) -> Path:
+    index = PackageIndex()
+    wheel = index.release(version).wheel_for(machine_platform())
+    assert wheel is not None
+    return download_wheel(wheel, index.client)
+
+
+def patched(wheel: Path, dist: Path, name: str | None = None) -> Path:
+    extra = [] if name is None else ["--patchset", name]
+    assert main(["build-wheel", "--wheel", str(wheel), "--dist", str(dist), *extra]) == 0
+    (built,) = dist.glob("*.whl")
+    return built
+
+
+def by_name(report: VerifyReport) -> dict[str, dict]:
+    return {c["name"]: c for c in report.to_json()["checks"]}
+
+
+def test_0_16_0_every_barrier_fails_before_and_passes_after(tmp_path):
+    wheel = official("0.16.0")
+    report = verify_wheels(wheel, patched(wheel, tmp_path), "0.16.0")
+    checks = by_name(report)
+    for name, barrier in BARRIERS_0_16_0.items():
+        assert (checks[name]["before"], checks[name]["after"]) == ("fail", "pass"), checks[name]
+        assert f"before: barrier: {barrier}" in checks[name]["detail"]
+    assert (checks["mla-drafter"]["before"], checks["mla-drafter"]["after"]) == ("skip", "skip")
+    assert "no MLA EAGLE-3 drafter class" in checks["mla-drafter"]["detail"]
+    assert report.ok
+
+
+def test_0_18_0_upstream_has_the_kimi_fixes_and_the_mla_patch_adds_the_drafter(tmp_path):
+    wheel = official("0.18.0")
+    report = verify_wheels(wheel, patched(wheel, tmp_path, MLA_PATCHSET), "0.18.0")
+    checks = by_name(report)
+    for name in KIMI_CHECKS:
+        assert (checks[name]["before"], checks[name]["after"]) == ("pass", "pass"), checks[name]
+    assert (checks["mla-drafter"]["before"], checks["mla-drafter"]["after"]) == ("fail", "pass")
+    assert MLA_BARRIER in checks["mla-drafter"]["detail"]
+    assert report.ok
+
+
+def test_0_33_0_mla_drafter_fails_before_and_passes_after(tmp_path):
+    wheel = official("0.33.0")
+    report = verify_wheels(wheel, patched(wheel, tmp_path, MLA_PATCHSET), "0.33.0")
+    checks = by_name(report)
+    assert (checks["mla-drafter"]["before"], checks["mla-drafter"]["after"]) == ("fail", "pass")
+    assert MLA_BARRIER in checks["mla-drafter"]["detail"]
+    assert all(checks[name]["after"] == "pass" for name in KIMI_CHECKS), checks
+    assert report.ok

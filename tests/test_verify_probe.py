@@ -1,0 +1,111 @@
+"""The in-venv probe without vLLM: its protocol, its outcomes and its checkpoint shapes."""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from patcher.verify import probe
+
+PROBE = Path(probe.__file__)
+
+
+def test_the_probe_imports_only_the_standard_library_at_top_level():
+    """The venv has vLLM and torch but not patcher: anything else would break the probe."""
+    tree = ast.parse(PROBE.read_text())
+    top = set()
+    for node in tree.body:
+        if isinstance(node, ast.Import):
+            top.update(alias.name.partition(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            top.add(node.module.partition(".")[0])
+    assert top - {"__future__"} <= sys.stdlib_module_names
+
+
+def test_one_json_line_on_stdout_even_when_vllm_is_missing(tmp_path):
+    done = subprocess.run(
+        [sys.executable, "-S", str(PROBE), "speculative-config", "--workdir", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    (line,) = done.stdout.splitlines()
+    result = json.loads(line)
+    assert result["check"] == "speculative-config" and result["status"] == "fail"
+    assert result["detail"].startswith("error: ModuleNotFoundError: No module named 'vllm'")
+
+
+def test_every_check_has_a_runner_and_entry_modules():
+    assert set(probe.RUNNERS) == set(probe.ENTRY_MODULES) == set(probe.CHECKS)
+    assert probe.CHECKS[:4] == (
+        "speculative-config",
+        "eagle3-interface",
+        "mm-image-token",
+        "aux-hidden-states",
+    )
+    assert all(m.startswith("vllm.") for ms in probe.ENTRY_MODULES.values() for m in ms)
+
+
+@pytest.mark.parametrize(
+    ("raised", "status", "detail"),
+    [
+        (probe.Barrier("Eagle3 is only supported for ['llama']"), "fail", "barrier: Eagle3"),
+        (probe.Skip("no MLA drafter class"), "skip", "no MLA drafter class"),
+        (probe.ProbeError("target is not kimi_k2"), "fail", "error: ProbeError: target is not"),
+        (KeyError("layers"), "fail", "error: KeyError: 'layers' (at test_verify_probe.py:"),
+    ],
+)
+def test_outcomes(monkeypatch, tmp_path, raised, status, detail):
+    def check(workdir: Path) -> str:
+        raise raised
+
+    monkeypatch.setitem(probe.RUNNERS, "aux-hidden-states", check)
+    result = probe.run("aux-hidden-states", tmp_path)
+    assert result["status"] == status and result["detail"].startswith(detail)
+
+
+def test_a_passing_check_reports_its_text_and_time(monkeypatch, tmp_path):
+    monkeypatch.setitem(probe.RUNNERS, "eagle3-interface", lambda workdir: "all good")
+    result = probe.run("eagle3-interface", tmp_path)
+    assert result == {
+        "check": "eagle3-interface",
+        "status": "pass",
+        "detail": "all good",
+        "seconds": result["seconds"],
+    }
+
+
+def test_pydantic_wrapping_is_trimmed_from_the_barrier_line():
+    text = (
+        "1 validation error for SpeculativeConfig\n"
+        "  Value error, Eagle3 is only supported for ['llama'] models. Got x='kimi_k2' "
+        "[type=value_error, input_value=ArgsKwargs((), {})]"
+    )
+    assert probe._matching_line(text, "only supported for") == (
+        "Eagle3 is only supported for ['llama'] models. Got x='kimi_k2'"
+    )
+    assert probe._matching_line("something else", "only supported for") is None
+
+
+def test_the_target_is_kimi_shaped_without_an_image_token_index(tmp_path):
+    path = Path(probe.write_checkpoint(tmp_path, "kimi", probe.KIMI_K25_CONFIG))
+    config = json.loads((path / "config.json").read_text())
+    assert config["architectures"] == ["KimiK25ForConditionalGeneration"]
+    assert config["model_type"] == "kimi_k25"
+    assert config["text_config"]["model_type"] == "kimi_k2"
+    assert config["media_placeholder_token_id"] == 163605
+    assert "image_token_index" not in json.dumps(config)
+    assert sorted(p.name for p in path.iterdir()) == ["config.json"]
+
+
+def test_the_drafters_are_eagle3_heads_one_of_them_with_mla():
+    assert probe.EAGLE3_DRAFTER_CONFIG["architectures"] == ["LlamaForCausalLMEagle3"]
+    mla = probe.MLA_DRAFTER_CONFIG
+    assert mla["architectures"] == ["Eagle3DeepseekV3ForCausalLM"]
+    assert mla["model_type"] == "kimi_k2" and mla["kv_lora_rank"]
+    assert mla["num_hidden_layers"] == 1

@@ -1,0 +1,130 @@
+"""Pairing probe results before -> after, and turning a dead probe into a failed check."""
+
+from __future__ import annotations
+
+import json
+import stat
+from pathlib import Path
+
+import pytest
+from verify_helpers import fake_wheel
+
+from patcher.errors import PatcherError
+from patcher.verify import CHECKS, Outcome, runner
+from patcher.verify.environment import Venv
+from patcher.verify.requirements import plan_for_wheel
+
+
+def fake_venv(tmp_path: Path, script: str, sha: str = "a" * 64) -> Venv:
+    """A 'venv' whose python is a shell script standing in for the probe."""
+    python = tmp_path / sha[:4] / "bin" / "python"
+    python.parent.mkdir(parents=True)
+    python.write_text("#!/bin/sh\n" + script)
+    python.chmod(python.stat().st_mode | stat.S_IEXEC)
+    plan = plan_for_wheel(fake_wheel(tmp_path))
+    return Venv(python.parent.parent, sha, plan, created=False)
+
+
+def test_the_probe_result_line_is_read_after_any_noise(tmp_path):
+    line = json.dumps({"check": "x", "status": "pass", "detail": "fine", "seconds": 1.5})
+    env = fake_venv(tmp_path, f"echo 'INFO log line'\necho '{line}'\n")
+    assert runner.run_probe(env, "speculative-config", tmp_path / "w") == Outcome(
+        "pass", "fine", 1.5
+    )
+
+
+def test_a_probe_that_dies_is_a_failure_with_its_last_words(tmp_path):
+    env = fake_venv(tmp_path, "echo 'Segmentation fault' >&2\nexit 139\n")
+    outcome = runner.run_probe(env, "speculative-config", tmp_path / "w")
+    assert outcome.status == "fail"
+    assert outcome.detail == "error: probe exited 139: Segmentation fault"
+
+
+def test_the_probe_runs_isolated_in_its_workdir_and_offline(tmp_path):
+    env = fake_venv(
+        tmp_path,
+        'printf \'{"status": "pass", "detail": "%s %s %s %s %s %s %s", "seconds": 0}\\n\' '
+        '"$1" "$2" "$3" "$4" "$5" "$PWD" "$HF_HUB_OFFLINE"\n',
+    )
+    workdir = tmp_path / "w"
+    outcome = runner.run_probe(env, "mm-image-token", workdir)
+    assert outcome.detail == f"-I {runner.PROBE} mm-image-token --workdir {workdir} {workdir} 1"
+
+
+def test_probe_environment_keeps_vllm_caches_in_the_venv(tmp_path):
+    env = fake_venv(tmp_path, "")
+    assert runner.probe_environment(env)["VLLM_CACHE_ROOT"] == str(env.path / "vllm-cache")
+
+
+def test_unknown_checks_are_refused():
+    with pytest.raises(PatcherError, match="unknown check nope; known: speculative-config"):
+        runner._select(["speculative-config", "nope"])
+    assert runner._select(None) == CHECKS
+    assert runner._select(["aux-hidden-states", "aux-hidden-states"]) == ("aux-hidden-states",)
+
+
+def test_a_wheel_of_another_version_is_refused(tmp_path):
+    wheel = fake_wheel(tmp_path, version="0.17.0")
+    with pytest.raises(PatcherError, match=r"is vllm 0\.17\.0, not 0\.16\.0"):
+        runner._check_version(wheel, "0.16.0")
+    with pytest.raises(PatcherError, match="not a vLLM version"):
+        runner._check_version(wheel, "latest")
+
+
+def test_a_patched_wheel_keeps_the_release_in_its_public_version(tmp_path):
+    runner._check_version(fake_wheel(tmp_path, version="0.16.0+kimi.eagle3"), "0.16.0")
+
+
+@pytest.fixture
+def fake_runs(tmp_path, monkeypatch):
+    """verify_wheels with venvs and probes replaced: official fails, patched passes."""
+    (tmp_path / "official").mkdir()
+    (tmp_path / "patched").mkdir()
+    official = fake_wheel(tmp_path / "official")
+    patched = fake_wheel(tmp_path / "patched", version="0.16.0+kimi.eagle3")
+    plan = plan_for_wheel(official)
+    shas = {official: "0" * 64, patched: "1" * 64}
+
+    def venv_for(wheel: Path) -> Venv:
+        return Venv(tmp_path / wheel.name, shas[wheel], plan, created=True)
+
+    def run_probe(env: Venv, check: str, workdir: Path) -> Outcome:
+        if env.sha256 == shas[official]:
+            return Outcome("fail", f"barrier: {check}", 1.0)
+        return Outcome("pass", f"fixed {check}", 1.0)
+
+    monkeypatch.setattr(runner, "venv_for", venv_for)
+    monkeypatch.setattr(runner, "run_probe", run_probe)
+    return official, patched, shas
+
+
+def test_results_pair_the_official_and_the_patched_wheel(fake_runs):
+    official, patched, _ = fake_runs
+    report = runner.verify_wheels(official, patched, "0.16.0", ["aux-hidden-states"])
+    assert report.ok and report.setup_seconds >= 0
+    assert report.to_json() == {
+        "vllm": "0.16.0",
+        "wheel": patched.name,
+        "checks": [
+            {
+                "name": "aux-hidden-states",
+                "before": "fail",
+                "after": "pass",
+                "detail": "before: barrier: aux-hidden-states | after: fixed aux-hidden-states",
+            }
+        ],
+    }
+
+
+def test_without_a_patched_wheel_only_before_runs(fake_runs):
+    official, _, _ = fake_runs
+    report = runner.verify_wheels(official, None, "0.16.0")
+    assert [c.name for c in report.checks] == list(CHECKS)
+    assert all(c.after is None for c in report.checks)
+    assert report.wheel == official.name and not report.ok
+
+
+def test_the_official_wheel_as_its_own_patch_is_refused(fake_runs):
+    official, _, _ = fake_runs
+    with pytest.raises(PatcherError, match="is the official wheel itself"):
+        runner.verify_wheels(official, official, "0.16.0")
