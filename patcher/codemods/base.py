@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 import fnmatch
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, ClassVar
@@ -94,6 +94,21 @@ class Tree:
     def update(self, path: str, module: cst.Module) -> None:
         self._modules[path] = module
         self.overlay[path] = module.code
+
+    def modules_mentioning(
+        self, paths: Iterable[str], word: str
+    ) -> Iterator[tuple[str, cst.Module]]:
+        """The parsed modules among ``paths`` whose text has ``word``.
+
+        A cheap skip before libcst's parse, which costs most of a codemod's time; the matching
+        that follows is structural.
+        """
+        for path in paths:
+            text = self.text(path)
+            if text is not None and word in text:
+                module = self.module(path)
+                assert module is not None
+                yield path, module
 
     def defines_class(self, path: str, name: str) -> bool:
         """Whether ``path`` defines a top-level class ``name`` (a cheap check with ast)."""

@@ -59,12 +59,9 @@ class EagleMlaDetect(Codemod):
 
     def transform(self, tree: Tree) -> Outcome:
         applied, present = [], []
-        for path in self.paths(tree.source.names()):
-            text = tree.text(path)
-            if text is None or "is_deepseek_mla" not in text:
-                continue  # a cheap skip before parsing; matching itself is structural
-            module = tree.module(path)
-            assert module is not None
+        for path, module in tree.modules_mentioning(
+            self.paths(tree.source.names()), "deepseek_mla"
+        ):
             for function in find_compound(module, IS_DEEPSEEK_MLA):
                 for branch in eagle_branches(cst.ensure_type(function, cst.FunctionDef)):
                     literal = self._inner_types(module, path, branch)

@@ -96,12 +96,8 @@ class MmImageToken(Codemod):
         if not architecture or not attribute:
             raise ShapeError("the patchset names no architecture and image-token attribute")
         applied, present = [], []
-        for path in self.paths(tree.source.names()):
-            text = tree.text(path)
-            if text is None or "supports_multimodal(" not in text:
-                continue  # a cheap skip before parsing; matching itself is structural
-            module = tree.module(path)
-            assert module is not None
+        paths = self.paths(tree.source.names())
+        for path, module in tree.modules_mentioning(paths, "supports_multimodal("):
             branches = [
                 cst.ensure_type(b, cst.If) for b in find_compound(module, SUPPORTS_MULTIMODAL)
             ]
