@@ -52,3 +52,14 @@ def test_an_unknown_check_in_a_patchset_is_a_clear_error():
     text = (patchsets.builtin_dir() / "kimi-k2.5-eagle3.toml").read_bytes()
     with pytest.raises(PatcherError, match="unknown verify checks"):
         patchsets.parse(text.replace(b'"aux-hidden-states"]', b'"aux-hidden-states", "x"]'), "p")
+
+
+def test_a_patched_wheel_is_refused_as_the_official_one(tmp_path):
+    import zipfile
+
+    wheel = tmp_path / "vllm-0.16.0+kimi.eagle3-cp38-abi3-manylinux_2_31_x86_64.whl"
+    with zipfile.ZipFile(wheel, "w") as archive:
+        archive.writestr("vllm/__init__.py", "")
+        archive.writestr("vllm-0.16.0+kimi.eagle3.dist-info/patcher-provenance.json", "{}")
+    with pytest.raises(PatcherError, match="is a patched wheel"):
+        verify_release(patchsets.load(), wheel, "", result(Status.APPLIED))

@@ -12,8 +12,9 @@ from pathlib import Path
 from patcher.cache import atomic_write, cache_dir
 from patcher.engine import PatchResult
 from patcher.errors import PatcherError
-from patcher.outputs.wheel import WheelPlan, build_wheel
+from patcher.outputs.wheel import PROVENANCE, WheelPlan, build_wheel
 from patcher.patchset import Patchset
+from patcher.sources.wheel import WheelSource
 from patcher.verify.report import VerifyReport
 from patcher.verify.runner import verify_wheels
 
@@ -38,6 +39,8 @@ def verify_release(
         raise PatcherError(f"patchset {patchset.name} declares no verify checks")
     if result.verdict == "unsupported":
         raise PatcherError(f"vllm {result.version} is unsupported for {patchset.name}")
+    if any(name.endswith(f".dist-info/{PROVENANCE}") for name in WheelSource(official).names()):
+        raise PatcherError(f"{official.name} is a patched wheel; verify takes the official one")
     patched = None
     if result.verdict == "needs-patch":
         patched = patched_wheel(WheelPlan(official, sha256, result, patchset.local_label))
