@@ -25,6 +25,7 @@ from patcher.engine import PatchResult, run_patchset
 from patcher.errors import DriftError, PatcherError
 from patcher.index import PackageIndex, machine_platform
 from patcher.matrix import Row, build_matrix, markdown, select_releases, write_json
+from patcher.outputs.git_branch import commit_to_branch
 from patcher.outputs.tree import write_tree
 from patcher.outputs.wheel import WheelPlan, build_wheel
 from patcher.sources import DirectorySource, GitSource, IndexWheelSource, Source, WheelSource
@@ -134,11 +135,23 @@ def command_diff(args: argparse.Namespace) -> int:
 
 
 def command_apply(args: argparse.Namespace) -> int:
+    if args.git and not args.branch:
+        raise PatcherError("--git needs --branch: the patch goes onto a new branch")
     source = open_source(args)
     result = run_patchset(patchsets.load(args.patchset), source)
     fail_on_errors(result)
-    written = write_tree(args.source, result.changed)
     out.print(status_table(result))
+    if isinstance(source, GitSource):
+        if not result.changed:
+            out.print(f"nothing to commit: {source.description} needs no patch")
+            return 0
+        message = f"patcher: {result.patchset.name} on vllm {result.version}\n\n" + "\n".join(
+            f"{name}: {o.status}" for name, o in result.outcomes.items()
+        )
+        sha = commit_to_branch(source, result.changed, args.branch, message)
+        out.print(f"committed {len(result.changed)} file(s) as {sha[:12]} on branch {args.branch}")
+        return 0
+    written = write_tree(args.source, result.changed)
     out.print(f"patched {len(written)} file(s) under {args.source}")
     return 0
 
@@ -279,8 +292,14 @@ def build_parser() -> argparse.ArgumentParser:
     add_source_options(diff)
     diff.set_defaults(run=command_diff)
 
-    apply = commands.add_parser("apply", help="patch a source tree in place")
-    apply.add_argument("--source", type=Path, metavar="DIR", required=True)
+    apply = commands.add_parser(
+        "apply", help="patch a source tree in place, or commit the patch to a new git branch"
+    )
+    target = apply.add_mutually_exclusive_group(required=True)
+    target.add_argument("--source", type=Path, metavar="DIR", help="patch this tree in place")
+    target.add_argument("--git", type=Path, metavar="REPO", help="commit onto a new branch")
+    apply.add_argument("--ref", help="with --git: the tag, branch or commit to patch")
+    apply.add_argument("--branch", help="with --git: the new branch to create")
     apply.add_argument("--vllm-version", help="override the version the tree declares")
     add_index_options(apply)
     apply.set_defaults(run=command_apply, vllm=None, wheel=None)

@@ -61,10 +61,7 @@ def test_source_dir_and_git_ref_give_the_same_diff_as_the_release(tree_0_16, tmp
     from_index = capsys.readouterr().out
     assert main(["diff", "--source", str(tree_0_16)]) == 0
     assert capsys.readouterr().out == from_index
-    repo = git.Repo.init(copy_tree(tree_0_16, tmp_path / "repo"))
-    repo.index.add([str(p) for p in Path(repo.working_dir).rglob("*.py")])
-    repo.index.commit("0.16.0", author=git.Actor("t", "t@localhost"))
-    repo.create_tag("v0.16.0")
+    repo = git_repo(tree_0_16, tmp_path / "repo")
     assert main(["diff", "--git", repo.working_dir, "--ref", "v0.16.0"]) == 0
     assert capsys.readouterr().out == from_index
 
@@ -159,3 +156,42 @@ def test_matrix_flags_drift_and_writes_json_and_markdown(tmp_path, capsys):
 def test_matrix_without_drift_exits_zero(capsys):
     assert main(["matrix", "--versions", "0.16.0,0.33.0"]) == 0
     assert "needs-patch" in capsys.readouterr().out
+
+
+def git_repo(tree: Path, into: Path) -> git.Repo:
+    """A repository whose tag v0.16.0 holds the 0.16.0 files, as a vLLM checkout would."""
+    repo = git.Repo.init(copy_tree(tree, into))
+    repo.index.add([str(p) for p in Path(repo.working_dir).rglob("*.py")])
+    repo.index.commit(
+        "0.16.0", author=git.Actor("t", "t@localhost"), committer=git.Actor("t", "t@localhost")
+    )
+    repo.create_tag("v0.16.0")
+    return repo
+
+
+def test_apply_to_git_commits_on_a_new_branch_and_leaves_the_work_tree(tree_0_16, tmp_path, capsys):
+    repo = git_repo(tree_0_16, tmp_path / "repo")
+    work_tree = {p: p.read_bytes() for p in Path(repo.working_dir).rglob("*.py")}
+    head = repo.head.commit.hexsha
+    args = ["apply", "--git", repo.working_dir, "--ref", "v0.16.0", "--branch", "kimi-eagle3"]
+    assert main(args) == 0
+    assert "on branch kimi-eagle3" in capsys.readouterr().out
+    commit = repo.commit("kimi-eagle3")
+    assert [p.hexsha for p in commit.parents] == [head]
+    assert sorted(commit.stats.files) == [
+        "vllm/config/speculative.py",
+        "vllm/model_executor/models/deepseek_v2.py",
+        "vllm/model_executor/models/kimi_k25.py",
+        "vllm/v1/spec_decode/eagle.py",
+    ]
+    assert (
+        main(
+            ["diff", "--git", repo.working_dir, "--ref", "kimi-eagle3", "--vllm-version", "0.16.0"]
+        )
+        == 0
+    )
+    assert capsys.readouterr().out == ""  # the branch needs no patch: it has it
+    assert repo.head.commit.hexsha == head and not repo.is_dirty()
+    assert {p: p.read_bytes() for p in Path(repo.working_dir).rglob("*.py")} == work_tree
+    assert main(args) == 2
+    assert "exists already" in one_error_line(capsys)
