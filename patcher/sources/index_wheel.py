@@ -38,6 +38,7 @@ class IndexWheelSource(Source):
         self._zip: zipfile.ZipFile | None = None
         self._fallback: WheelSource | None = None
         self._names: list[str] | None = None
+        self._known: frozenset[str] = frozenset()
 
     @property
     def identity(self) -> str:
@@ -81,14 +82,15 @@ class IndexWheelSource(Source):
             else:
                 self._names = [n for n in self._open().namelist() if not n.endswith("/")]
                 atomic_write(listing, json.dumps(self._names).encode())
+            self._known = frozenset(self._names)
         return self._names
 
     def _cached(self, path: str) -> Path:
         return self.root / "files" / path
 
     def prefetch(self, paths: Iterable[str]) -> None:
-        known = set(self.names())
-        wanted = [p for p in paths if p in known and not self._cached(p).exists()]
+        self.names()
+        wanted = [p for p in paths if p in self._known and not self._cached(p).exists()]
         if not wanted:
             return
         archive = self._open()
@@ -119,7 +121,8 @@ class IndexWheelSource(Source):
         return data
 
     def read(self, path: str) -> bytes | None:
-        if path not in set(self.names()):
+        self.names()
+        if path not in self._known:
             return None
         cached = self._cached(path)
         if cached.exists():
