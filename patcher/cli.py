@@ -28,6 +28,7 @@ from patcher.matrix import Row, build_matrix, markdown, select_releases, write_j
 from patcher.outputs.git_branch import commit_to_branch
 from patcher.outputs.tree import write_tree
 from patcher.outputs.wheel import WheelPlan, build_wheel
+from patcher.patchset import Patchset
 from patcher.sources import DirectorySource, GitSource, IndexWheelSource, Source, WheelSource
 from patcher.sources.download import download_wheel, sha256_of
 from patcher.verify.command import verify_release
@@ -45,6 +46,14 @@ VERDICT_STYLE = {
     "unsupported": "dim",
     "broken": "bold red",
 }
+
+
+def styled_status(status: Status) -> str:
+    return f"[{STATUS_STYLE[status]}]{status}[/]"
+
+
+def styled_verdict(verdict: str) -> str:
+    return f"[{VERDICT_STYLE[verdict]}]{verdict}[/]"
 
 
 def console(stderr: bool = False) -> Console:
@@ -93,10 +102,7 @@ def open_source(args: argparse.Namespace) -> Source:
     if args.vllm:
         index = PackageIndex(args.index_url)
         release = index.release(args.vllm)
-        wheel = release.wheel_for(args.platform)
-        if wheel is None:
-            raise PatcherError(f"vllm {args.vllm} has no {args.platform} wheel on the index")
-        return IndexWheelSource(release, wheel, index.client)
+        return IndexWheelSource(release, release.require_wheel(args.platform), index.client)
     if args.wheel:
         return WheelSource(args.wheel)
     if getattr(args, "git", None):
@@ -112,9 +118,8 @@ def status_table(result: PatchResult) -> Table:
     table.add_column("status")
     table.add_column("detail", overflow="fold")
     for name, outcome in result.outcomes.items():
-        table.add_row(name, f"[{STATUS_STYLE[outcome.status]}]{outcome.status}[/]", outcome.detail)
-    verdict = result.verdict
-    table.caption = f"verdict: [{VERDICT_STYLE[verdict]}]{verdict}[/]" + (
+        table.add_row(name, styled_status(outcome.status), outcome.detail)
+    table.caption = f"verdict: {styled_verdict(result.verdict)}" + (
         f" (drift: expected {result.expected})" if result.drift else ""
     )
     return table
@@ -199,15 +204,12 @@ def matrix_table(name: str, rows: list[Row]) -> Table:
     if with_verified:
         table.add_column("verified")
     for row in rows:
-        verdict = f"[{VERDICT_STYLE[row.verdict]}]{row.verdict}[/]"
+        verdict = styled_verdict(row.verdict)
         if row.drift:
             verdict += f" [bold red](drift: expected {row.expected})[/]"
         cells = [
             str(row.version),
-            *(
-                f"[{STATUS_STYLE[row.outcomes[p].status]}]{row.outcomes[p].status}[/]"
-                for p in patches
-            ),
+            *(styled_status(row.outcomes[p].status) for p in patches),
             verdict,
         ]
         table.add_row(*cells, *([row.verified or ""] if with_verified else []))
@@ -220,10 +222,7 @@ def fetch_wheel(args: argparse.Namespace) -> tuple[Path, str]:
         WheelSource(args.wheel)  # a clear error if it is not a vLLM wheel
         return args.wheel, sha256_of(args.wheel)
     index = PackageIndex(args.index_url)
-    release = index.release(args.vllm)
-    wheel = release.wheel_for(args.platform)
-    if wheel is None:
-        raise PatcherError(f"vllm {args.vllm} has no {args.platform} wheel on the index")
+    wheel = index.release(args.vllm).require_wheel(args.platform)
     with Progress(
         TextColumn("{task.description}"),
         BarColumn(),
@@ -240,11 +239,17 @@ def fetch_wheel(args: argparse.Namespace) -> tuple[Path, str]:
     return path, wheel.sha256
 
 
-def command_build_wheel(args: argparse.Namespace) -> int:
+def patch_official(args: argparse.Namespace) -> tuple[Path, str, Patchset, PatchResult]:
+    """The official wheel, its sha256, the patchset, and the patchset's run over the wheel."""
     path, sha256 = fetch_wheel(args)
     patchset = patchsets.load(args.patchset)
     result = run_patchset(patchset, WheelSource(path))
     fail_on_errors(result)
+    return path, sha256, patchset, result
+
+
+def command_build_wheel(args: argparse.Namespace) -> int:
+    path, sha256, patchset, result = patch_official(args)
     out.print(status_table(result))
     if result.verdict != "needs-patch" and not args.allow_noop:
         reason = {
@@ -262,10 +267,7 @@ def command_build_wheel(args: argparse.Namespace) -> int:
 
 
 def command_verify(args: argparse.Namespace) -> int:
-    path, sha256 = fetch_wheel(args)
-    patchset = patchsets.load(args.patchset)
-    result = run_patchset(patchset, WheelSource(path))
-    fail_on_errors(result)
+    path, sha256, patchset, result = patch_official(args)
     with err.status(f"verifying vllm {result.version} on CPU (venvs are built once, then reused)"):
         report = verify_release(patchset, path, sha256, result)
     table = new_table(f"{patchset.name}: vllm {result.version}, {report.wheel}")

@@ -87,6 +87,13 @@ class Release:
         matching = [w for w in self.wheels if any(t.endswith(arch) for t in w.platform_tags)]
         return max(matching, key=lambda w: w.build, default=None)
 
+    def require_wheel(self, arch: str) -> WheelFile:
+        """``wheel_for(arch)``, or a one-line error saying there is none."""
+        wheel = self.wheel_for(arch)
+        if wheel is None:
+            raise PatcherError(f"vllm {self.version} has no {arch} wheel on the index")
+        return wheel
+
 
 def timeout() -> float:
     return float(os.environ.get(TIMEOUT_ENV, "30"))

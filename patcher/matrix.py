@@ -64,6 +64,7 @@ class Pending:
 
 
 def pick_wheel(release: Release, arch: str) -> WheelFile:
+    """The wheel for ``arch``; else any, since the Python sources read are the same in each."""
     wheel = release.wheel_for(arch) or (release.wheels[0] if release.wheels else None)
     if wheel is None:
         raise PatcherError(f"vllm {release.version} has no wheel on the index")

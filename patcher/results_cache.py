@@ -21,6 +21,14 @@ def codemods_digest() -> str:
     return digest.hexdigest()
 
 
+def outcome_to_json(outcome: Outcome) -> dict[str, str]:
+    return {"status": outcome.status.value, "detail": outcome.detail}
+
+
+def outcome_from_json(data: dict[str, str]) -> Outcome:
+    return Outcome(Status(data["status"]), data["detail"])
+
+
 def _path(patchset_digest: str, identity: str) -> Path:
     key = hashlib.sha256(f"{codemods_digest()}|{patchset_digest}|{identity}".encode()).hexdigest()
     return cache_dir() / "results" / f"{key}.json"
@@ -33,14 +41,12 @@ def load(patchset_digest: str, identity: str) -> dict[str, Outcome] | None:
     if not path.exists():
         return None
     data = json.loads(path.read_bytes())
-    return {name: Outcome(Status(o["status"]), o["detail"]) for name, o in data.items()}
+    return {name: outcome_from_json(o) for name, o in data.items()}
 
 
 def store(patchset_digest: str, identity: str, outcomes: dict[str, Outcome]) -> None:
     if identity:
-        data = {
-            name: {"status": o.status.value, "detail": o.detail} for name, o in outcomes.items()
-        }
+        data = {name: outcome_to_json(o) for name, o in outcomes.items()}
         atomic_write(_path(patchset_digest, identity), json.dumps(data).encode())
 
 
@@ -61,9 +67,9 @@ def load_codemod(key: str) -> tuple[Outcome, dict[str, str]] | None:
     if not path.exists():
         return None
     data = json.loads(path.read_bytes())
-    return Outcome(Status(data["status"]), data["detail"]), data["changed"]
+    return outcome_from_json(data), data["changed"]
 
 
 def store_codemod(key: str, outcome: Outcome, changed: dict[str, str]) -> None:
-    data = {"status": outcome.status.value, "detail": outcome.detail, "changed": changed}
+    data = {**outcome_to_json(outcome), "changed": changed}
     atomic_write(cache_dir() / "codemods" / f"{key}.json", json.dumps(data).encode())

@@ -57,10 +57,15 @@ class IndexWheelSource(Source):
             try:
                 self._zip = zipfile.ZipFile(self._remote)
             except RangesRefused:
-                self._fallback = WheelSource(download_wheel(self.wheel, self.client))
-                self._zip = self._fallback.zip
+                self._zip = self._download()
             except zipfile.BadZipFile as error:
                 raise PatcherError(f"{self.wheel.url}: not a zip file ({error})") from error
+        return self._zip
+
+    def _download(self) -> zipfile.ZipFile:
+        """The whole wheel, downloaded once and verified, for a server that refuses ranges."""
+        self._fallback = WheelSource(download_wheel(self.wheel, self.client))
+        self._zip = self._fallback.zip
         return self._zip
 
     def _size(self) -> int:
@@ -103,8 +108,7 @@ class IndexWheelSource(Source):
             try:
                 self._remote.fetch(spans)
             except RangesRefused:
-                self._fallback = WheelSource(download_wheel(self.wheel, self.client))
-                self._zip = self._fallback.zip
+                self._download()
         for path in wanted:
             self._store(path)
 
@@ -112,9 +116,7 @@ class IndexWheelSource(Source):
         try:
             data = self._open().read(path)
         except RangesRefused:
-            self._fallback = WheelSource(download_wheel(self.wheel, self.client))
-            self._zip = self._fallback.zip
-            data = self._zip.read(path)
+            data = self._download().read(path)
         except (zipfile.BadZipFile, EOFError) as error:
             raise PatcherError(f"{self.wheel.filename}: cannot read {path} ({error})") from error
         atomic_write(self._cached(path), data)
