@@ -51,6 +51,17 @@ def method(code: str) -> cst.FunctionDef:
     )
 
 
+def backbone_methods(attribute: str) -> dict[str, str]:
+    """The interface's two methods for a class holding the backbone as ``self.<attribute>``."""
+    return {
+        SETTER: f"def {SETTER}(self, layers: tuple[int, ...]) -> None:\n"
+        f"    self.{attribute}.{AUX_FIELD} = layers\n",
+        GETTER: f"def {GETTER}(self) -> tuple[int, ...]:\n"
+        f"    num_layers = len(self.{attribute}.layers)\n"
+        f"    return (2, num_layers // 2, num_layers - 3)\n",
+    }
+
+
 def find_class(module: cst.Module, name: str) -> cst.ClassDef | None:
     for node in module.body:
         if isinstance(node, cst.ClassDef) and node.name.value == name:
@@ -249,13 +260,7 @@ class Eagle3Interface(Codemod):
         if editor.changed:
             module = replace_top_level(module, {id(backbone_class): edited})
         inner = self.options.get("backbone_attribute", "model")
-        methods = {
-            SETTER: f"def {SETTER}(self, layers: tuple[int, ...]) -> None:\n"
-            f"    self.{inner}.{AUX_FIELD} = layers\n",
-            GETTER: f"def {GETTER}(self) -> tuple[int, ...]:\n"
-            f"    num_layers = len(self.{inner}.layers)\n"
-            f"    return (2, num_layers // 2, num_layers - 3)\n",
-        }
+        methods = backbone_methods(inner)
         return editor.changed + self._interface(
             tree, path, module, class_name, methods, dirty=bool(editor.changed)
         )
@@ -277,13 +282,7 @@ class Eagle3Interface(Codemod):
             )
         )
         if holds_backbone:  # older wrappers hold the backbone itself, not the causal-LM class
-            methods = {
-                SETTER: f"def {SETTER}(self, layers: tuple[int, ...]) -> None:\n"
-                f"    self.{attribute}.{AUX_FIELD} = layers\n",
-                GETTER: f"def {GETTER}(self) -> tuple[int, ...]:\n"
-                f"    num_layers = len(self.{attribute}.layers)\n"
-                f"    return (2, num_layers // 2, num_layers - 3)\n",
-            }
+            methods = backbone_methods(attribute)
         else:
             methods = {
                 SETTER: f"def {SETTER}(self, layers: tuple[int, ...]) -> None:\n"
