@@ -13,11 +13,48 @@ nox.options.reuse_existing_virtualenvs = True
 DEFAULT_VLLM = "0.16.0"
 
 
+def install_patcher(session: nox.Session, *extras: str) -> None:
+    """patcher as users get it: its own wheel, built from this tree and installed, not editable.
+
+    An editable install hides what a wheel leaves out (the last round shipped a wheel whose
+    patchsets could not be found), so only ``lint`` reads the tree itself.
+    """
+    dist = Path(session.create_tmp()) / "patcher-dist"
+    shutil.rmtree(dist, ignore_errors=True)
+    session.install("build")
+    session.run("python", "-m", "build", "--wheel", "--outdir", str(dist), silent=True)
+    (wheel,) = dist.glob("vllm_patcher-*.whl")
+    spec = f"{wheel}[{','.join(extras)}]" if extras else str(wheel)
+    session.install("--force-reinstall", "--no-deps", str(wheel))
+    session.install(spec)
+
+
 @nox.session
 def tests(session: nox.Session) -> None:
     """Unit tests and real-release tests (releases are fetched from the index and cached)."""
-    session.install("-e", ".[test]")
-    session.run("pytest", *session.posargs)
+    install_patcher(session, "test")
+    session.run("pytest", *session.posargs, env={"PATCHER_EXPECT_INSTALLED": "1"})
+
+
+@nox.session
+def package(session: nox.Session) -> None:
+    """Build patcher's sdist and wheel, install the wheel built from the sdist, run the main job."""
+    dist = Path(session.create_tmp()) / "package"
+    shutil.rmtree(dist, ignore_errors=True)
+    session.install("build")
+    session.run("python", "-m", "build", "--outdir", str(dist), silent=True)
+    (sdist,) = dist.glob("vllm_patcher-*.tar.gz")
+    rebuilt = dist / "from-sdist"
+    session.run("python", "-m", "build", "--wheel", "--outdir", str(rebuilt), str(sdist))
+    (wheel,) = rebuilt.glob("vllm_patcher-*.whl")
+    session.install("--force-reinstall", str(wheel))
+    workdir = dist / "run"  # away from the source tree, so nothing is imported from it
+    workdir.mkdir()
+    session.chdir(workdir)
+    session.run("patcher", "--version")
+    session.run("patcher", "diff", "--vllm", DEFAULT_VLLM, "--patchset", "kimi-k2.5-eagle3")
+    session.run("patcher", "matrix", "--versions", f"0.14.1,{DEFAULT_VLLM},0.18.0")
+    session.run("patcher", "build-wheel", "--vllm", DEFAULT_VLLM, "--dist", str(dist / "vllm"))
 
 
 @nox.session
@@ -31,7 +68,7 @@ def lint(session: nox.Session) -> None:
 @nox.session
 def matrix(session: nox.Session) -> None:
     """The compatibility matrix of every release since 0.8.0, as JSON and Markdown in reports/."""
-    session.install("-e", ".")
+    install_patcher(session)
     args = session.posargs or [
         "--since",
         "0.8.0",
@@ -48,7 +85,7 @@ def matrix(session: nox.Session) -> None:
 @nox.session(name="build-wheel")
 def build_wheel(session: nox.Session) -> None:
     """The main job: a patched vLLM wheel in dist/ (default: vLLM 0.16.0, kimi-k2.5-eagle3)."""
-    session.install("-e", ".")
+    install_patcher(session)
     session.run("patcher", "build-wheel", *(session.posargs or ["--vllm", DEFAULT_VLLM]))
 
 
@@ -64,7 +101,7 @@ VERIFY_MLA_RELEASES = ["0.18.0", "0.33.0"]
 @nox.parametrize("vllm", VERIFY_RELEASES)
 def verify(session: nox.Session, vllm: str) -> None:
     """Each barrier before and after, running vLLM's own code from the wheels on CPU."""
-    session.install("-e", ".")
+    install_patcher(session)
     session.run("patcher", "verify", "--vllm", vllm, "--json", f"reports/verify/{vllm}.json")
 
 
@@ -72,7 +109,7 @@ def verify(session: nox.Session, vllm: str) -> None:
 @nox.parametrize("vllm", VERIFY_MLA_RELEASES)
 def verify_mla(session: nox.Session, vllm: str) -> None:
     """The MLA drafter's detection before and after, on CPU."""
-    session.install("-e", ".")
+    install_patcher(session)
     session.run(
         "patcher",
         "verify",
@@ -88,7 +125,8 @@ def verify_mla(session: nox.Session, vllm: str) -> None:
 @nox.session
 def bench(session: nox.Session) -> None:
     """Speed figures, each beside a baseline measured in the same run."""
-    session.install("-e", ".", "wheel")
+    install_patcher(session)
+    session.install("wheel")
     session.run("python", "-m", "patcher.bench", *(session.posargs or ["--unpack-pack"]))
 
 
@@ -110,7 +148,7 @@ def gpu_bench(session: nox.Session, vllm: str) -> None:
     """
     if not session.posargs:
         session.error("after --, pass at least --model PATH --drafter PATH")
-    session.install("-e", ".")
+    install_patcher(session)
     patchset = GPU_BENCH_PATCHSETS[vllm]
     if patchset is None:
         session.install(f"vllm=={vllm}")

@@ -12,6 +12,7 @@ import json
 import tomllib
 from dataclasses import dataclass
 from importlib import resources
+from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any
 
@@ -74,16 +75,21 @@ class Patchset:
         return None
 
 
-def builtin_dir() -> Path:
-    """``patchsets/`` of a source checkout, else the copy a regular install ships."""
-    checkout = Path(__file__).resolve().parent.parent / "patchsets"
-    if checkout.is_dir():
-        return checkout
-    return Path(str(resources.files("patcher.patchsets")))
+def builtin_dir() -> Traversable:
+    """The shipped ``patcher.patchsets`` data, whatever the install kind.
+
+    It is a namespace package, so ``files()`` may return a ``MultiplexedPath``: use it only
+    through the ``Traversable`` protocol (``str()`` of one is its repr, not a path).
+    """
+    return resources.files("patcher.patchsets")
 
 
 def available() -> list[str]:
-    return sorted(p.stem for p in builtin_dir().glob("*.toml"))
+    return sorted(
+        entry.name.removesuffix(".toml")
+        for entry in builtin_dir().iterdir()
+        if entry.name.endswith(".toml")
+    )
 
 
 def load(name_or_path: str | None = None) -> Patchset:
@@ -91,12 +97,12 @@ def load(name_or_path: str | None = None) -> Patchset:
     name_or_path = name_or_path or DEFAULT_PATCHSET
     path = Path(name_or_path)
     if path.suffix != ".toml" or not path.exists():
-        candidate = builtin_dir() / f"{name_or_path}.toml"
-        if not candidate.exists():
+        if name_or_path not in available():
             raise PatcherError(
                 f"no patchset {name_or_path!r}; built-in ones: {', '.join(available())}"
             )
-        path = candidate
+        builtin = builtin_dir() / f"{name_or_path}.toml"
+        return parse(builtin.read_bytes(), f"{name_or_path}.toml")
     return parse(path.read_bytes(), str(path))
 
 
