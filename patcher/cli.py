@@ -13,11 +13,10 @@ import threading
 from pathlib import Path
 
 from rich import box
-from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
 from rich.table import Table
 
-from patcher import __version__, serving
+from patcher import __version__, cli_serve
 from patcher import patchset as patchsets
 from patcher.cache import atomic_write
 from patcher.codemods.base import Status
@@ -31,6 +30,7 @@ from patcher.outputs.wheel import WheelPlan, build_wheel
 from patcher.patchset import Patchset
 from patcher.sources import DirectorySource, GitSource, IndexWheelSource, Source, WheelSource
 from patcher.sources.download import download_wheel, sha256_of
+from patcher.terminal import err, out
 from patcher.verify.command import verify_release
 
 STATUS_STYLE = {
@@ -54,18 +54,6 @@ def styled_status(status: Status) -> str:
 
 def styled_verdict(verdict: str) -> str:
     return f"[{VERDICT_STYLE[verdict]}]{verdict}[/]"
-
-
-def console(stderr: bool = False) -> Console:
-    """Rich in a terminal; piped, plain text wide enough that no cell is cut short."""
-    probe = Console(stderr=stderr)
-    if probe.is_terminal:
-        return Console(stderr=stderr, highlight=False)
-    return Console(stderr=stderr, highlight=False, width=400, no_color=True)
-
-
-out = console()
-err = console(stderr=True)
 
 
 def new_table(title: str) -> Table:
@@ -329,7 +317,7 @@ def build_parser() -> argparse.ArgumentParser:
     verify.add_argument("--json", type=Path, metavar="FILE")
     verify.set_defaults(run=command_verify)
 
-    serving.add_parser(commands)
+    cli_serve.add_parsers(commands)
     return parser
 
 
