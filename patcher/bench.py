@@ -8,6 +8,7 @@ copy for the wheel repack, the sum of the wheels' sizes for the bytes fetched.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import subprocess
@@ -162,12 +163,60 @@ def bench_repack(report: Report, index: PackageIndex, arch: str, unpack_pack: bo
             )
 
 
+def bench_serve_cpu(report: Report, path: Path) -> None:
+    """The figures a ``serve-cpu`` session measured, each run against that run's baseline.
+
+    Serving takes minutes, so it is not repeated here: the session's own JSON report is read.
+    With a replica's random weights, EAGLE-3 over baseline tokens/s is the harness's and the
+    drafter's overhead, not a speedup.
+    """
+    data = json.loads(path.read_text())
+    runs = {run["label"]: run for run in data["runs"]}
+    baseline = runs.get("baseline")
+    if baseline is None or "output_tokens_per_second" not in baseline:
+        return
+    base_tps = baseline["output_tokens_per_second"]
+    base_up = baseline["startup_seconds"]
+    for label, run in runs.items():
+        if "error" in run:
+            report.table.add_row(f"serve-cpu {label}", "failed", "", "", "")
+            continue
+        report.table.add_row(
+            f"serve-cpu {label}: start-up to /health",
+            f"{run['startup_seconds']:.1f} s",
+            f"baseline {base_up:.1f} s",
+            f"{run['startup_seconds'] / base_up:.2f}x",
+            "<= 60 s",
+        )
+        report.table.add_row(
+            f"serve-cpu {label}: output tokens/s (random drafter: overhead)",
+            f"{run['output_tokens_per_second']:.1f}",
+            f"baseline {base_tps:.1f}",
+            f"{run['output_tokens_per_second'] / base_tps:.2f}x",
+            "",
+        )
+        venv = run["venv"]
+        report.table.add_row(
+            f"serve-cpu {label}: venv ({'built' if venv['built'] else 'found'})",
+            f"{venv['seconds']:.1f} s",
+            f"disk {venv.get('disk_mb', 0)} MB, own {venv.get('own_disk_mb', 0)} MB",
+            "",
+            "<= 30 s warm",
+        )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m patcher.bench")
     parser.add_argument("--since", default="0.8.0")
     parser.add_argument("--index-url")
     parser.add_argument(
         "--unpack-pack", action="store_true", help="also time wheel unpack + pack (about a minute)"
+    )
+    parser.add_argument(
+        "--serve-cpu-report",
+        type=Path,
+        default=Path("reports/serve-cpu/0.32.0.json"),
+        help="a serve-cpu session's report, read if present (default: %(default)s)",
     )
     args = parser.parse_args(argv)
     index = PackageIndex(args.index_url)
@@ -178,6 +227,8 @@ def main(argv: list[str] | None = None) -> int:
         bench_codemods(report, index, arch)
         bench_matrix(report, index, arch, args.since)
         bench_repack(report, index, arch, args.unpack_pack)
+        if args.serve_cpu_report.is_file():
+            bench_serve_cpu(report, args.serve_cpu_report)
     console.print(report.table)
     return 0
 

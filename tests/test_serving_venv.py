@@ -67,3 +67,22 @@ def test_a_venv_that_cannot_be_made_is_one_line_and_leaves_nothing(tmp_path, mon
     assert "torch==0.0.1+cpu" in message and "\n" not in message
     root = tmp_path / "cache" / "serving-venvs"
     assert sorted(p.suffix for p in root.iterdir()) == [".lock", ".log"]
+
+
+def test_the_barrier_is_the_last_error_line_of_vllms_log_without_its_prefixes(tmp_path):
+    from patcher.serving.preflight import barrier
+
+    log = tmp_path / "preflight.log"
+    log.write_text(
+        "(APIServer pid=1) INFO 12-01 11:54:13 [api_utils.py:286] non-default args: {}\n"
+        "(EngineCore pid=2) ERROR 12-01 11:59:11 [core.py:1510] Traceback (most recent call):\n"
+        '(EngineCore pid=2) ERROR 12-01 11:59:11 [core.py:1510]   File "x.py", line 3\n'
+        "(EngineCore pid=2) ERROR 12-01 11:59:11 [core.py:1510] ValueError: No common block "
+        "size for 16 (CPU_MLA: [16]; CPU_ATTN: [MultipleOf(32)])\n"
+        "(APIServer pid=1) INFO 12-01 11:59:12 [launcher.py:1] Shutting down\n"
+    )
+    assert barrier(log) == (
+        "ValueError: No common block size for 16 (CPU_MLA: [16]; CPU_ATTN: [MultipleOf(32)])"
+    )
+    log.write_text("INFO all fine\n")
+    assert barrier(log) is None
