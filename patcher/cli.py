@@ -156,7 +156,7 @@ def command_apply(args: argparse.Namespace) -> int:
         sha = commit_to_branch(source, result.changed, args.branch, message)
         out.print(f"committed {len(result.changed)} file(s) as {sha[:12]} on branch {args.branch}")
         return 0
-    written = write_tree(args.source, result.changed)
+    written = write_tree(args.source, result.changed, force=args.force)
     out.print(f"patched {len(written)} file(s) under {args.source}")
     return 0
 
@@ -303,6 +303,11 @@ def build_parser() -> argparse.ArgumentParser:
     apply.add_argument("--ref", help="with --git: the tag, branch or commit to patch")
     apply.add_argument("--branch", help="with --git: the new branch to create")
     apply.add_argument("--vllm-version", help="override the version the tree declares")
+    apply.add_argument(
+        "--force",
+        action="store_true",
+        help="with --source: patch read-only files, and symlinked ones where they point",
+    )
     add_index_options(apply)
     apply.set_defaults(run=command_apply, vllm=None, wheel=None)
 

@@ -7,40 +7,12 @@ from pathlib import Path
 
 import git
 import pytest
+from conftest import copy_tree, one_error_line
 
 from patcher import patchset as patchsets
 from patcher.cli import main
-from patcher.engine import needed_paths
 
 pytestmark = pytest.mark.network
-
-
-@pytest.fixture(scope="module")
-def tree_0_16(release, tmp_path_factory) -> Path:
-    """A vLLM 0.16.0 tree holding the files the patchset reads, fetched from the index."""
-    source = release("0.16.0")
-    root = tmp_path_factory.mktemp("vllm-0.16.0")
-    for path in [*needed_paths(patchsets.load(), source), "vllm/__init__.py", "vllm/_version.py"]:
-        data = source.read(path)
-        assert data is not None, path
-        (root / path).parent.mkdir(parents=True, exist_ok=True)
-        (root / path).write_bytes(data)
-    return root
-
-
-def copy_tree(root: Path, into: Path) -> Path:
-    for path in root.rglob("*"):
-        if path.is_file():
-            target = into / path.relative_to(root)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(path.read_bytes())
-    return into
-
-
-def one_error_line(capsys) -> str:
-    err = capsys.readouterr().err.strip()
-    assert err.startswith("patcher: error:") and "\n" not in err, err
-    return err
 
 
 def test_diff_writes_a_unified_diff_and_nothing_else(capsys):

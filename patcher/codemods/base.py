@@ -42,6 +42,19 @@ class ShapeError(Exception):
     """Raised inside a codemod when the code it must change has an unknown shape."""
 
 
+BOM = "\ufeff"
+
+
+def decode(data: bytes, path: str) -> str:
+    """A source file's text, exactly (a BOM stays); ShapeError naming the byte if not UTF-8."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise ShapeError(
+            f"{path}: not UTF-8 text (byte {error.start}: {error.object[error.start]:#04x})"
+        ) from error
+
+
 class Tree:
     """The code a codemod sees: the source's files with earlier codemods' changes on top."""
 
@@ -58,10 +71,12 @@ class Tree:
         return sorted(n for n in self._names if fnmatch.fnmatchcase(n, pattern))
 
     def text(self, path: str) -> str | None:
+        """The file's text without a BOM, which ast rejects and libcst drops (the engine puts
+        it back); ShapeError if it is not UTF-8."""
         if path in self.overlay:
             return self.overlay[path]
         data = self.source.read(path)
-        return None if data is None else data.decode("utf-8")
+        return None if data is None else decode(data, path).removeprefix(BOM)
 
     def module(self, path: str) -> cst.Module | None:
         if path not in self._modules:
@@ -115,9 +130,15 @@ class Tree:
         text = self.text(path)
         if text is None:
             return False
-        return any(
-            isinstance(node, ast.ClassDef) and node.name == name for node in ast.parse(text).body
-        )
+        try:
+            body = ast.parse(text).body
+        except (SyntaxError, ValueError) as error:
+            line = getattr(error, "lineno", None)
+            where = f"{path}:{line}" if line else path
+            raise ShapeError(
+                f"{where}: not valid Python ({getattr(error, 'msg', error)})"
+            ) from error
+        return any(isinstance(node, ast.ClassDef) and node.name == name for node in body)
 
 
 class Codemod(ABC):
