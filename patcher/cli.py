@@ -183,8 +183,9 @@ def command_diff(args: argparse.Namespace) -> int:
 def command_apply(args: argparse.Namespace) -> int:
     if args.git and not args.branch:
         raise PatcherError("--git needs --branch: the patch goes onto a new branch")
+    patchset = patchsets.load(args.patchset)
     source = open_source(args)
-    result = run_patchset(patchsets.load(args.patchset), source)
+    result = run_patchset(patchset, source)
     fail_on_errors(result)
     out.print(status_table(result))
     if result.verdict == "unsupported":
@@ -208,11 +209,11 @@ def command_matrix(args: argparse.Namespace) -> int:
     if args.versions is not None and args.since is not None:
         raise PatcherError("--versions and --since both pick releases; give one")
     names = args.patchset.split(",") if args.patchset else [patchsets.DEFAULT_PATCHSET]
+    selected = [patchsets.load(name) for name in names]
     index = PackageIndex(args.index_url)
     releases = select_releases(
         index, args.versions.split(",") if args.versions is not None else None, args.since
     )
-    selected = [patchsets.load(name) for name in names]
     with err.status(f"reading {len(releases)} releases"):
         all_rows = build_matrix(selected, index, releases, args.platform)
     problems = []
@@ -399,7 +400,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.run(args)
     except PatcherError as error:
-        err.print(f"patcher: error: {error}", markup=False, soft_wrap=True)
+        for line in str(error).splitlines():  # several problems: a line each
+            err.print(f"patcher: error: {line}", markup=False, soft_wrap=True)
         return error.exit_code
     except KeyboardInterrupt:
         err.print("patcher: interrupted", markup=False)

@@ -45,7 +45,7 @@ def run(
     """The codemod's outcome on ``files`` and every file's text afterwards."""
     source = MemorySource(files)
     tree = Tree(source)
-    outcome = codemod(model, options or {}).run(tree)
+    outcome = codemod(model, codemod.Options(**(options or {}))).run(tree)
     return outcome, {path: tree.text(path) or "" for path in source.files}
 
 
@@ -57,7 +57,7 @@ def rerun(
     source = MemorySource({})
     source.files = after
     tree = Tree(source)
-    outcome = codemod(model, options or {}).run(tree)
+    outcome = codemod(model, codemod.Options(**(options or {}))).run(tree)
     return outcome, {path: tree.text(path) or "" for path in after}
 
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import ast
 import fnmatch
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Generic, TypeVar
 
 import libcst as cst
 
@@ -30,6 +30,10 @@ class Model:
     types: tuple[str, ...]
     architecture: str | None = None
     image_token_attribute: str | None = None
+
+    def __post_init__(self) -> None:
+        if not self.types:
+            raise ValueError("types: expected at least one model type")
 
 
 @dataclass(frozen=True)
@@ -141,23 +145,24 @@ class Tree:
         return any(isinstance(node, ast.ClassDef) and node.name == name for node in body)
 
 
-class Codemod(ABC):
-    """One structural rewrite of vLLM. Subclasses set NAME and DESCRIPTION."""
+OptionsT = TypeVar("OptionsT")
+
+
+class Codemod(ABC, Generic[OptionsT]):
+    """One structural rewrite of vLLM. Subclasses set NAME, DESCRIPTION and Options, the frozen
+    dataclass of the options a patchset gives it (read and checked by ``patcher.schema``)."""
 
     NAME: ClassVar[str]
     DESCRIPTION: ClassVar[str]
-    CANDIDATE_FILES: ClassVar[tuple[str, ...]] = ()  # where vLLM has kept the code, as globs
+    Options: ClassVar[type[Any]]
 
-    def __init__(self, model: Model, options: Mapping[str, Any]) -> None:
+    def __init__(self, model: Model, options: OptionsT) -> None:
         self.model = model
-        self.options = dict(options)
+        self.options = options
 
+    @abstractmethod
     def paths(self, names: Iterable[str]) -> list[str]:
-        """The files this codemod reads, out of the tree's ``names``, so they can be prefetched.
-
-        A patchset's ``files`` option overrides the candidates, for a release that moved them.
-        """
-        return match_paths(names, self.options.get("files", self.CANDIDATE_FILES))
+        """The files this codemod reads, out of the tree's ``names``, so they can be prefetched."""
 
     @abstractmethod
     def transform(self, tree: Tree) -> Outcome:
@@ -168,6 +173,25 @@ class Codemod(ABC):
             return self.transform(tree)
         except ShapeError as error:
             return Outcome(Status.FAILED, str(error))
+
+
+@dataclass(frozen=True)
+class FileOptions:
+    """The options of a codemod that looks for its code in a few candidate files."""
+
+    files: tuple[str, ...] | None = None  # globs replacing the candidates, if a release moved them
+
+
+class FileCodemod(Codemod[FileOptions]):
+    """A codemod whose code vLLM has kept in CANDIDATE_FILES (globs), or in a patchset's
+    ``files``."""
+
+    Options = FileOptions
+    CANDIDATE_FILES: ClassVar[tuple[str, ...]]
+
+    def paths(self, names: Iterable[str]) -> list[str]:
+        files = self.CANDIDATE_FILES if self.options.files is None else self.options.files
+        return match_paths(names, files)
 
 
 def summarize(applied: list[str], present: list[str], already: str, absent: str) -> Outcome:
