@@ -163,7 +163,7 @@ def read_patches(entries: object, problems: list[str]) -> tuple[PatchSpec, ...] 
     if not isinstance(entries, list):
         problems.append("patches: expected a list of tables ([[patches]]), got something else")
         return None
-    patches = []
+    patches: list[PatchSpec] = []
     for i, entry in enumerate(entries):
         where = f"patches[{i}]"
         if not isinstance(entry, dict):
