@@ -63,6 +63,23 @@ def test_a_failed_rename_puts_back_every_file_already_renamed(tree, capsys):
         subprocess.run(["chattr", "-i", str(immutable)], check=True)
 
 
+@pytest.mark.skipif(shutil.which("chattr") is None, reason="needs chattr")
+def test_a_folder_that_takes_no_new_file_leaves_no_temporary_file(tree, capsys):
+    """An immutable spec_decode/ folder: eagle.py itself is writable, but no file can be made
+    beside it, after the three others have their temporary files."""
+    folder = (tree / EAGLE).parent
+    if subprocess.run(["chattr", "+i", str(folder)], check=False).returncode != 0:
+        pytest.skip("this filesystem has no immutable attribute")
+    try:
+        before = snapshot(tree)
+        assert main(["apply", "--source", str(tree)]) == 2
+        assert f"cannot write the patched files under {tree}" in one_error_line(capsys)
+        assert snapshot(tree) == before
+        assert temporaries(tree) == []
+    finally:
+        subprocess.run(["chattr", "-i", str(folder)], check=True)
+
+
 def test_a_symlinked_folder_is_read_through_and_written_only_with_force(tree, tmp_path, capsys):
     assert main(["diff", "--source", str(tree)]) == 0
     plain = capsys.readouterr().out
