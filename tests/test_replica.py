@@ -6,9 +6,9 @@ vLLM's engine loading these is tested in tests/test_serving_cpu.py (marker ``ser
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
+from replica_helpers import KIMI, kimi_k25_user_dir
 
 from patcher.cli import main
 from patcher.errors import PatcherError
@@ -16,8 +16,6 @@ from patcher.replica.build import generate, shrink
 from patcher.replica.spec import ReplicaSpec, for_architecture, known
 from patcher.replica.tokenizer import vocabulary
 from patcher.replica.write import MANIFEST, write_replica
-
-KIMI = "KimiK25ForConditionalGeneration"
 
 
 def config(files: dict[str, bytes]) -> dict:
@@ -103,52 +101,6 @@ def test_a_recipe_with_several_problems_names_them_all():
     assert "default_drafter 'mla' has no [drafter.mla]" in message
     assert "tokenizer.eos is not one of tokenizer.special" in message
     assert "tokenizer.ids.eos_token_id names '</s>'" in message
-
-
-def kimi_k25_user_dir(folder: Path) -> Path:
-    """A deployment's folder shaped like Kimi-K2.5 INT4's: big config, quantized, no weights."""
-    folder.mkdir()
-    quantization = {"quant_method": "compressed-tensors", "format": "pack-quantized"}
-    text = {
-        "architectures": ["DeepseekV3ForCausalLM"],
-        "model_type": "kimi_k2",
-        "hidden_size": 7168,
-        "intermediate_size": 18432,
-        "moe_intermediate_size": 2048,
-        "num_hidden_layers": 61,
-        "num_attention_heads": 64,
-        "num_key_value_heads": 64,
-        "n_routed_experts": 384,
-        "n_shared_experts": 1,
-        "num_experts_per_tok": 8,
-        "first_k_dense_replace": 1,
-        "kv_lora_rank": 512,
-        "q_lora_rank": 1536,
-        "qk_nope_head_dim": 128,
-        "qk_rope_head_dim": 64,
-        "v_head_dim": 128,
-        "vocab_size": 163840,
-        "rms_norm_eps": 1e-5,
-        "rope_theta": 50000.0,
-        "max_position_embeddings": 262144,
-        "quantization_config": quantization,
-    }
-    vision = {"hidden_size": 1152, "num_hidden_layers": 27, "patch_size": 14}
-    (folder / "config.json").write_text(
-        json.dumps(
-            {
-                "architectures": [KIMI],
-                "model_type": "kimi_k25",
-                "text_config": text,
-                "vision_config": vision,
-                "media_placeholder_token_id": 163605,
-            }
-        )
-    )
-    (folder / "tiktoken.model").write_bytes(b"tokens")
-    (folder / "tokenizer_config.json").write_text('{"tokenizer_class": "TikTokenTokenizer"}')
-    (folder / "model-00001-of-00064.safetensors").write_bytes(b"weights")
-    return folder
 
 
 def test_from_shrinks_a_users_configs_and_keeps_names_and_vocabulary(tmp_path):
