@@ -13,6 +13,7 @@ import json
 import os
 import re
 import threading
+import time
 import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -40,7 +41,8 @@ class SpeculativeConfig:
 '''
 KIMI_K25_PATH = "vllm/model_executor/models/kimi_k25.py"
 KIMI_K25 = "class KimiK25ForConditionalGeneration:\n    pass\n"
-HOLD_LIMIT_SECONDS = 10.0  # a SLOW or STALL answer gives up after this, so none can hang
+HOLD_LIMIT_SECONDS = 10.0  # a SLOW, STALL or TRICKLE answer gives up after this: none hangs
+TRICKLE_SECONDS = 0.2
 
 
 def build_wheel(padding: int) -> bytes:
@@ -74,6 +76,7 @@ class Fault(StrEnum):
     ERROR = "500"
     SLOW = "slow"  # nothing is sent until the resource is released (or the hold limit passes)
     STALL = "stall"  # the headers and half the body are sent, then nothing until released
+    TRICKLE = "trickle"  # the headers, then one byte every TRICKLE_SECONDS until released
 
 
 @dataclass(frozen=True)
@@ -130,9 +133,10 @@ class Resource:
             return response
         if fault is Fault.SHORT:
             return self._answer(request, status, data[: len(data) // 2], headers)
-        if fault is Fault.STALL:
+        if fault in (Fault.STALL, Fault.TRICKLE):
             self.served.append(Served(request.method, asked, status, len(data) // 2))
-            response = Response(self._stall(data), status, headers, content_type=self.content_type)
+            body = self._stall(data) if fault is Fault.STALL else self._trickle(data)
+            response = Response(body, status, headers, content_type=self.content_type)
             response.headers["Content-Length"] = str(len(data))
             return response
         return self._answer(request, status, data, headers)
@@ -147,6 +151,14 @@ class Resource:
     def _stall(self, data: bytes) -> Iterator[bytes]:
         yield data[: len(data) // 2]
         self.released.wait(HOLD_LIMIT_SECONDS)
+
+    def _trickle(self, data: bytes) -> Iterator[bytes]:
+        """Never silent for long enough to trip a socket timeout, never done either."""
+        until = time.monotonic() + HOLD_LIMIT_SECONDS
+        for byte in data:
+            yield bytes([byte])
+            if self.released.wait(TRICKLE_SECONDS) or time.monotonic() > until:
+                return
 
 
 def parse_range(header: str, size: int) -> tuple[int, int] | None:

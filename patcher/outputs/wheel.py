@@ -18,16 +18,19 @@ import struct
 import tempfile
 import zipfile
 import zlib
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from packaging.version import Version
+from packaging.version import InvalidVersion, Version
 
 from patcher import __version__
+from patcher.cache import cache_dir, read_checked, remove_stale, temporary_beside, write_checked
 from patcher.engine import PatchResult
 from patcher.errors import PatcherError
 
 PROVENANCE = "patcher-provenance.json"
+STALE_PARTIAL_SECONDS = 3600  # a build writes its .partial continuously and takes minutes
 CENTRAL_RECORD = struct.Struct("<4s6H3L5H2L")  # a central directory header, without names
 LOCAL_RECORD = struct.Struct("<4s5H3L2H")
 END_RECORD = struct.Struct("<4s4H2LH")
@@ -185,6 +188,101 @@ class RawZipWriter:
         self.out.write(END_RECORD.pack(b"PK\x05\x06", 0, 0, count, count, size, start, 0))
 
 
+def parse_record(data: bytes, where: str) -> dict[str, tuple[str, str]]:
+    """RECORD's rows by path: (hash, size); a one-line error for rows that are not rows."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise PatcherError(f"{where}: RECORD is not UTF-8 text ({error.reason})") from error
+    if "\0" in text:
+        raise PatcherError(f"{where}: RECORD holds binary data (a NUL byte)")
+    rows: dict[str, tuple[str, str]] = {}
+    try:
+        for number, row in enumerate(csv.reader(io.StringIO(text, newline="")), 1):
+            if not row:
+                continue
+            if len(row) != 3:
+                raise PatcherError(
+                    f"{where}: RECORD row {number} is not path,hash,size: {row!r:.80}"
+                )
+            rows[row[0]] = (row[1], row[2])
+    except csv.Error as error:
+        raise PatcherError(f"{where}: RECORD is not CSV ({error})") from error
+    return rows
+
+
+def member_problem(archive: zipfile.ZipFile, info: zipfile.ZipInfo, row: tuple[str, str]) -> str:
+    """Why the member's bytes disagree with its RECORD row, or "" if they agree."""
+    algorithm, _, expected = row[0].partition("=")
+    if algorithm not in hashlib.algorithms_guaranteed or not expected:
+        return f"RECORD gives no usable hash for it ({row[0]!r:.40})"
+    digest = hashlib.new(algorithm)
+    size = 0
+    try:
+        with archive.open(info) as member:
+            while chunk := member.read(COPY_CHUNK):
+                digest.update(chunk)
+                size += len(chunk)
+    except (zipfile.BadZipFile, zlib.error, EOFError, OSError) as error:
+        return f"its bytes are corrupt ({error})"
+    actual = base64.urlsafe_b64encode(digest.digest()).rstrip(b"=").decode()
+    if actual != expected:
+        return f"its {algorithm} is not the one RECORD gives"
+    if row[1] != str(size):
+        return f"it has {size} bytes, RECORD says {row[1] or 'nothing'}"
+    return ""
+
+
+def check_source(path: Path, sha256: str, archive: zipfile.ZipFile, info_dir: str) -> None:
+    """Refuse a source wheel any of whose members disagrees with its RECORD (hash and size).
+
+    Members are copied raw, so this is what stands between a garbled download or file and a
+    patched wheel that installs garbage. A pass is remembered by the wheel's sha256: the same
+    bytes pass again.
+    """
+    passed = cache_dir() / "record-checked" / sha256
+    if sha256 and read_checked(passed) == b"ok":
+        return
+    record = f"{info_dir}/RECORD"
+    rows = parse_record(read_member(archive, archive.getinfo(record)), path.name)
+    members = [i for i in archive.infolist() if not i.is_dir() and i.filename != record]
+    unlisted = [i.filename for i in members if i.filename not in rows]
+    if unlisted:
+        raise PatcherError(f"{path.name}: member {unlisted[0]} is not listed in RECORD")
+    with ThreadPoolExecutor(os.cpu_count() or 1) as pool:
+        biggest_first = sorted(members, key=lambda i: -i.file_size)
+        problems = pool.map(lambda i: member_problem(archive, i, rows[i.filename]), biggest_first)
+        for info, problem in zip(biggest_first, problems, strict=True):
+            if problem:
+                raise PatcherError(f"{path.name}: member {info.filename}: {problem}")
+    if sha256:
+        write_checked(passed, b"ok")
+
+
+def local_version(version: str, label: str) -> Version:
+    """``version+label``, or a one-line error if ``label`` is no PEP 440 local label."""
+    try:
+        return Version(f"{version}+{label}")
+    except InvalidVersion as error:
+        raise PatcherError(
+            f"local label {label!r} is not a PEP 440 local version label "
+            "(letters, digits and '.', '-', '_' between them)"
+        ) from error
+
+
+def writable_folder(folder: Path) -> None:
+    """Refuse an output folder that cannot take a new file, before any work is done for it."""
+    if folder.exists() and not folder.is_dir():
+        raise PatcherError(f"{folder} is not a directory")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(dir=folder, prefix=".patcher-probe.", suffix=".partial")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as error:
+        raise PatcherError(f"cannot write to {folder}: {error.strerror or error}") from error
+
+
 @dataclass(frozen=True)
 class WheelPlan:
     """Everything that decides the output, so equal inputs give equal bytes."""
@@ -196,7 +294,7 @@ class WheelPlan:
 
     @property
     def version(self) -> Version:
-        return Version(f"{self.result.version}+{self.local_label}")
+        return local_version(self.result.version, self.local_label)
 
     def output_name(self) -> str:
         original = Version(self.result.version)
@@ -215,13 +313,16 @@ def build_wheel(plan: WheelPlan, dist: Path) -> Path:
     names = set(archive.namelist())
     if f"{old_info}/{PROVENANCE}" in names:
         raise PatcherError(f"{plan.source.name}: already patched by patcher ({PROVENANCE} present)")
-    if f"{old_info}/RECORD" not in names:
-        raise PatcherError(f"{plan.source.name}: no {old_info}/RECORD; not a vLLM wheel")
+    for required in ("RECORD", "METADATA"):
+        if f"{old_info}/{required}" not in names:
+            raise PatcherError(f"{plan.source.name}: no {old_info}/{required}; not a vLLM wheel")
     new_info = f"vllm-{plan.version}.dist-info"
     members = read_members(plan.source, archive)
-    dist.mkdir(parents=True, exist_ok=True)
+    check_source(plan.source, plan.source_sha256, archive, old_info)
+    writable_folder(dist)
+    remove_stale(dist, ".*.partial", STALE_PARTIAL_SECONDS)
     target = dist / plan.output_name()
-    fd, tmp = tempfile.mkstemp(dir=dist, prefix=f".{target.name}.", suffix=".partial")
+    fd, tmp = temporary_beside(target, ".partial")
     try:
         with os.fdopen(fd, "wb") as out, plan.source.open("rb") as source:
             writer = RawZipWriter(out)
@@ -242,7 +343,7 @@ def build_wheel(plan: WheelPlan, dist: Path) -> Path:
                 leaf = member.info.filename[len(old_info) + 1 :]
                 if leaf == "RECORD":
                     continue
-                data = archive.read(member.info)
+                data = read_member(archive, member.info)
                 if leaf == "METADATA":
                     data = set_metadata_version(data, plan.version)
                 writer.add(f"{new_info}/{leaf}", data, member.info)
@@ -250,7 +351,7 @@ def build_wheel(plan: WheelPlan, dist: Path) -> Path:
             provenance = provenance_json(plan)
             writer.add(f"{new_info}/{PROVENANCE}", provenance, record_info)
             rows[f"{new_info}/{PROVENANCE}"] = (record_hash(provenance), str(len(provenance)))
-            record = rewrite_record(archive.read(record_info), old_info, new_info, rows)
+            record = rewrite_record(read_member(archive, record_info), old_info, new_info, rows)
             writer.add(f"{new_info}/RECORD", record, record_info)
             writer.finish()
         check_wheel(Path(tmp), plan, new_info)
@@ -263,8 +364,18 @@ def build_wheel(plan: WheelPlan, dist: Path) -> Path:
     return target
 
 
+def read_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> bytes:
+    try:
+        return archive.read(info)
+    except (zipfile.BadZipFile, zlib.error, EOFError) as error:
+        raise PatcherError(f"member {info.filename} is corrupt ({error})") from error
+
+
 def set_metadata_version(metadata: bytes, version: Version) -> bytes:
-    lines = metadata.decode("utf-8").split("\n")
+    try:
+        lines = metadata.decode("utf-8").split("\n")
+    except UnicodeDecodeError as error:
+        raise PatcherError(f"METADATA is not UTF-8 text ({error.reason})") from error
     for i, line in enumerate(lines):
         if line.startswith("Version:"):
             lines[i] = f"Version: {version}"
@@ -281,16 +392,13 @@ def rewrite_record(
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     seen = set()
-    for row in csv.reader(io.StringIO(record.decode("utf-8"))):
-        if not row:
-            continue
-        path = row[0]
+    for path, (digest, size) in parse_record(record, "the source wheel").items():
         if path.startswith(f"{old_info}/"):
             path = new_info + path[len(old_info) :]
         if path == f"{new_info}/RECORD":
             continue
         seen.add(path)
-        writer.writerow([path, *rows.get(path, (row[1], row[2]))])
+        writer.writerow([path, *rows.get(path, (digest, size))])
     for path, (digest, size) in sorted(rows.items()):
         if path not in seen:
             writer.writerow([path, digest, size])
