@@ -10,7 +10,6 @@ import hashlib
 import os
 import tempfile
 import time
-from functools import cache
 from pathlib import Path
 
 import platformdirs
@@ -37,7 +36,6 @@ def cache_dir() -> Path:
     return path
 
 
-@cache
 def file_mode() -> int:
     """The mode ``open()`` would give a new file under this process's umask (0644 typically)."""
     try:

@@ -269,6 +269,9 @@ def patch_official(
 
 
 def command_build_wheel(args: argparse.Namespace) -> int:
+    def label(patchset: Patchset) -> str:
+        return patchset.local_label if args.local_label is None else args.local_label
+
     def refuse(patchset: Patchset, result: PatchResult) -> None:
         out.print(status_table(result))
         if result.verdict != "needs-patch" and not args.allow_noop:
@@ -280,11 +283,11 @@ def command_build_wheel(args: argparse.Namespace) -> int:
                 f"vllm {result.version} is {result.verdict} for {patchset.name}: "
                 f"{reason} (--allow-noop builds anyway)"
             )
-        local_version(result.version, args.local_label or patchset.local_label)
+        local_version(result.version, label(patchset))
         writable_folder(args.dist)
 
     path, sha256, patchset, result = patch_official(args, refuse)
-    plan = WheelPlan(path, sha256, result, args.local_label or patchset.local_label)
+    plan = WheelPlan(path, sha256, result, label(patchset))
     target = build_wheel(plan, args.dist)
     out.print(str(target), markup=False, soft_wrap=True)
     return 0

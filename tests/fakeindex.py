@@ -7,6 +7,7 @@ served whole or by range, that logs every answer and can be told to misbehave.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import io
 import json
@@ -46,28 +47,42 @@ TRICKLE_SECONDS = 0.2
 
 
 def build_wheel(padding: int) -> bytes:
-    """A small vLLM wheel, its members kept apart by stored incompressible padding.
+    """A small vLLM wheel with a true RECORD, its members kept apart by stored padding.
 
     ``padding`` bytes follow speculative.py and a sixteenth of that follows kimi_k25.py, so
     neither member shares a range block with the other or with the central directory.
     """
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as wheel:
-        wheel.writestr("vllm/__init__.py", f'__version__ = "{VERSION}"\n')
-        wheel.writestr(SPECULATIVE_PATH, SPECULATIVE)
-        wheel.writestr("vllm/_padding.bin", os.urandom(padding), zipfile.ZIP_STORED)
-        wheel.writestr(KIMI_K25_PATH, KIMI_K25)
-        wheel.writestr("vllm/_padding_tail.bin", os.urandom(padding // 16), zipfile.ZIP_STORED)
-        info = f"vllm-{VERSION}.dist-info"
-        wheel.writestr(
-            f"{info}/METADATA", f"Metadata-Version: 2.1\nName: vllm\nVersion: {VERSION}\n"
-        )
-        wheel.writestr(
+    info = f"vllm-{VERSION}.dist-info"
+    members: list[tuple[str, bytes, int]] = [
+        ("vllm/__init__.py", f'__version__ = "{VERSION}"\n'.encode(), zipfile.ZIP_DEFLATED),
+        (SPECULATIVE_PATH, SPECULATIVE.encode(), zipfile.ZIP_DEFLATED),
+        ("vllm/_padding.bin", os.urandom(padding), zipfile.ZIP_STORED),
+        (KIMI_K25_PATH, KIMI_K25.encode(), zipfile.ZIP_DEFLATED),
+        ("vllm/_padding_tail.bin", os.urandom(padding // 16), zipfile.ZIP_STORED),
+        (
+            f"{info}/METADATA",
+            f"Metadata-Version: 2.1\nName: vllm\nVersion: {VERSION}\n".encode(),
+            zipfile.ZIP_DEFLATED,
+        ),
+        (
             f"{info}/WHEEL",
-            "Wheel-Version: 1.0\nRoot-Is-Purelib: false\nTag: cp38-abi3-manylinux_2_31_x86_64\n",
-        )
-        wheel.writestr(f"{info}/RECORD", "")
+            b"Wheel-Version: 1.0\nRoot-Is-Purelib: false\nTag: cp38-abi3-manylinux_2_31_x86_64\n",
+            zipfile.ZIP_DEFLATED,
+        ),
+    ]
+    record = "".join(f"{name},{record_hash(data)},{len(data)}\n" for name, data, _ in members)
+    members.append((f"{info}/RECORD", f"{record}{info}/RECORD,,\n".encode(), zipfile.ZIP_DEFLATED))
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as wheel:
+        for name, data, compression in members:
+            wheel.writestr(name, data, compression)
     return buffer.getvalue()
+
+
+def record_hash(data: bytes) -> str:
+    """A RECORD hash field, computed here rather than by the code under test."""
+    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+    return f"sha256={digest}"
 
 
 class Fault(StrEnum):

@@ -311,7 +311,8 @@ def test_a_bad_timeout_setting_is_one_line(
     code = main(["diff", "--vllm", VERSION, "--index-url", fake.url, "--platform", "x86_64"])
     err = capsys.readouterr().err
     assert code == 2
-    assert err == f"patcher: error: {TIMEOUT_ENV}={value!r}: expected a positive number of seconds\n"
+    expected = f"{TIMEOUT_ENV}={value!r}: expected a positive number of seconds"
+    assert err == f"patcher: error: {expected}\n"
     assert fake.page.attempts == 0
 
 

@@ -254,6 +254,7 @@ def check_source(path: Path, sha256: str, archive: zipfile.ZipFile, info_dir: st
         problems = pool.map(lambda i: member_problem(archive, i, rows[i.filename]), biggest_first)
         for info, problem in zip(biggest_first, problems, strict=True):
             if problem:
+                pool.shutdown(cancel_futures=True)
                 raise PatcherError(f"{path.name}: member {info.filename}: {problem}")
     if sha256:
         write_checked(passed, b"ok")
