@@ -75,6 +75,12 @@ def atomic_write(path: Path, data: bytes) -> None:
         raise
 
 
+def checked_dir(kind: str) -> Path:
+    """Where one kind of ``write_checked`` entry lives: apart from the unchecked files that
+    earlier versions of patcher wrote, which a shared cache may still hold and serve them."""
+    return cache_dir() / "checked" / kind
+
+
 def write_checked(path: Path, payload: bytes) -> None:
     """``atomic_write`` with the payload's sha256 in front, for ``read_checked``."""
     digest = hashlib.sha256(payload).hexdigest().encode()

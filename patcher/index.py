@@ -21,7 +21,7 @@ import urllib3
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
-from patcher.cache import cache_dir, read_checked, write_checked
+from patcher.cache import checked_dir, read_checked, write_checked
 from patcher.errors import PatcherError
 
 SIMPLE_JSON = "application/vnd.pypi.simple.v1+json"
@@ -268,7 +268,7 @@ class PackageIndex:
     @property
     def _listing_cache(self) -> Path:
         key = self.url.replace("://", "_").replace("/", "_").replace(":", "_")
-        return cache_dir() / "index" / f"{key}-{PROJECT}.json"
+        return checked_dir("index") / f"{key}-{PROJECT}.json"
 
     def _listing(self) -> dict:
         cached = self._listing_cache

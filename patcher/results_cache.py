@@ -11,7 +11,7 @@ from functools import cache
 from pathlib import Path
 
 from patcher import __version__
-from patcher.cache import cache_dir, read_checked, write_checked
+from patcher.cache import checked_dir, read_checked, write_checked
 from patcher.codemods.base import Codemod, Outcome, Status, Tree
 
 
@@ -34,7 +34,7 @@ def outcome_from_json(data: dict[str, str]) -> Outcome:
 
 def _path(patchset_digest: str, identity: str) -> Path:
     key = hashlib.sha256(f"{codemods_digest()}|{patchset_digest}|{identity}".encode()).hexdigest()
-    return cache_dir() / "results" / f"{key}.json"
+    return checked_dir("results") / f"{key}.json"
 
 
 def load(patchset_digest: str, identity: str) -> dict[str, Outcome] | None:
@@ -68,7 +68,7 @@ def codemod_key(codemod: Codemod, tree: Tree) -> str:
 
 def load_codemod(key: str) -> tuple[Outcome, dict[str, str]] | None:
     """A codemod's stored run, or None: never stored, or not whole."""
-    payload = read_checked(cache_dir() / "codemods" / f"{key}.json")
+    payload = read_checked(checked_dir("codemods") / f"{key}.json")
     if payload is None:
         return None
     data = json.loads(payload)
@@ -77,4 +77,4 @@ def load_codemod(key: str) -> tuple[Outcome, dict[str, str]] | None:
 
 def store_codemod(key: str, outcome: Outcome, changed: dict[str, str]) -> None:
     data = {**outcome_to_json(outcome), "changed": changed}
-    write_checked(cache_dir() / "codemods" / f"{key}.json", json.dumps(data).encode())
+    write_checked(checked_dir("codemods") / f"{key}.json", json.dumps(data).encode())

@@ -374,7 +374,7 @@ def test_garbage_pages_are_named(fake: FakeIndex, cache: Path, body: bytes) -> N
     assert str(caught.value).startswith(
         f"{fake.page_url}: the index answered something that is not a JSON simple API page"
     )
-    assert not (cache / "index").exists(), "garbage is not cached"
+    assert not (cache / "checked" / "index").exists(), "garbage is not cached"
 
 
 def test_an_unknown_version_names_the_nearest_releases(make_index: MakeIndex) -> None:

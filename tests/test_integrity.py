@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 from fakeindex import FILENAME, SPECULATIVE_PATH, VERSION, FakeIndex, build_wheel
 from pytest_httpserver import HTTPServer
-from test_build_wheel import nothing_in, small_wheel
+from test_build_wheel import nothing_in, run_cli, small_wheel
 
 import patcher.index
 import patcher.sources.download as download
@@ -208,7 +208,7 @@ def diff(fake: FakeIndex) -> str:
 def test_an_emptied_cached_member_is_fetched_again(fake: FakeIndex, cache: Path) -> None:
     first = diff(fake)
     assert "kimi_k2" in first
-    (member,) = cache.glob(f"members/*/files/{SPECULATIVE_PATH}")
+    (member,) = cache.glob(f"checked/members/*/files/{SPECULATIVE_PATH}")
     member.write_bytes(b"")
     fetched = fake.wheel.bytes_sent
     assert diff(fake) == first
@@ -220,14 +220,14 @@ def test_a_damaged_names_listing_is_made_again(
     fake: FakeIndex, cache: Path, garbage: bytes
 ) -> None:
     first = diff(fake)
-    (listing,) = cache.glob("members/*/names.json")
+    (listing,) = cache.glob("checked/members/*/names.json")
     listing.write_bytes(garbage)
     assert diff(fake) == first
 
 
 def test_damaged_codemod_runs_are_recomputed(fake: FakeIndex, cache: Path) -> None:
     first = diff(fake)
-    runs = list(cache.glob("codemods/*.json"))
+    runs = list(cache.glob("checked/codemods/*.json"))
     assert runs
     for run in runs:  # each now claims its codemod had nothing to do
         run.write_text(json.dumps({"status": "not-needed", "detail": "", "changed": {}}))
@@ -238,7 +238,7 @@ def test_a_damaged_outcome_entry_is_dropped() -> None:
     outcomes = {"eagle3-whitelist": Outcome(Status.APPLIED, "added kimi_k2")}
     results_cache.store("digest", "sha256:x", outcomes)
     assert results_cache.load("digest", "sha256:x") == outcomes
-    (entry,) = (Path(os.environ[CACHE_ENV]) / "results").glob("*.json")
+    (entry,) = (Path(os.environ[CACHE_ENV]) / "checked" / "results").glob("*.json")
     entry.write_bytes(entry.read_bytes()[:-5])
     assert results_cache.load("digest", "sha256:x") is None
     assert not entry.exists()
@@ -246,7 +246,7 @@ def test_a_damaged_outcome_entry_is_dropped() -> None:
 
 def test_a_damaged_index_listing_is_fetched_again(fake: FakeIndex, cache: Path) -> None:
     PackageIndex(fake.url).release(VERSION)
-    (listing,) = cache.glob("index/*.json")
+    (listing,) = cache.glob("checked/index/*.json")
     listing.write_bytes(b'{"files": [')
     PackageIndex(fake.url).release(VERSION)
     assert fake.page.attempts == 2
@@ -468,6 +468,16 @@ def test_a_read_only_cache_dir_is_one_line(
     monkeypatch.setenv(CACHE_ENV, str(read_only(tmp_path / "cache-ro")))
     message = one_line_error(*cli("diff", *index_args(fake))[::2])
     assert message.startswith(f"cannot write {tmp_path / 'cache-ro'}/")
+
+
+def test_a_full_cache_dir_is_one_line(fake: FakeIndex, cache: Path) -> None:
+    """The kernel refuses writes past RLIMIT_FSIZE as a full disk does (EFBIG); the first
+    cache entry, the index page, is bigger than the cap."""
+    process = run_cli("diff", *index_args(fake), limit_file_size=100)
+    _, err = process.communicate(timeout=120)
+    assert process.returncode == 2
+    assert err.startswith(f"patcher: error: cannot write {cache}/") and err.count("\n") == 1
+    assert not [p for p in cache.rglob("*") if p.is_file()]
 
 
 @pytest.mark.parametrize("flag", ["--json", "--markdown"])

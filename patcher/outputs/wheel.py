@@ -25,7 +25,7 @@ from pathlib import Path
 from packaging.version import InvalidVersion, Version
 
 from patcher import __version__
-from patcher.cache import cache_dir, read_checked, remove_stale, temporary_beside, write_checked
+from patcher.cache import checked_dir, read_checked, remove_stale, temporary_beside, write_checked
 from patcher.engine import PatchResult
 from patcher.errors import PatcherError
 
@@ -240,7 +240,7 @@ def check_source(path: Path, sha256: str, archive: zipfile.ZipFile, info_dir: st
     patched wheel that installs garbage. A pass is remembered by the wheel's sha256: the same
     bytes pass again.
     """
-    passed = cache_dir() / "record-checked" / sha256
+    passed = checked_dir("record-checked") / sha256
     if sha256 and read_checked(passed) == b"ok":
         return
     record = f"{info_dir}/RECORD"

@@ -13,7 +13,7 @@ import zlib
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from patcher.cache import cache_dir, read_checked, write_checked
+from patcher.cache import checked_dir, read_checked, write_checked
 from patcher.errors import PatcherError
 from patcher.index import HttpClient, RangesRefused, Release, WheelFile
 from patcher.sources.base import Source
@@ -32,7 +32,7 @@ class IndexWheelSource(Source):
         self.wheel = wheel
         self.client = client
         self.description = f"vllm {self.version} ({wheel.filename})"
-        self.root = cache_dir() / "members" / wheel.sha256
+        self.root = checked_dir("members") / wheel.sha256
         self._remote: RangeFile | None = None
         self._zip: zipfile.ZipFile | None = None
         self._fallback: WheelSource | None = None
