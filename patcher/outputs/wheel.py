@@ -277,9 +277,8 @@ def writable_folder(folder: Path) -> None:
         raise PatcherError(f"{folder} is not a directory")
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        fd, probe = tempfile.mkstemp(dir=folder, prefix=".patcher-probe.", suffix=".partial")
-        os.close(fd)
-        os.unlink(probe)
+        with tempfile.TemporaryFile(dir=folder, prefix=".patcher-probe."):
+            pass
     except OSError as error:
         raise PatcherError(f"cannot write to {folder}: {error.strerror or error}") from error
 
