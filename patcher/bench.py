@@ -27,7 +27,8 @@ from patcher.cache import CACHE_ENV
 from patcher.engine import run_patchset
 from patcher.index import PackageIndex, machine_platform
 from patcher.matrix import build_matrix, pick_wheel, select_releases
-from patcher.outputs.wheel import WheelPlan, build_wheel, check_source
+from patcher.outputs.record import check_source
+from patcher.outputs.wheel import WheelPlan, build_wheel
 from patcher.sources.download import download_wheel, sha256_of, verified_sha256
 from patcher.sources.index_wheel import IndexWheelSource
 from patcher.sources.wheel import WheelSource
