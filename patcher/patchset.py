@@ -97,10 +97,9 @@ class Patchset:
 
 
 def builtin_dir() -> Traversable:
-    """The shipped ``patcher.patchsets`` data, whatever the install kind.
+    """The shipped ``patcher.patchsets`` data, whatever the install kind (wheel, sdist, editable).
 
-    It is a namespace package, so ``files()`` may return a ``MultiplexedPath``: use it only
-    through the ``Traversable`` protocol (``str()`` of one is its repr, not a path).
+    Read only through the ``Traversable`` protocol: ``str()`` of one is not always a path.
     """
     return resources.files("patcher.patchsets")
 
