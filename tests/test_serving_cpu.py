@@ -25,6 +25,7 @@ from patcher.replica.build import generate
 from patcher.replica.write import write_replica
 from patcher.serving.cpu import CpuSetup
 from patcher.serving.metrics import parse_prometheus
+from patcher.serving.preflight import barrier
 from patcher.serving.process import free_port, running_server
 from patcher.serving.setup import Timeouts
 from patcher.serving.venv import official_cpu_wheel, serving_venv
@@ -120,11 +121,8 @@ def processes_with(marker: str) -> list[int]:
 
 
 def test_a_real_server_that_dies_while_loading_quotes_its_log_and_leaves_nothing(wheel, tmp_path):
-    """A replica routing each token to 16 of its 8 experts: the engine's profile run fails."""
+    """A KV cache larger than the machine's memory: the CPU worker refuses it while loading."""
     replica = generate("KimiK25ForConditionalGeneration")
-    config = json.loads(replica.target["config.json"])
-    config["text_config"]["num_experts_per_tok"] = 16
-    replica.target["config.json"] = json.dumps(config).encode()
     out = write_replica(replica, tmp_path / "replica")
     venv = serving_venv(wheel)
     marker = f"PATCHER_TEST_RUN={uuid.uuid4().hex}"
@@ -133,16 +131,18 @@ def test_a_real_server_that_dies_while_loading_quotes_its_log_and_leaves_nothing
     port = free_port()
     command = setup.command(venv.python, port, speculative=False)
     command += list(replica.serve_args)
-    env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1", key: value}
-    timeouts = Timeouts(health=300, health_poll=0.5, stop_grace=10)
+    env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1000000", key: value}
+    timeouts = Timeouts(health=600, health_poll=0.5, stop_grace=10)
+    log = tmp_path / "dies.log"
     with (
         pytest.raises(PatcherError) as failure,
-        running_server(command, tmp_path / "dies.log", port, timeouts, env=env),
+        running_server(command, log, port, timeouts, env=env),
     ):
-        pytest.fail("top-16 of 8 experts cannot load")
+        pytest.fail("a 1,000,000 GiB KV cache cannot be allocated")
     message = str(failure.value)
     assert "before it was healthy" in message and "\n" not in message
-    assert str(tmp_path / "dies.log") in message
+    assert str(log) in message
+    assert "less than requested memory for kv" in (barrier(log) or "")
     deadline = time.monotonic() + 10
     while processes_with(marker) and time.monotonic() < deadline:
         time.sleep(0.2)
