@@ -105,3 +105,23 @@ def test_serve_bench_on_cpu_refuses_bad_input_in_one_line(tmp_path, monkeypatch,
     )
     assert main(["serve-bench", "--device=gpu", logs]) == 2
     assert capsys.readouterr().err == "patcher: error: --device gpu needs --model and --drafter\n"
+
+
+def test_the_barrier_is_the_root_cause_not_the_errors_that_wrap_it(tmp_path):
+    from patcher.serving.preflight import barrier
+
+    log = tmp_path / "preflight.log"
+    log.write_text(
+        "(Worker pid=4) ERROR 12-01 12:38:33 [multiproc_executor.py:1063] ValueError: Available "
+        "memory on node 0 is less than requested memory for kv (1000000.0 GiB).\n"
+        "(EngineCore pid=3) ERROR 12-01 12:38:33 [core.py:1510] RuntimeError: Worker failed with "
+        "error 'Available memory on node 0 is less than requested', please check the stack trace "
+        "above for the root cause\n"
+        "RuntimeError: Engine core initialization failed. See root cause above. Failed core "
+        "proc(s): {'EngineCore': 1}\n"
+        "/usr/lib/python3.11/multiprocessing/resource_tracker.py:254: UserWarning: leaked\n"
+    )
+    assert barrier(log) == (
+        "ValueError: Available memory on node 0 is less than requested memory for kv "
+        "(1000000.0 GiB)."
+    )

@@ -27,6 +27,8 @@ from patcher.serving.venv import ServingVenv
 
 PREFLIGHT_TOKENS = 8
 ERROR_LINE = re.compile(r"\b(\w+(Error|Exception)|error|Error)\b[:]")
+WRAPPERS = ("root cause above", "stack trace above", "Worker failed with error")
+"""Errors that only wrap the root cause, which vLLM logged before them."""
 TIMEOUTS = Timeouts(health=600, health_poll=0.5, stop_grace=20, request=120)
 
 
@@ -45,6 +47,8 @@ def barrier(log: Path) -> str | None:
     except OSError:
         return None
     for line in reversed(lines):
+        if any(wrapper in line for wrapper in WRAPPERS):
+            continue
         if ERROR_LINE.search(line) and "Traceback" not in line:
             text = re.sub(r"^\(\w+ pid=\d+\)\s*", "", line.strip())
             return re.sub(r"^(ERROR|WARNING|INFO) \S+ \S+ \[[^\]]+\]\s*", "", text)
