@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
 from rich.table import Table
 
-from patcher import __version__, serving
+from patcher import __version__, results_cache, serving
 from patcher import patchset as patchsets
 from patcher.cache import atomic_write
 from patcher.codemods.base import Status
@@ -25,12 +25,14 @@ from patcher.engine import PatchResult, run_patchset
 from patcher.errors import DriftError, PatcherError
 from patcher.index import PackageIndex, machine_platform
 from patcher.matrix import Row, build_matrix, markdown, select_releases, write_json
+from patcher.outputs import installed as in_place
 from patcher.outputs.git_branch import commit_to_branch
 from patcher.outputs.tree import write_tree
 from patcher.outputs.wheel import WheelPlan, build_wheel
 from patcher.patchset import Patchset
 from patcher.sources import DirectorySource, GitSource, IndexWheelSource, Source, WheelSource
 from patcher.sources.download import download_wheel, sha256_of
+from patcher.sources.installed import Installation, InstalledSource, find_installation
 from patcher.verify.command import verify_release
 
 STATUS_STYLE = {
@@ -98,6 +100,14 @@ def add_index_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_python_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--python",
+        metavar="PATH",
+        help="with --installed: the interpreter whose vLLM it is (default: this one's)",
+    )
+
+
 def open_source(args: argparse.Namespace) -> Source:
     if args.vllm:
         index = PackageIndex(args.index_url)
@@ -140,6 +150,10 @@ def command_diff(args: argparse.Namespace) -> int:
 
 
 def command_apply(args: argparse.Namespace) -> int:
+    if args.installed:
+        return apply_installed(args)
+    if args.python or args.require_patch:
+        raise PatcherError("--python and --require-patch go with --installed")
     if args.git and not args.branch:
         raise PatcherError("--git needs --branch: the patch goes onto a new branch")
     source = open_source(args)
@@ -159,6 +173,114 @@ def command_apply(args: argparse.Namespace) -> int:
     written = write_tree(args.source, result.changed)
     out.print(f"patched {len(written)} file(s) under {args.source}")
     return 0
+
+
+def apply_installed(args: argparse.Namespace) -> int:
+    """Patch the vLLM an interpreter imports, in place: RECORD kept true, originals kept."""
+    installation = find_installation(args.python)
+    patchset = patchsets.load(args.patchset)
+    provenance = installation.provenance()
+    if provenance is not None:
+        if provenance.patchset != patchset.name:
+            raise PatcherError(
+                f"{installation.description} is patched with {provenance.patchset}; "
+                "run patcher revert --installed first"
+            )
+        if provenance.in_place and (found := in_place.problems(installation, provenance)):
+            raise PatcherError("; ".join(found))
+        say(
+            f"{installation.description} is already patched with {patchset.name} "
+            f"({provenance.tool}); nothing changed"
+        )
+        return 0
+    result = run_patchset(patchset, InstalledSource(installation))
+    fail_on_errors(result)
+    out.print(status_table(result))
+    if result.verdict == "unsupported":
+        why = next(iter(result.outcomes.values())).detail
+        raise PatcherError(f"{installation.description} is unsupported for {patchset.name}: {why}")
+    if not result.changed:
+        message = (
+            f"{installation.description} needs no patch for {patchset.name}: "
+            "upstream has it; nothing changed"
+        )
+        if args.require_patch:
+            raise PatcherError(f"{message} (--require-patch)")
+        say(message)
+        return 0
+    with err.status(f"patching {installation.description}"):
+        provenance = in_place.apply(installation, result)
+    say(
+        f"patched {len(provenance.files)} file(s) of {installation.description}; RECORD "
+        f"updated, originals and provenance in {installation.root / installation.info}"
+    )
+    return 0
+
+
+def command_revert(args: argparse.Namespace) -> int:
+    installation = find_installation(args.python)
+    provenance = installation.provenance()
+    if provenance is None:
+        say(f"{installation.description} is not patched; nothing to revert")
+        return 0
+    restored = in_place.revert(installation, provenance)
+    say(
+        f"restored {len(restored)} file(s) of {installation.description} and its RECORD "
+        f"to the bytes from before {provenance.patchset}"
+    )
+    return 0
+
+
+def command_status(args: argparse.Namespace) -> int:
+    """What is installed, whether and how it is patched, and what the matrix says."""
+    installation = find_installation(args.python)
+    provenance = installation.provenance()
+    table = new_table(f"vllm in {installation.python}")
+    table.add_column("")
+    table.add_column("", overflow="fold")
+    table.add_row("vLLM", f"{installation.version} (distribution {installation.distribution})")
+    table.add_row("location", str(installation.root))
+    found: list[str] = []
+    if provenance is None:
+        table.add_row("patched", "no")
+    elif not provenance.in_place:
+        table.add_row(
+            "patched", f"{provenance.patchset} ({provenance.tool}), installed as a patched wheel"
+        )
+    else:
+        found = in_place.problems(installation, provenance)
+        files = ", ".join(f.path for f in provenance.files)
+        table.add_row("patched", f"{provenance.patchset} ({provenance.tool}): {files}")
+        table.add_row("files", "; ".join(found) or "match the provenance")
+    name = args.patchset or (provenance.patchset if provenance else None)
+    table.add_row("matrix", matrix_verdict(installation, name, args))
+    out.print(table, markup=False)
+    if found:
+        raise PatcherError("; ".join(found))
+    return 0
+
+
+def matrix_verdict(installation: Installation, name: str | None, args: argparse.Namespace) -> str:
+    """The release's verdict, read from the index by range; why not, if the index fails."""
+    version = installation.version.public
+    try:
+        patchset = patchsets.load(name)
+        index = PackageIndex(args.index_url)
+        release = index.release(version)
+        source = IndexWheelSource(release, release.require_wheel(args.platform), index.client)
+        outcomes = results_cache.load(patchset.digest, source.identity)
+        if outcomes is None:
+            outcomes = run_patchset(patchset, source).outcomes
+            results_cache.store(patchset.digest, source.identity, outcomes)
+    except PatcherError as error:
+        return f"unavailable: {error}"
+    row = PatchResult(version, patchset, outcomes)
+    expected = f", expected {row.expected}" if row.expected else ""
+    return f"{patchset.name} on vllm {version}: {row.verdict}{expected}"
+
+
+def say(message: str) -> None:
+    out.print(message, markup=False, soft_wrap=True)
 
 
 def command_matrix(args: argparse.Namespace) -> int:
@@ -300,11 +422,37 @@ def build_parser() -> argparse.ArgumentParser:
     target = apply.add_mutually_exclusive_group(required=True)
     target.add_argument("--source", type=Path, metavar="DIR", help="patch this tree in place")
     target.add_argument("--git", type=Path, metavar="REPO", help="commit onto a new branch")
+    target.add_argument(
+        "--installed",
+        action="store_true",
+        help="patch the vLLM installed for --python in place (RECORD kept true; see revert)",
+    )
     apply.add_argument("--ref", help="with --git: the tag, branch or commit to patch")
     apply.add_argument("--branch", help="with --git: the new branch to create")
     apply.add_argument("--vllm-version", help="override the version the tree declares")
+    add_python_option(apply)
+    apply.add_argument(
+        "--require-patch",
+        action="store_true",
+        help="with --installed: fail where the release needs no patch (for image builds)",
+    )
     add_index_options(apply)
     apply.set_defaults(run=command_apply, vllm=None, wheel=None)
+
+    revert = commands.add_parser(
+        "revert", help="restore an installed vLLM patched by apply --installed, byte for byte"
+    )
+    revert.add_argument("--installed", action="store_true", required=True)
+    add_python_option(revert)
+    revert.set_defaults(run=command_revert)
+
+    status = commands.add_parser(
+        "status", help="the installed vLLM: its distribution, its patch, what the matrix says"
+    )
+    status.add_argument("--installed", action="store_true", required=True)
+    add_python_option(status)
+    add_index_options(status)
+    status.set_defaults(run=command_status)
 
     build = commands.add_parser("build-wheel", help="repack the official wheel with the patches")
     add_source_options(build, source_dir=False)

@@ -8,9 +8,7 @@ the new version, METADATA and RECORD are rewritten, and a provenance file is add
 
 from __future__ import annotations
 
-import base64
 import csv
-import hashlib
 import io
 import json
 import os
@@ -26,17 +24,12 @@ from packaging.version import Version
 from patcher import __version__
 from patcher.engine import PatchResult
 from patcher.errors import PatcherError
+from patcher.record import PROVENANCE, record_hash
 
-PROVENANCE = "patcher-provenance.json"
 CENTRAL_RECORD = struct.Struct("<4s6H3L5H2L")  # a central directory header, without names
 LOCAL_RECORD = struct.Struct("<4s5H3L2H")
 END_RECORD = struct.Struct("<4s4H2LH")
 COPY_CHUNK = 8 * 1024 * 1024
-
-
-def record_hash(data: bytes) -> str:
-    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=")
-    return f"sha256={digest.decode()}"
 
 
 @dataclass(frozen=True)
