@@ -40,6 +40,7 @@ class Transaction:
         made: list[Path] = []  # folders created for new files, outermost first
         undo: list[tuple[Path, Path | None]] = []  # (target, kept-aside copy or None if new)
         current = Path()
+        pending: tuple[Path, Path | None] | None = None  # begun, not yet done
         try:
             for write in self.writes:
                 current = write.target
@@ -48,13 +49,19 @@ class Transaction:
             for tmp, write in staged:
                 current = write.target
                 aside = keep_aside(write.target) if write.target.exists() else None
-                undo.append((write.target, aside))
+                pending = (write.target, aside)
                 os.replace(tmp, write.target)
+                undo.append(pending)
+                pending = None
             for target in self.removals:
                 current = target
-                undo.append((target, keep_aside(target)))
+                pending = (target, keep_aside(target))
                 target.unlink()
+                undo.append(pending)
+                pending = None
         except OSError as error:
+            if pending is not None and pending[1] is not None:
+                pending[1].unlink(missing_ok=True)  # its target was never touched
             stuck = roll_back(undo, [tmp for tmp, _ in staged], made)
             outcome = "nothing was changed" if not stuck else f"could not undo {', '.join(stuck)}"
             raise PatcherError(
