@@ -34,6 +34,7 @@ from patcher.sources import DirectorySource, GitSource, IndexWheelSource, Source
 from patcher.sources.download import download_wheel, sha256_of
 from patcher.sources.installed import Installation, InstalledSource, find_installation
 from patcher.verify.command import verify_release
+from patcher.verify.installed import verify_in_place
 
 STATUS_STYLE = {
     Status.APPLIED: "yellow",
@@ -75,10 +76,17 @@ def new_table(title: str) -> Table:
     return Table(title=title, title_justify="left", box=box.HEAVY_HEAD if out.is_terminal else None)
 
 
-def add_source_options(parser: argparse.ArgumentParser, *, source_dir: bool = True) -> None:
+def add_source_options(
+    parser: argparse.ArgumentParser, *, source_dir: bool = True, installed: bool = False
+) -> None:
     group = parser.add_mutually_exclusive_group(required=True)
     group.add_argument("--vllm", metavar="VERSION", help="a release on the package index")
     group.add_argument("--wheel", type=Path, metavar="FILE", help="a vLLM wheel file")
+    if installed:
+        group.add_argument(
+            "--installed", action="store_true", help="the vLLM installed for --python, in place"
+        )
+        add_python_option(parser)
     if source_dir:
         group.add_argument("--source", type=Path, metavar="DIR", help="a vLLM source tree")
         group.add_argument("--git", type=Path, metavar="REPO", help="a vLLM git repository")
@@ -389,6 +397,8 @@ def command_build_wheel(args: argparse.Namespace) -> int:
 
 
 def command_verify(args: argparse.Namespace) -> int:
+    if args.installed:
+        return verify_installed(args)
     path, sha256, patchset, result = patch_official(args)
     with err.status(f"verifying vllm {result.version} on CPU (venvs are built once, then reused)"):
         report = verify_release(patchset, path, sha256, result)
@@ -402,6 +412,33 @@ def command_verify(args: argparse.Namespace) -> int:
         "verified" if report.ok else "[bold red]a check fails on the wheel under test[/]"
     )
     out.print(table)
+    if args.json:
+        atomic_write(args.json, (json.dumps(report.to_json(), indent=2) + "\n").encode())
+    return 0 if report.ok else 1
+
+
+def verify_installed(args: argparse.Namespace) -> int:
+    """The patchset's checks run by the given interpreter on the vLLM it has, patched or not."""
+    installation = find_installation(args.python)
+    provenance = installation.provenance()
+    patchset = patchsets.load(args.patchset or (provenance.patchset if provenance else None))
+    if not patchset.verify:
+        raise PatcherError(f"patchset {patchset.name} declares no verify checks")
+    state = "not patched" if provenance is None else f"patched with {provenance.patchset}"
+    with err.status(f"running {len(patchset.verify)} check(s) in {installation.python}"):
+        report = verify_in_place(
+            installation.python,
+            str(installation.version),
+            f"{installation.description}, {state}",
+            patchset.verify,
+        )
+    table = new_table(f"{patchset.name}: {report.wheel}")
+    for column in ("check", "installed", "detail"):
+        table.add_column(column, overflow="fold")
+    for check in report.checks:
+        table.add_row(check.name, check.before.status, check.detail)
+    table.caption = "verified in place" if report.ok else "a check fails in this environment"
+    out.print(table, markup=False)
     if args.json:
         atomic_write(args.json, (json.dumps(report.to_json(), indent=2) + "\n").encode())
     return 0 if report.ok else 1
@@ -473,7 +510,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_index_options(matrix)
     matrix.set_defaults(run=command_matrix)
     verify = commands.add_parser("verify", help="run vLLM's own code on CPU, official vs patched")
-    add_source_options(verify, source_dir=False)
+    add_source_options(verify, source_dir=False, installed=True)
     verify.add_argument("--json", type=Path, metavar="FILE")
     verify.set_defaults(run=command_verify)
 
