@@ -186,6 +186,11 @@ def command_apply(args: argparse.Namespace) -> int:
 def apply_installed(args: argparse.Namespace) -> int:
     """Patch the vLLM an interpreter imports, in place: RECORD kept true, originals kept."""
     installation = find_installation(args.python)
+    with in_place.locked(installation):
+        return apply_locked(args, installation)
+
+
+def apply_locked(args: argparse.Namespace, installation: Installation) -> int:
     patchset = patchsets.load(args.patchset)
     provenance = installation.provenance()
     if provenance is not None:
@@ -227,11 +232,12 @@ def apply_installed(args: argparse.Namespace) -> int:
 
 def command_revert(args: argparse.Namespace) -> int:
     installation = find_installation(args.python)
-    provenance = installation.provenance()
-    if provenance is None:
-        say(f"{installation.description} is not patched; nothing to revert")
-        return 0
-    restored = in_place.revert(installation, provenance)
+    with in_place.locked(installation):
+        provenance = installation.provenance()
+        if provenance is None:
+            say(f"{installation.description} is not patched; nothing to revert")
+            return 0
+        restored = in_place.revert(installation, provenance)
     say(
         f"restored {len(restored)} file(s) of {installation.description} and its RECORD "
         f"to the bytes from before {provenance.patchset}"

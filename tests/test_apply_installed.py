@@ -107,9 +107,10 @@ def env(pristine, tmp_path) -> Path:
 @pytest.mark.network
 @pytest.mark.slow
 def test_apply_keeps_every_record_row_true_and_the_modules_hold_the_patch(env, capsys):
+    """Run as the Dockerfile recipe runs it, with --require-patch."""
     site = purelib(env)
     before = (site / INFO / "RECORD").read_text()
-    assert main(["apply", "--installed", "--python", str(env)]) == 0
+    assert main(["apply", "--installed", "--python", str(env), "--require-patch"]) == 0
     assert "patched 4 file(s) of vllm 0.16.0 (distribution vllm" in capsys.readouterr().out
     assert bad_rows(site) == []
     record = (site / INFO / "RECORD").read_text()
@@ -198,6 +199,21 @@ def test_a_file_changed_after_patching_makes_revert_and_status_refuse(env, capsy
     assert f"{PATCHED[1]} changed since it was patched" in captured.err
     assert main(["apply", "--installed", "--python", str(env)]) == 2
     assert f"{PATCHED[1]} changed since it was patched" in one_error_line(capsys)
+    assert state(site) == before
+
+
+@pytest.mark.network
+@pytest.mark.slow
+def test_a_file_edited_since_install_is_refused_before_anything_is_written(env, capsys):
+    site = purelib(env)
+    edited = site / PATCHED[0]
+    data = edited.read_bytes()
+    edited.unlink()  # a new file, not a write through the hard link to the pristine venv
+    edited.write_bytes(data + b"# a local edit\n")
+    before = state(site)
+    assert main(["apply", "--installed", "--python", str(env)]) == 2
+    error = one_error_line(capsys)
+    assert f"{PATCHED[0]}: 33022 bytes, RECORD says 33007: it was changed after install" in error
     assert state(site) == before
 
 

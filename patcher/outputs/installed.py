@@ -9,14 +9,27 @@ byte back, and the modules' modification times with them, so the old bytecode is
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
+from filelock import FileLock
+
 from patcher import __version__, record
+from patcher.cache import cache_dir
 from patcher.engine import PatchResult
 from patcher.errors import PatcherError
 from patcher.outputs.transaction import Transaction
 from patcher.sources.installed import ORIGINALS, Installation, PatchedFile, Provenance
+
+
+def locked(installation: Installation) -> FileLock:
+    """One apply or revert at a time per installation. The lock lives in patcher's cache: a
+    file left in the dist-info would be one RECORD does not list."""
+    key = hashlib.sha256(str(installation.root / installation.info).encode()).hexdigest()[:16]
+    folder = cache_dir() / "installed-locks"
+    folder.mkdir(parents=True, exist_ok=True)
+    return FileLock(str(folder / f"{key}.lock"))
 
 
 def bytecode_rows(rows: list[record.Row], module: str) -> list[record.Row]:
