@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import csv
 import hashlib
+import re
 import shutil
 import subprocess
 import sys
@@ -21,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from patcher import patchset as patchsets
+from patcher.cache import cache_dir
 from patcher.cli import main
 from patcher.engine import needed_paths
 from patcher.index import PackageIndex, machine_platform
@@ -336,3 +338,39 @@ def test_an_interpreter_without_vllm_is_a_one_line_error(tmp_path, capsys):
     assert "no installed distribution ships the vllm package" in one_error_line(capsys)
     assert main(["status", "--installed", "--python", str(tmp_path / "nope")]) == 2
     assert f"cannot run {tmp_path / 'nope'}" in one_error_line(capsys)
+
+
+def dependencies_site() -> Path | None:
+    """site-packages of a full verify environment for official 0.16.0 (torch and the rest) that
+    ``patcher verify --vllm 0.16.0`` left in the cache, if there is one."""
+    for folder in ("envs", "venvs"):
+        for site in sorted((cache_dir() / folder).glob("*/lib/python3.11/site-packages")):
+            if (site / "torch").is_dir() and (site / INFO).is_dir():
+                return site
+    return None
+
+
+@pytest.mark.network
+@pytest.mark.slow
+def test_verify_installed_proves_the_environment_patched_in_place(env, tmp_path, capsys):
+    """The venv's own vLLM (pip-installed from the official wheel) runs with the dependencies of
+    a cached verify environment on its path after it, through a .pth file: one check, the first
+    barrier, fails before apply and passes after."""
+    deps = dependencies_site()
+    if deps is None:
+        pytest.skip("no verify environment for 0.16.0 in the cache: run patcher verify first")
+    (purelib(env) / "deps.pth").write_text(f"{deps}\n")
+    text = patchsets.builtin_dir().joinpath("kimi-k2.5-eagle3.toml").read_text()
+    one_check = tmp_path / "one-check.toml"
+    one_check.write_text(
+        re.sub(r"^verify = .*$", 'verify = ["speculative-config"]', text, flags=re.M)
+    )
+    command = ["verify", "--installed", "--python", str(env), "--patchset", str(one_check)]
+    assert main(command) == 1
+    before = capsys.readouterr().out
+    assert "not patched" in before and "barrier: Eagle3 is only supported for" in before
+    assert main(["apply", "--installed", "--python", str(env)]) == 0
+    capsys.readouterr()
+    assert main(command) == 0
+    after = capsys.readouterr().out
+    assert "patched with kimi-k2.5-eagle3" in after and "speculative-config  pass" in after

@@ -86,7 +86,7 @@ def apply(installation: Installation, result: PatchResult) -> Provenance:
             if (root / compiled.path).is_file():
                 moved.append(compiled)
                 originals[compiled.path] = (root / compiled.path).read_bytes()
-    moved = [record.Row.of(r.path, originals[r.path]) if not r.hash else r for r in moved]
+    moved = [record.Row.of(r.path, originals[r.path]) for r in moved]  # the bytes kept
     provenance = Provenance(
         patchset=result.patchset.name,
         patches={name: o.status.value for name, o in result.outcomes.items()},
