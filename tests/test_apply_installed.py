@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import csv
 import hashlib
+import json
 import re
 import shutil
 import subprocess
@@ -352,7 +353,7 @@ def dependencies_site() -> Path | None:
 
 @pytest.mark.network
 @pytest.mark.slow
-def test_verify_installed_proves_the_environment_patched_in_place(env, tmp_path, capsys):
+def test_verify_installed_proves_the_environment_patched_in_place(env, tmp_path):
     """The venv's own vLLM (pip-installed from the official wheel) runs with the dependencies of
     a cached verify environment on its path after it, through a .pth file: one check, the first
     barrier, fails before apply and passes after."""
@@ -365,12 +366,15 @@ def test_verify_installed_proves_the_environment_patched_in_place(env, tmp_path,
     one_check.write_text(
         re.sub(r"^verify = .*$", 'verify = ["speculative-config"]', text, flags=re.M)
     )
+    report = tmp_path / "report.json"
     command = ["verify", "--installed", "--python", str(env), "--patchset", str(one_check)]
-    assert main(command) == 1
-    before = capsys.readouterr().out
-    assert "not patched" in before and "barrier: Eagle3 is only supported for" in before
+    assert main([*command, "--json", str(report)]) == 1
+    before = json.loads(report.read_text())
+    assert before["wheel"].endswith("not patched")
+    assert [(c["name"], c["before"]) for c in before["checks"]] == [("speculative-config", "fail")]
+    assert before["checks"][0]["detail"].startswith("barrier: Eagle3 is only supported for")
     assert main(["apply", "--installed", "--python", str(env)]) == 0
-    capsys.readouterr()
-    assert main(command) == 0
-    after = capsys.readouterr().out
-    assert "patched with kimi-k2.5-eagle3" in after and "speculative-config  pass" in after
+    assert main([*command, "--json", str(report)]) == 0
+    after = json.loads(report.read_text())
+    assert after["wheel"].endswith("patched with kimi-k2.5-eagle3")
+    assert [(c["name"], c["before"]) for c in after["checks"]] == [("speculative-config", "pass")]
