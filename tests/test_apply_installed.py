@@ -99,12 +99,13 @@ def pristine(official_wheel, tmp_path_factory):
 
 
 @pytest.fixture
-def env(pristine, tmp_path) -> Path:
+def env(pristine, tmp_path):
     """A copy of the pristine venv for one test, made of hard links: patcher replaces files
     by renaming new ones over them, so the pristine copy is never written through."""
     copy = tmp_path / "venv"
     subprocess.run(["cp", "-al", str(pristine), str(copy)], check=True)
-    return copy / "bin" / "python"
+    yield copy / "bin" / "python"
+    shutil.rmtree(copy)  # once the pristine venv is gone, its links would hold 1.3 GB
 
 
 @pytest.mark.network
