@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from patcher import record
+from patcher.outputs import record
 
 PIP_STYLE = (
     b"vllm/a.py,sha256=old,3\r\n"
@@ -32,10 +32,9 @@ def test_a_replaced_row_takes_the_file_s_line_ending_and_the_rest_keep_their_byt
 
 
 def test_rows_parse_quoted_paths_and_empty_hashes():
-    assert record.rows(PIP_STYLE)[1:3] == [
-        record.Row("vllm/E=1,N=2.json", "sha256=x", "9"),
-        record.Row("vllm/__pycache__/a.cpython-311.pyc", "", ""),
-    ]
+    rows = record.parse_record(PIP_STYLE, "RECORD")
+    assert rows["vllm/E=1,N=2.json"] == ("sha256=x", "9")
+    assert rows["vllm/__pycache__/a.cpython-311.pyc"] == ("", "")
 
 
 def test_the_hash_is_urlsafe_base64_without_padding():

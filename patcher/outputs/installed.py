@@ -15,10 +15,11 @@ from pathlib import Path
 
 from filelock import FileLock
 
-from patcher import __version__, record
+from patcher import __version__
 from patcher.cache import cache_dir
 from patcher.engine import PatchResult
 from patcher.errors import PatcherError
+from patcher.outputs import record
 from patcher.outputs.transaction import Transaction
 from patcher.sources.installed import ORIGINALS, Installation, PatchedFile, Provenance
 
@@ -67,7 +68,8 @@ def encode(provenance: Provenance) -> bytes:
 def apply(installation: Installation, result: PatchResult) -> Provenance:
     """Write ``result``'s changed files over the installed ones, with their originals kept."""
     original_record = installation.record()
-    rows = {row.path: row for row in record.rows(original_record)}
+    parsed = record.parse_record(original_record, str(installation.record_path))
+    rows = {path: record.Row(path, *fields) for path, fields in parsed.items()}
     root = installation.root
     files: list[PatchedFile] = []
     moved: list[record.Row] = []

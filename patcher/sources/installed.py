@@ -18,8 +18,8 @@ from typing import Any
 
 from packaging.version import Version
 
-from patcher import record
 from patcher.errors import PatcherError
+from patcher.outputs import record
 from patcher.sources.base import Source
 from patcher.sources.directory import parse_version
 
@@ -241,10 +241,9 @@ class InstalledSource(Source):
         self.installation = installation
         self.version = installation.version
         self.description = installation.description
+        rows = record.parse_record(installation.record(), str(installation.record_path))
         self._names = sorted(
-            row.path
-            for row in record.rows(installation.record())
-            if row.path.startswith("vllm/") and "__pycache__" not in row.path
+            path for path in rows if path.startswith("vllm/") and "__pycache__" not in path
         )
 
     def names(self) -> Sequence[str]:
