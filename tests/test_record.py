@@ -18,10 +18,10 @@ def test_a_replaced_row_takes_the_file_s_line_ending_and_the_rest_keep_their_byt
     new = record.rewrite(
         PIP_STYLE,
         {
-            "vllm/a.py": record.Row("vllm/a.py", "sha256=new", "4"),
+            "vllm/a.py": record.RecordRow("vllm/a.py", "sha256=new", "4"),
             "vllm/__pycache__/a.cpython-311.pyc": None,
         },
-        [record.Row("vllm-0.16.0.dist-info/patcher-provenance.json", "sha256=p", "7")],
+        [record.RecordRow("vllm-0.16.0.dist-info/patcher-provenance.json", "sha256=p", "7")],
     )
     assert new == (
         b"vllm/a.py,sha256=new,4\r\n"
@@ -55,4 +55,4 @@ def test_a_row_names_what_is_wrong_with_its_file(tmp_path, content, problem):
     if content is not None:
         (tmp_path / "vllm").mkdir()
         (tmp_path / "vllm/a.py").write_bytes(content)
-    assert record.Row.of("vllm/a.py", b"abc").problem(tmp_path) == problem
+    assert record.RecordRow.of("vllm/a.py", b"abc").problem(tmp_path) == problem

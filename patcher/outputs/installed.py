@@ -33,7 +33,7 @@ def locked(installation: Installation) -> FileLock:
     return FileLock(str(folder / f"{key}.lock"))
 
 
-def bytecode_rows(rows: list[record.Row], module: str) -> list[record.Row]:
+def bytecode_rows(rows: list[record.RecordRow], module: str) -> list[record.RecordRow]:
     """The RECORD rows of ``module``'s compiled files in its ``__pycache__``."""
     folder, _, leaf = module.rpartition("/")
     prefix = f"{folder}/__pycache__/{leaf.removesuffix('.py')}."
@@ -44,20 +44,20 @@ def patched_record(
     installation: Installation, original: bytes, provenance: Provenance, provenance_bytes: bytes
 ) -> bytes:
     """RECORD as apply leaves it: computed from the original, so revert can check it."""
-    replace: dict[str, record.Row | None] = {f.path: f.patched for f in provenance.files}
+    replace: dict[str, record.RecordRow | None] = {f.path: f.patched for f in provenance.files}
     replace.update({row.path: None for row in provenance.moved})
     kept = [
-        record.Row(installation.original_member(f.path), f.original.hash, f.original.size)
+        record.RecordRow(installation.original_member(f.path), f.original.hash, f.original.size)
         for f in provenance.files
     ]
     kept += [
-        record.Row(installation.original_member(row.path), row.hash, row.size)
+        record.RecordRow(installation.original_member(row.path), row.hash, row.size)
         for row in provenance.moved
     ]
     kept.append(
-        record.Row.of(installation.original_member(f"{installation.info}/RECORD"), original)
+        record.RecordRow.of(installation.original_member(f"{installation.info}/RECORD"), original)
     )
-    kept.append(record.Row.of(installation.provenance_member, provenance_bytes))
+    kept.append(record.RecordRow.of(installation.provenance_member, provenance_bytes))
     return record.rewrite(original, replace, kept)
 
 
@@ -69,10 +69,10 @@ def apply(installation: Installation, result: PatchResult) -> Provenance:
     """Write ``result``'s changed files over the installed ones, with their originals kept."""
     original_record = installation.record()
     parsed = record.parse_record(original_record, str(installation.record_path))
-    rows = {path: record.Row(path, *fields) for path, fields in parsed.items()}
+    rows = {path: record.RecordRow(path, *fields) for path, fields in parsed.items()}
     root = installation.root
     files: list[PatchedFile] = []
-    moved: list[record.Row] = []
+    moved: list[record.RecordRow] = []
     originals: dict[str, bytes] = {}
     for path, text in sorted(result.changed.items()):
         row = rows.get(path)
@@ -82,13 +82,13 @@ def apply(installation: Installation, result: PatchResult) -> Provenance:
             raise PatcherError(f"{problem}: it was changed after install; reinstall vLLM first")
         originals[path] = (root / path).read_bytes()
         mtime = (root / path).stat().st_mtime_ns
-        after = record.Row.of(path, text.encode("utf-8"))
-        files.append(PatchedFile(record.Row.of(path, originals[path]), after, mtime))
+        after = record.RecordRow.of(path, text.encode("utf-8"))
+        files.append(PatchedFile(record.RecordRow.of(path, originals[path]), after, mtime))
         for compiled in bytecode_rows(list(rows.values()), path):
             if (root / compiled.path).is_file():
                 moved.append(compiled)
                 originals[compiled.path] = (root / compiled.path).read_bytes()
-    moved = [record.Row.of(r.path, originals[r.path]) for r in moved]  # the bytes kept
+    moved = [record.RecordRow.of(r.path, originals[r.path]) for r in moved]  # the bytes kept
     provenance = Provenance(
         patchset=result.patchset.name,
         patches={name: o.status.value for name, o in result.outcomes.items()},
@@ -124,9 +124,12 @@ def problems(installation: Installation, provenance: Provenance) -> list[str]:
         if patched.patched.problem(root) is not None:
             found.append(f"{patched.path} changed since it was patched")
     kept_rows = [
-        record.Row(installation.original_member(f.path), f.original.hash, f.original.size)
+        record.RecordRow(installation.original_member(f.path), f.original.hash, f.original.size)
         for f in provenance.files
-    ] + [record.Row(installation.original_member(r.path), r.hash, r.size) for r in provenance.moved]
+    ] + [
+        record.RecordRow(installation.original_member(r.path), r.hash, r.size)
+        for r in provenance.moved
+    ]
     found += [
         f"{row.path} (kept for revert) is missing or changed"
         for row in kept_rows

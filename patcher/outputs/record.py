@@ -113,13 +113,13 @@ def read_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> bytes:
 
 
 @dataclass(frozen=True)
-class Row:
+class RecordRow:
     path: str
     hash: str  # empty where the installer recorded none (RECORD itself, most .pyc files)
     size: str
 
     @classmethod
-    def of(cls, path: str, data: bytes) -> Row:
+    def of(cls, path: str, data: bytes) -> RecordRow:
         return cls(path, record_hash(data), str(len(data)))
 
     def problem(self, root: Path) -> str | None:
@@ -137,20 +137,20 @@ class Row:
         return None
 
 
-def lines(record: bytes) -> Iterator[tuple[str, Row | None]]:
+def lines(record: bytes) -> Iterator[tuple[str, RecordRow | None]]:
     """Each line with its ending, and its row (None for a blank line)."""
     for line in record.decode("utf-8").splitlines(keepends=True):
         fields = next(csv.reader([line]), [])
-        yield line, Row(*[*fields, "", ""][:3]) if fields else None
+        yield line, RecordRow(*[*fields, "", ""][:3]) if fields else None
 
 
-def format_row(row: Row, ending: str) -> str:
+def format_row(row: RecordRow, ending: str) -> str:
     out = io.StringIO()
     csv.writer(out, lineterminator=ending).writerow([row.path, row.hash, row.size])
     return out.getvalue()
 
 
-def rewrite(record: bytes, replace: Mapping[str, Row | None], add: list[Row]) -> bytes:
+def rewrite(record: bytes, replace: Mapping[str, RecordRow | None], add: list[RecordRow]) -> bytes:
     """RECORD with rows replaced (or dropped, for None) by path and ``add`` appended, all in
     the file's own line ending; every other line keeps its bytes."""
     kept: list[str] = []

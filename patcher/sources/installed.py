@@ -155,8 +155,8 @@ class PatchedFile:
     """A file patcher replaced: its RECORD row before and after, and its old modification time
     (restored on revert, so bytecode compiled before patching is valid again)."""
 
-    original: record.Row
-    patched: record.Row
+    original: record.RecordRow
+    patched: record.RecordRow
     mtime_ns: int
 
     @property
@@ -174,7 +174,9 @@ class Provenance:
     verdict: str
     tool: str
     files: tuple[PatchedFile, ...] = ()
-    moved: tuple[record.Row, ...] = ()  # bytecode of the patched files, set aside with its rows
+    moved: tuple[
+        record.RecordRow, ...
+    ] = ()  # bytecode of the patched files, set aside with its rows
     in_place: bool = True
 
     def to_json(self) -> dict[str, Any]:
@@ -206,19 +208,19 @@ class Provenance:
         if not isinstance(data.get("patches"), dict):
             problems.append("patches is not an object")
         files: list[PatchedFile] = []
-        moved: list[record.Row] = []
+        moved: list[record.RecordRow] = []
         in_place = "patched_in_place" in data
         try:
             for path, entry in data.get("patched_in_place", {}).items():
                 files.append(
                     PatchedFile(
-                        record.Row(path, *entry["original"]),
-                        record.Row(path, *entry["patched"]),
+                        record.RecordRow(path, *entry["original"]),
+                        record.RecordRow(path, *entry["patched"]),
                         int(entry["mtime_ns"]),
                     )
                 )
             for path, (digest, size) in data.get("set_aside", {}).items():
-                moved.append(record.Row(path, digest, size))
+                moved.append(record.RecordRow(path, digest, size))
         except (AttributeError, KeyError, TypeError, ValueError) as error:
             problems.append(f"malformed file entries ({type(error).__name__}: {error})")
         if problems:
