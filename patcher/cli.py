@@ -196,7 +196,7 @@ def command_matrix(args: argparse.Namespace) -> int:
         select_releases(index, args.versions.split(",") if args.versions else None, args.since)
         for index in indexes
     ]
-    all_rows: dict[str, list[Row]] = {name: [] for name in names}
+    all_rows: dict[str, list[Row]] = {patchset.name: [] for patchset in selected}
     with err.status(f"reading {sum(map(len, chosen))} releases"):
         for index, releases in zip(indexes, chosen, strict=True):
             for name, rows in build_matrix(selected, index, releases, args.platform).items():
