@@ -13,6 +13,7 @@ from installer.sources import WheelFile
 
 from patcher.cache import cache_dir
 from patcher.cli import main
+from patcher.distributions import installed
 from patcher.outputs.wheel import PROVENANCE
 
 SPECULATIVE = """
@@ -264,7 +265,9 @@ def test_real_wheel_installs_in_place_of_the_original(
     metadata = f"import importlib.metadata as m; print(m.distribution({package!r}).version)"
     found = subprocess.check_output([str(python), "-c", metadata], text=True).strip()
     assert found == name.split("-")[1]
+    assert installed([str(site)]) == (package, name.split("-")[1])
     subprocess.run([*pip, "uninstall", "-y", package], check=True)
+    assert installed([str(site)]) is None
     assert not (site / "vllm").exists()
     assert not list(site.glob("vllm*.dist-info"))
     assert (
