@@ -122,20 +122,58 @@ def add_index_options(parser: argparse.ArgumentParser) -> None:
 
 
 def open_source(args: argparse.Namespace) -> Source:
-    if args.vllm:
+    refuse_conflicts(args)
+    if args.vllm is not None:
         index = PackageIndex(args.index_url, distribution=chosen_package(args))
         release = index.release(args.vllm)
         return IndexWheelSource(release, release.require_wheel(args.platform), index.client)
     if args.wheel:
         chosen_package(args)
         return WheelSource(args.wheel)
-    if getattr(args, "package", None):
-        raise PatcherError("--package goes with --vllm (a release) or --wheel (a check)")
     if getattr(args, "git", None):
         if not args.ref:
             raise PatcherError("--git needs --ref")
         return GitSource(args.git, args.ref, args.vllm_version)
     return DirectorySource(args.source, args.vllm_version)
+
+
+def refuse_conflicts(args: argparse.Namespace) -> None:
+    """A flag that does nothing with the others given is an error, not silently ignored."""
+
+    def given(name: str) -> bool:
+        return getattr(args, name, None) not in (None, False)
+
+    if given("ref") and not given("git"):
+        raise PatcherError("--ref goes with --git only")
+    if given("branch") and not given("git"):
+        raise PatcherError("--branch goes with --git only; --source patches the tree in place")
+    if given("force") and not given("source"):
+        raise PatcherError("--force goes with --source only")
+    if given("vllm_version") and not (given("source") or given("git")):
+        raise PatcherError("--vllm-version goes with --source or --git only")
+    if given("package") and not (given("vllm") or given("wheel")):
+        raise PatcherError("--package goes with --vllm (a release) or --wheel (a check)")
+
+
+def why_unchanged(result: PatchResult) -> str:
+    """Why a run changed no file, for a user who expected a patch."""
+    name, version = result.patchset.name, result.version
+    if not result.patchset.patches:
+        return f"the patchset {name} has no patches"
+    if result.verdict == "unsupported":
+        why = next(o.detail for o in result.outcomes.values() if o.status is Status.UNSUPPORTED)
+        return f"{result.distribution} {version} is unsupported for {name}: {why}"
+    statuses = ", ".join(f"{n} {o.status}" for n, o in result.outcomes.items())
+    return f"{result.distribution} {version} needs no patch for {name} ({statuses})"
+
+
+def refuse_drift(result: PatchResult) -> None:
+    """Drift fails ``apply``, except an already patched tree: upstream where a patch was due."""
+    if result.drift and not (result.expected == "needs-patch" and result.verdict == "upstream"):
+        raise DriftError(
+            f"vllm {result.version} came out {result.verdict}, but {result.patchset.name} "
+            f"declares {result.expected} for it"
+        )
 
 
 def status_table(result: PatchResult) -> Table:
@@ -161,41 +199,47 @@ def fail_on_errors(result: PatchResult) -> None:
 def command_diff(args: argparse.Namespace) -> int:
     result = run_patchset(patchsets.load(args.patchset), open_source(args))
     fail_on_errors(result)
-    sys.stdout.write(result.diff())
+    diff = result.diff()
+    sys.stdout.write(diff)
+    if not diff:
+        err.print(f"patcher: empty diff: {why_unchanged(result)}", markup=False, soft_wrap=True)
     return 0
 
 
 def command_apply(args: argparse.Namespace) -> int:
     if args.git and not args.branch:
         raise PatcherError("--git needs --branch: the patch goes onto a new branch")
+    patchset = patchsets.load(args.patchset)
     source = open_source(args)
-    result = run_patchset(patchsets.load(args.patchset), source)
+    result = run_patchset(patchset, source)
     fail_on_errors(result)
     out.print(status_table(result))
-    if isinstance(source, GitSource):
-        if not result.changed:
-            out.print(f"nothing to commit: {source.description} needs no patch")
-            return 0
+    if result.verdict == "unsupported":
+        raise PatcherError(f"nothing applied: {why_unchanged(result)}")
+    if not result.changed:
+        out.print(f"nothing to patch: {why_unchanged(result)}", markup=False)
+    elif isinstance(source, GitSource):
         message = f"patcher: {result.patchset.name} on vllm {result.version}\n\n" + "\n".join(
             f"{name}: {o.status}" for name, o in result.outcomes.items()
         )
         sha = commit_to_branch(source, result.changed, args.branch, message)
         out.print(f"committed {len(result.changed)} file(s) as {sha[:12]} on branch {args.branch}")
-        return 0
-    written = write_tree(args.source, result.changed)
-    out.print(f"patched {len(written)} file(s) under {args.source}")
+    else:
+        written = write_tree(args.source, result.changed, force=args.force)
+        out.print(f"patched {len(written)} file(s) under {args.source}")
+    refuse_drift(result)
     return 0
 
 
 def command_matrix(args: argparse.Namespace) -> int:
+    if args.versions is not None and args.since is not None:
+        raise PatcherError("--versions and --since both pick releases; give one")
     names = args.patchset.split(",") if args.patchset else [patchsets.DEFAULT_PATCHSET]
     packages = [distributions.check(p) for p in (args.package or distributions.DEFAULT).split(",")]
     selected = [patchsets.load(name) for name in names]
     indexes = [PackageIndex(args.index_url, distribution=package) for package in packages]
-    chosen = [
-        select_releases(index, args.versions.split(",") if args.versions else None, args.since)
-        for index in indexes
-    ]
+    versions = args.versions.split(",") if args.versions is not None else None
+    chosen = [select_releases(index, versions, args.since) for index in indexes]
     all_rows: dict[str, list[Row]] = {patchset.name: [] for patchset in selected}
     with err.status(f"reading {sum(map(len, chosen))} releases"):
         for index, releases in zip(indexes, chosen, strict=True):
@@ -337,6 +381,11 @@ def build_parser() -> argparse.ArgumentParser:
     apply.add_argument("--ref", help="with --git: the tag, branch or commit to patch")
     apply.add_argument("--branch", help="with --git: the new branch to create")
     apply.add_argument("--vllm-version", help="override the version the tree declares")
+    apply.add_argument(
+        "--force",
+        action="store_true",
+        help="with --source: patch read-only files, and symlinked ones where they point",
+    )
     add_index_options(apply)
     apply.set_defaults(run=command_apply, vllm=None, wheel=None)
 
@@ -384,7 +433,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.run(args)
     except PatcherError as error:
-        err.print(f"patcher: error: {error}", markup=False, soft_wrap=True)
+        for line in str(error).splitlines():  # several problems: a line each
+            err.print(f"patcher: error: {line}", markup=False, soft_wrap=True)
         return error.exit_code
     except KeyboardInterrupt:
         err.print("patcher: interrupted", markup=False)
