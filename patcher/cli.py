@@ -359,7 +359,8 @@ def command_verify(args: argparse.Namespace) -> int:
     )
     out.print(table)
     if args.json:
-        atomic_write(args.json, (json.dumps(report.to_json(), indent=2) + "\n").encode())
+        data = {**report.to_json(), "package": result.distribution}
+        atomic_write(args.json, (json.dumps(data, indent=2) + "\n").encode())
     return 0 if report.ok else 1
 
 
