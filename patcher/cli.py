@@ -10,6 +10,7 @@ import json
 import signal
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 from rich import box
@@ -23,15 +24,15 @@ from patcher.cache import atomic_write
 from patcher.codemods.base import Status
 from patcher.engine import PatchResult, run_patchset
 from patcher.errors import DriftError, PatcherError
-from patcher.index import PackageIndex, machine_platform
+from patcher.index import PackageIndex, WheelFile, machine_platform
 from patcher.matrix import Row, build_matrix, by_package, markdown, select_releases, write_json
 from patcher.outputs.git_branch import commit_to_branch
 from patcher.outputs.tree import write_tree
-from patcher.outputs.wheel import WheelPlan, build_wheel
+from patcher.outputs.wheel import WheelPlan, build_wheel, local_version, writable_folder
 from patcher.patchset import Patchset
 from patcher.sources import DirectorySource, GitSource, IndexWheelSource, Source, WheelSource
 from patcher.sources.download import download_wheel, sha256_of
-from patcher.verify.command import verify_release
+from patcher.verify.command import check_verifiable, verify_release
 
 STATUS_STYLE = {
     Status.APPLIED: "yellow",
@@ -293,13 +294,11 @@ def matrix_table(name: str, rows: list[Row]) -> Table:
     return table
 
 
-def fetch_wheel(args: argparse.Namespace) -> tuple[Path, str]:
-    """The official wheel on disk and its sha256: downloaded into the cache, or ``--wheel``."""
-    if args.wheel:
-        chosen_package(args)
-        return args.wheel, sha256_of(args.wheel)
-    index = PackageIndex(args.index_url, distribution=chosen_package(args))
-    wheel = index.release(args.vllm).require_wheel(args.platform)
+Refusal = Callable[[Patchset, PatchResult], None]
+
+
+def download_with_progress(wheel: WheelFile, index: PackageIndex) -> Path:
+    """The official wheel downloaded into the cache (or found there, verified)."""
     with Progress(
         TextColumn("{task.description}"),
         BarColumn(),
@@ -310,41 +309,69 @@ def fetch_wheel(args: argparse.Namespace) -> tuple[Path, str]:
         disable=not err.is_terminal,
     ) as progress:
         task = progress.add_task(wheel.filename, total=wheel.size)
-        path = download_wheel(
+        return download_wheel(
             wheel, index.client, lambda done, total: progress.update(task, completed=done)
         )
-    return path, wheel.sha256
 
 
-def patch_official(args: argparse.Namespace) -> tuple[Path, str, Patchset, PatchResult]:
-    """The official wheel, its sha256, the patchset, and the patchset's run over the wheel."""
-    path, sha256 = fetch_wheel(args)
+def patch_official(
+    args: argparse.Namespace, refuse: Refusal
+) -> tuple[Path, str, Patchset, PatchResult]:
+    """The official wheel, the sha256 of its bytes, the patchset, and its run over the wheel.
+
+    ``refuse`` sees the run first and raises if the command cannot go on. From the index that
+    run reads members by range, so a refusal comes before the whole wheel is downloaded; the
+    run is then repeated on the downloaded wheel, whose sha256 matched the index.
+    """
     patchset = patchsets.load(args.patchset)
-    result = run_patchset(patchset, WheelSource(path))
+    package = chosen_package(args)  # with --wheel, a clear error if it is not a vLLM wheel
+    if args.wheel:
+        sha256 = sha256_of(args.wheel)
+        result = run_patchset(patchset, WheelSource(args.wheel, sha256))
+        fail_on_errors(result)
+        refuse(patchset, result)
+        return args.wheel, sha256, patchset, result
+    index = PackageIndex(args.index_url, distribution=package)
+    release = index.release(args.vllm)
+    wheel = release.require_wheel(args.platform)
+    early = run_patchset(patchset, IndexWheelSource(release, wheel, index.client))
+    fail_on_errors(early)
+    refuse(patchset, early)
+    path = download_with_progress(wheel, index)
+    result = run_patchset(patchset, WheelSource(path, wheel.sha256))
     fail_on_errors(result)
-    return path, sha256, patchset, result
+    if (result.outcomes, result.changed) != (early.outcomes, early.changed):
+        raise PatcherError(f"{wheel.filename}: the download disagrees with the range reads of it")
+    return path, wheel.sha256, patchset, result
 
 
 def command_build_wheel(args: argparse.Namespace) -> int:
-    path, sha256, patchset, result = patch_official(args)
-    out.print(status_table(result))
-    if result.verdict != "needs-patch" and not args.allow_noop:
-        reason = {
-            "upstream": "the official wheel already works; install it as it is",
-            "unsupported": "this release lacks what the patchset needs",
-        }[result.verdict]
-        raise PatcherError(
-            f"{result.distribution} {result.version} is {result.verdict} for {patchset.name}: "
-            f"{reason} (--allow-noop builds anyway)"
-        )
-    plan = WheelPlan(path, sha256, result, args.local_label or patchset.local_label)
+    def label(patchset: Patchset) -> str:
+        return patchset.local_label if args.local_label is None else args.local_label
+
+    def refuse(patchset: Patchset, result: PatchResult) -> None:
+        out.print(status_table(result))
+        if result.verdict != "needs-patch" and not args.allow_noop:
+            reason = {
+                "upstream": "the official wheel already works; install it as it is",
+                "unsupported": "this release lacks what the patchset needs",
+            }[result.verdict]
+            raise PatcherError(
+                f"{result.distribution} {result.version} is {result.verdict} for {patchset.name}: "
+                f"{reason} (--allow-noop builds anyway)"
+            )
+        local_version(result.version, label(patchset))
+        writable_folder(args.dist)
+
+    path, sha256, patchset, result = patch_official(args, refuse)
+    plan = WheelPlan(path, sha256, result, label(patchset))
     target = build_wheel(plan, args.dist)
     out.print(str(target), markup=False, soft_wrap=True)
     return 0
 
 
 def command_verify(args: argparse.Namespace) -> int:
-    path, sha256, patchset, result = patch_official(args)
+    path, sha256, patchset, result = patch_official(args, check_verifiable)
     what = f"{result.distribution} {result.version}"
     with err.status(f"verifying {what} on CPU (venvs are built once, then reused)"):
         report = verify_release(patchset, path, sha256, result)
