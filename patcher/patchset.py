@@ -125,6 +125,13 @@ def parse(content: bytes, where: str) -> Patchset:
         for expectation in expectations:
             if expectation.verdict not in VERDICTS:
                 raise ValueError(f"unknown verdict {expectation.verdict!r}")
+        model_data = Model(
+            types=tuple(model["types"]),
+            architecture=model.get("architecture"),
+            image_token_attribute=model.get("image_token_attribute"),
+        )
+        for patch in patches:  # a codemod with typed options rejects bad ones here
+            CODEMODS[patch.codemod](model_data, patch.options)
         unknown = set(data.get("verify", ())) - set(CHECKS)
         if unknown:
             raise ValueError(
@@ -134,11 +141,7 @@ def parse(content: bytes, where: str) -> Patchset:
             name=data["name"],
             description=data.get("description", ""),
             local_label=data.get("local_label", data["name"].replace("-", ".")),
-            model=Model(
-                types=tuple(model["types"]),
-                architecture=model.get("architecture"),
-                image_token_attribute=model.get("image_token_attribute"),
-            ),
+            model=model_data,
             requires=tuple(Requirement(r["module"], r["class"]) for r in data.get("requires", [])),
             patches=patches,
             expectations=expectations,
