@@ -88,7 +88,7 @@ def fake_runs(tmp_path, monkeypatch):
     def venv_for(wheel: Path) -> Venv:
         return Venv(tmp_path / wheel.name, shas[wheel], plan, created=True)
 
-    def run_probe(env: Venv, check: str, workdir: Path) -> Outcome:
+    def run_probe(env: Venv, check: str, workdir: Path, target: str | None = None) -> Outcome:
         if env.sha256 == shas[official]:
             return Outcome("fail", f"barrier: {check}", 1.0)
         return Outcome("pass", f"fixed {check}", 1.0)
@@ -128,3 +128,16 @@ def test_the_official_wheel_as_its_own_patch_is_refused(fake_runs):
     official, _, _ = fake_runs
     with pytest.raises(PatcherError, match="is the official wheel itself"):
         runner.verify_wheels(official, official, "0.16.0")
+
+
+def test_a_targeted_check_gets_the_patchset_model_and_others_do_not(tmp_path):
+    env = fake_venv(
+        tmp_path,
+        'printf \'{"status": "pass", "detail": "%s", "seconds": 0}\\n\' "$*"\n',
+    )
+    target = "vllm.model_executor.models.glm4_moe:Glm4MoeForCausalLM:Glm4MoeModel:model"
+    workdir = tmp_path / "w"
+    targeted = runner.run_probe(env, "eagle3-backbone", workdir, target)
+    assert targeted.detail.endswith(f"--workdir {workdir} --target {target}")
+    other = runner.run_probe(env, "mm-image-token", workdir, target)
+    assert other.detail.endswith(f"--workdir {workdir}")

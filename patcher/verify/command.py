@@ -44,10 +44,24 @@ def verify_release(
     patched = None
     if result.verdict == "needs-patch":
         patched = patched_wheel(WheelPlan(official, sha256, result, patchset.local_label))
-    report = verify_wheels(official, patched, result.version, patchset.verify)
+    report = verify_wheels(
+        official, patched, result.version, patchset.verify, probe_target(patchset)
+    )
     data = {**report.to_json(), "ok": report.ok, "patchset": patchset.name}
     atomic_write(report_path(patchset.name, result.version), json.dumps(data, indent=2).encode())
     return report
+
+
+def probe_target(patchset: Patchset) -> str | None:
+    """``MODULE:CAUSAL_LM:BACKBONE:ATTR`` of the patchset's ``eagle3-backbone`` patch, for the
+    probe's targeted checks."""
+    for patch in patchset.patches:
+        if patch.codemod == "eagle3-backbone":
+            options = patch.options
+            module = options["module"].removesuffix(".py").replace("/", ".")
+            attribute = options.get("attribute", "model")
+            return f"{module}:{options['causal_lm']}:{options['backbone']}:{attribute}"
+    return None
 
 
 def patched_wheel(plan: WheelPlan) -> Path:
