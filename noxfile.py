@@ -86,17 +86,20 @@ def lint(session: nox.Session) -> None:
 
 @nox.session
 def matrix(session: nox.Session) -> None:
-    """The compatibility matrix of every release since 0.8.0, as JSON and Markdown in reports/."""
+    """Every release since 0.8.0 for every patchset: JSON and Markdown in reports/, and the
+    models x releases table in README.md."""
     install_patcher(session)
     args = session.posargs or [
         "--since",
         "0.8.0",
         "--patchset",
-        "kimi-k2.5-eagle3,kimi-k2.5-eagle3-mla,kimi-k2-eagle3",
+        "all",
         "--json",
         "reports/matrix.json",
         "--markdown",
         "reports/matrix.md",
+        "--readme",
+        "README.md",
     ]
     session.run("patcher", "matrix", *args)
 

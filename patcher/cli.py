@@ -24,7 +24,16 @@ from patcher.codemods.base import Status
 from patcher.engine import PatchResult, run_patchset
 from patcher.errors import DriftError, PatcherError
 from patcher.index import PackageIndex, machine_platform
-from patcher.matrix import Row, build_matrix, fanout, markdown, select_releases, write_json
+from patcher.matrix import (
+    Row,
+    build_matrix,
+    fanout,
+    markdown,
+    models_table,
+    select_releases,
+    splice,
+    write_json,
+)
 from patcher.outputs.git_branch import commit_to_branch
 from patcher.outputs.tree import write_tree
 from patcher.outputs.wheel import WheelPlan, build_wheel
@@ -194,6 +203,10 @@ def command_matrix(args: argparse.Namespace) -> int:
         write_json(all_rows, args.json)
     if args.markdown:
         atomic_write(args.markdown, markdown(all_rows).encode())
+    if args.readme:
+        models = {p.name: p.model.architecture or ", ".join(p.model.types) for p in selected}
+        table = models_table(all_rows, models)
+        atomic_write(args.readme, splice(args.readme.read_text(), table).encode())
     if args.fanout:
         pairs = fanout(all_rows, index.project_versions(CPU_PROJECT))
         atomic_write(args.fanout, (json.dumps(pairs) + "\n").encode())
@@ -333,6 +346,12 @@ def build_parser() -> argparse.ArgumentParser:
     matrix.add_argument("--since", metavar="VERSION")
     matrix.add_argument("--json", type=Path, metavar="FILE")
     matrix.add_argument("--markdown", type=Path, metavar="FILE")
+    matrix.add_argument(
+        "--readme",
+        type=Path,
+        metavar="FILE",
+        help="write the models x releases table between the file's markers",
+    )
     matrix.add_argument(
         "--fanout",
         type=Path,
