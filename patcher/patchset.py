@@ -21,6 +21,7 @@ from packaging.version import Version
 
 from patcher.codemods import CODEMODS
 from patcher.codemods.base import Codemod, Model
+from patcher.codemods.options import OPTIONS
 from patcher.errors import PatcherError
 from patcher.verify.probe import CHECKS
 
@@ -131,7 +132,8 @@ def parse(content: bytes, where: str) -> Patchset:
             image_token_attribute=model.get("image_token_attribute"),
         )
         for patch in patches:  # a codemod with typed options rejects bad ones here
-            CODEMODS[patch.codemod](model_data, patch.options)
+            if patch.codemod in OPTIONS:
+                OPTIONS[patch.codemod].parse(patch.options)
         unknown = set(data.get("verify", ())) - set(CHECKS)
         if unknown:
             raise ValueError(

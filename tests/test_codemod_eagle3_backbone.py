@@ -8,7 +8,8 @@ import pytest
 from conftest import rerun, run
 
 from patcher.codemods.base import Status
-from patcher.codemods.eagle3_backbone import Eagle3Backbone, Options, read_protocol
+from patcher.codemods.eagle3_backbone import Eagle3Backbone, read_protocol
+from patcher.codemods.options import BackboneOptions as Options
 
 MODEL = "vllm/model_executor/models/glm4_moe.py"
 INTERFACES = "vllm/model_executor/models/interfaces.py"

@@ -8,11 +8,12 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, ClassVar
-
-import libcst as cst
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from patcher.sources.base import Source
+
+if TYPE_CHECKING:  # libcst takes seconds to import: only a run that parses pays for it
+    import libcst as cst
 
 
 class Status(StrEnum):
@@ -68,6 +69,8 @@ class Tree:
             text = self.text(path)
             if text is None:
                 return None
+            import libcst as cst
+
             try:
                 self._modules[path] = cst.parse_module(text)
             except cst.ParserSyntaxError as error:

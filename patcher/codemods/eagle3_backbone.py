@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any
 
 import libcst as cst
@@ -40,6 +40,7 @@ from patcher.codemods.eagle3_interface import (
     statement,
     top_level_imports,
 )
+from patcher.codemods.options import BackboneOptions
 
 DESCRIPTION = "Implement SupportsEagle3 on a decoder backbone's causal-LM class."
 
@@ -61,35 +62,6 @@ RANGE_OVER_SLICE = m.Call(
         m.Arg(m.Attribute(m.Name("self"), m.Name("end_layer"))),
     ],
 )
-
-
-@dataclass(frozen=True)
-class Options:
-    """Where the model is: its module, causal-LM class, backbone class and the attribute holding
-    the backbone."""
-
-    module: str
-    causal_lm: str
-    backbone: str
-    attribute: str = "model"
-
-    @classmethod
-    def parse(cls, raw: Mapping[str, Any]) -> Options:
-        """The options, or a ValueError naming every problem at once."""
-        names = [f.name for f in fields(cls)]
-        problems = [f"unknown option {key!r}" for key in raw if key not in names]
-        for field in fields(cls):
-            value = raw.get(field.name)
-            if value is None and field.name != "attribute":
-                problems.append(f"missing option {field.name!r}")
-            elif value is not None and (not isinstance(value, str) or not value):
-                problems.append(f"option {field.name!r} must be a non-empty string")
-        module = raw.get("module")
-        if isinstance(module, str) and not module.endswith(".py"):
-            problems.append(f"option 'module' must be a .py path in the tree, got {module!r}")
-        if problems:
-            raise ValueError(f"eagle3-backbone: {'; '.join(problems)}")
-        return cls(**{k: v for k, v in raw.items() if k in names})
 
 
 @dataclass(frozen=True)
@@ -255,7 +227,7 @@ class Eagle3Backbone(Codemod):
 
     def __init__(self, model: Model, options: Mapping[str, Any]) -> None:
         super().__init__(model, options)
-        self.settings = Options.parse(options)
+        self.settings = BackboneOptions.parse(options)
 
     def paths(self, names: Iterable[str]) -> list[str]:
         return sorted({INTERFACES_MODULE, self.settings.module} & set(names))
