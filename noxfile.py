@@ -144,6 +144,22 @@ def verify_mla(session: nox.Session, vllm: str) -> None:
     )
 
 
+VERIFY_MODEL_PATCHSETS = ["glm4-moe-eagle3", "gemma3-eagle3", "ernie4.5-moe-eagle3", "step3-eagle3"]
+"""The backbone patchsets, verified on the newest release (needs-patch since 0.10.1)."""
+
+VERIFY_MODELS_RELEASE = "0.33.0"
+
+
+@nox.session(name="verify-models")
+@nox.parametrize("patchset", VERIFY_MODEL_PATCHSETS)
+def verify_models(session: nox.Session, patchset: str) -> None:
+    """Each backbone's aux states and interface before and after, on CPU."""
+    install_patcher(session)
+    vllm = VERIFY_MODELS_RELEASE
+    json_path = f"reports/verify/{patchset}-{vllm}.json"
+    session.run("patcher", "verify", "--vllm", vllm, "--patchset", patchset, "--json", json_path)
+
+
 @nox.session
 def bench(session: nox.Session) -> None:
     """Speed figures, each beside a baseline measured in the same run."""
