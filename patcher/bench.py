@@ -14,6 +14,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import zipfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -26,8 +27,9 @@ from patcher.cache import CACHE_ENV
 from patcher.engine import run_patchset
 from patcher.index import PackageIndex, machine_platform
 from patcher.matrix import build_matrix, pick_wheel, select_releases
+from patcher.outputs.record import check_source
 from patcher.outputs.wheel import WheelPlan, build_wheel
-from patcher.sources.download import download_wheel, sha256_of
+from patcher.sources.download import download_wheel, sha256_of, verified_sha256
 from patcher.sources.index_wheel import IndexWheelSource
 from patcher.sources.wheel import WheelSource
 
@@ -181,6 +183,26 @@ def bench_repack(report: Report, index: PackageIndex, arch: str, unpack_pack: bo
             )
 
 
+def bench_integrity(report: Report, index: PackageIndex, arch: str) -> None:
+    """What trusting no cached byte costs: hashing the cached wheel, against the remembered
+    verification (sidecar stat) warm runs use; checking every member against RECORD."""
+    wheel = pick_wheel(index.release("0.16.0"), arch)
+    path = download_wheel(wheel, index.client)
+    cold = best_of(3, lambda: sha256_of(path))
+    warm = best_of(3, lambda: verified_sha256(path, wheel.sha256))
+    report.table.add_row(
+        "verified wheel lookup (sidecar)",
+        f"{warm * 1e3:.2f} ms",
+        f"sha256 of the wheel {cold:.2f} s",
+        f"{warm / cold:.5f}x",
+        "< 0.01x",
+    )
+    with zipfile.ZipFile(path) as archive:
+        info = next(n for n in archive.namelist() if n.endswith(".dist-info/RECORD"))
+        record = timed(lambda: check_source(path, "", archive, info.rpartition("/")[0]))
+    report.add("every member against RECORD (once)", record, "sha256 of the wheel", cold, "")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m patcher.bench")
     parser.add_argument("--since", default="0.8.0")
@@ -198,6 +220,7 @@ def main(argv: list[str] | None = None) -> int:
         bench_matrix(report, index, arch, args.since)
         bench_matrix_cli(report, args.since)
         bench_repack(report, index, arch, args.unpack_pack)
+        bench_integrity(report, index, arch)
     console.print(report.table)
     return 0
 

@@ -8,7 +8,7 @@ from test_real_releases import Overlay
 from patcher import patchset as patchsets
 from patcher.cli import main
 from patcher.codemods.base import Model, Status, Tree
-from patcher.codemods.eagle3_backbone import Eagle3Backbone
+from patcher.codemods.eagle3_backbone import BackboneOptions, Eagle3Backbone
 from patcher.engine import run_patchset
 
 pytestmark = pytest.mark.network
@@ -92,7 +92,7 @@ def test_a_release_lacking_what_is_needed_is_unsupported_naming_it(release, vers
 def test_a_class_upstream_supports_is_present(release, version, module, causal_lm, backbone):
     options = {"module": f"{MODELS}/{module}", "causal_lm": causal_lm, "backbone": backbone}
     tree = Tree(release(version))
-    outcome = Eagle3Backbone(Model(types=("llama",)), options).run(tree)
+    outcome = Eagle3Backbone(Model(types=("llama",)), BackboneOptions(**options)).run(tree)
     assert outcome.status is Status.PRESENT
     assert not tree.overlay
 
@@ -106,7 +106,7 @@ def test_a_loop_it_does_not_know_is_failed_naming_file_line_and_candidate(releas
         "attribute": "transformer",
     }
     tree = Tree(release("0.33.0"))
-    outcome = Eagle3Backbone(Model(types=("falcon",)), options).run(tree)
+    outcome = Eagle3Backbone(Model(types=("falcon",)), BackboneOptions(**options)).run(tree)
     assert outcome.status is Status.FAILED, outcome
     assert outcome.detail == (
         f"{MODELS}/falcon.py: expected one loop over self.layers, found 0 in FalconModel.forward; "
@@ -116,13 +116,14 @@ def test_a_loop_it_does_not_know_is_failed_naming_file_line_and_candidate(releas
     assert not tree.overlay
 
 
-def test_a_patchset_with_bad_backbone_options_is_one_error_line(tmp_path, capsys):
+def test_a_patchset_with_bad_backbone_options_is_one_line_per_problem(tmp_path, capsys):
     text = (patchsets.builtin_dir() / "glm4-moe-eagle3.toml").read_text()
     bad = tmp_path / "bad.toml"
     bad.write_text(text.replace('backbone = "Glm4MoeModel"\n', 'backbone_class = "X"\n'))
     assert main(["diff", "--vllm", "0.33.0", "--patchset", str(bad)]) == 2
-    err = capsys.readouterr().err.strip()
-    assert err == (
-        f"patcher: error: {bad}: eagle3-backbone: unknown option 'backbone_class'; "
-        "missing option 'backbone'"
-    )
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        f"patcher: error: {bad}: patches[1].backbone_class: unknown key "
+        "(known keys: module, causal_lm, backbone, attribute)",
+        f"patcher: error: {bad}: patches[1].backbone: missing",
+    ]

@@ -161,12 +161,3 @@ def test_a_file_that_is_not_a_wheel_is_a_patcher_error(tmp_path):
     bogus.write_text("not a zip")
     with pytest.raises(PatcherError, match="cannot read wheel"):
         read_metadata(bogus)
-
-
-def test_the_fingerprint_changes_with_the_plan(tmp_path):
-    plain = plan_for_wheel(fake_wheel(tmp_path))
-    importing = plan_for_wheel(
-        fake_wheel(tmp_path, {"vllm/config/__init__.py": "import xgrammar\n"})
-    )
-    assert plain.fingerprint() != importing.fingerprint()
-    assert plain.fingerprint() == plan_for_wheel(fake_wheel(tmp_path)).fingerprint()

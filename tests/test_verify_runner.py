@@ -10,9 +10,8 @@ import pytest
 from verify_helpers import fake_wheel
 
 from patcher.errors import PatcherError
+from patcher.venvs import Venv, VenvPlan
 from patcher.verify import CHECKS, Outcome, runner
-from patcher.verify.environment import Venv
-from patcher.verify.requirements import plan_for_wheel
 
 
 def fake_venv(tmp_path: Path, script: str, sha: str = "a" * 64) -> Venv:
@@ -21,8 +20,7 @@ def fake_venv(tmp_path: Path, script: str, sha: str = "a" * 64) -> Venv:
     python.parent.mkdir(parents=True)
     python.write_text("#!/bin/sh\n" + script)
     python.chmod(python.stat().st_mode | stat.S_IEXEC)
-    plan = plan_for_wheel(fake_wheel(tmp_path))
-    return Venv(python.parent.parent, sha, plan, created=False)
+    return Venv(python.parent.parent, sha[:20], VenvPlan(), created=False)
 
 
 def test_the_probe_result_line_is_read_after_any_noise(tmp_path):
@@ -82,20 +80,19 @@ def fake_runs(tmp_path, monkeypatch):
     (tmp_path / "patched").mkdir()
     official = fake_wheel(tmp_path / "official")
     patched = fake_wheel(tmp_path / "patched", version="0.16.0+kimi.eagle3")
-    plan = plan_for_wheel(official)
-    shas = {official: "0" * 64, patched: "1" * 64}
+    keys = {official: "0" * 20, patched: "1" * 20}
 
-    def venv_for(wheel: Path) -> Venv:
-        return Venv(tmp_path / wheel.name, shas[wheel], plan, created=True)
+    def verify_venvs(*wheels: Path | None) -> list[Venv]:
+        return [Venv(tmp_path / w.name, keys[w], VenvPlan(), True) for w in wheels if w]
 
     def run_probe(env: Venv, check: str, workdir: Path, target: str | None = None) -> Outcome:
-        if env.sha256 == shas[official]:
+        if env.key == keys[official]:
             return Outcome("fail", f"barrier: {check}", 1.0)
         return Outcome("pass", f"fixed {check}", 1.0)
 
-    monkeypatch.setattr(runner, "venv_for", venv_for)
+    monkeypatch.setattr(runner, "verify_venvs", verify_venvs)
     monkeypatch.setattr(runner, "run_probe", run_probe)
-    return official, patched, shas
+    return official, patched, keys
 
 
 def test_results_pair_the_official_and_the_patched_wheel(fake_runs):

@@ -20,15 +20,14 @@ The backbone must loop over its slice of ``self.layers`` carrying ``hidden_state
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
 
 import libcst as cst
 import libcst.matchers as m
 
 from patcher.codemods._cst import describe, extend_separated
-from patcher.codemods.base import Codemod, Model, Outcome, ShapeError, Status, Tree
+from patcher.codemods.base import Codemod, Outcome, ShapeError, Status, Tree
 from patcher.codemods.eagle3_interface import (
     INTERFACE,
     INTERFACES_MODULE,
@@ -40,7 +39,6 @@ from patcher.codemods.eagle3_interface import (
     statement,
     top_level_imports,
 )
-from patcher.codemods.options import BackboneOptions
 
 DESCRIPTION = "Implement SupportsEagle3 on a decoder backbone's causal-LM class."
 
@@ -62,6 +60,21 @@ RANGE_OVER_SLICE = m.Call(
         m.Arg(m.Attribute(m.Name("self"), m.Name("end_layer"))),
     ],
 )
+
+
+@dataclass(frozen=True)
+class BackboneOptions:
+    """Where the model is: its module, causal-LM class, backbone class, and the attribute of the
+    causal-LM class holding the backbone."""
+
+    module: str
+    causal_lm: str
+    backbone: str
+    attribute: str = "model"
+
+    def __post_init__(self) -> None:
+        if not self.module.endswith(".py"):
+            raise ValueError(f"module must be a .py path in the tree, got {self.module!r}")
 
 
 @dataclass(frozen=True)
@@ -221,19 +234,16 @@ def replace_method(cls: cst.ClassDef, old: cst.FunctionDef, new: cst.FunctionDef
     return cls.with_changes(body=body.with_changes(body=statements))
 
 
-class Eagle3Backbone(Codemod):
+class Eagle3Backbone(Codemod[BackboneOptions]):
     NAME = "eagle3-backbone"
     DESCRIPTION = DESCRIPTION
-
-    def __init__(self, model: Model, options: Mapping[str, Any]) -> None:
-        super().__init__(model, options)
-        self.settings = BackboneOptions.parse(options)
+    Options = BackboneOptions
 
     def paths(self, names: Iterable[str]) -> list[str]:
-        return sorted({INTERFACES_MODULE, self.settings.module} & set(names))
+        return sorted({INTERFACES_MODULE, self.options.module} & set(names))
 
     def transform(self, tree: Tree) -> Outcome:
-        options = self.settings
+        options = self.options
         interfaces = tree.text(INTERFACES_MODULE)
         protocol = read_protocol(interfaces) if interfaces is not None else None
         if protocol is None:
@@ -276,7 +286,7 @@ class Eagle3Backbone(Codemod):
     def _backbone(
         self, module: cst.Module, cls: cst.ClassDef, protocol: Protocol, changed: list[str]
     ) -> cst.ClassDef:
-        name, path = self.settings.backbone, self.settings.module
+        name, path = self.options.backbone, self.options.module
         forward = find_method(cls, "forward")
         if forward is None:
             raise ShapeError(
@@ -299,7 +309,7 @@ class Eagle3Backbone(Codemod):
         )
 
     def _causal_lm(self, cls: cst.ClassDef, protocol: Protocol, changed: list[str]) -> cst.ClassDef:
-        attribute = self.settings.attribute
+        attribute = self.options.attribute
         methods: list[str] = []
         if not protocol.mixin:
             methods = [
@@ -317,9 +327,9 @@ class Eagle3Backbone(Codemod):
                 f"    num_layers = len(self.{attribute}.layers)\n"
                 f"    return (2, num_layers // 2, num_layers - 3)\n",
             ]
-        changed.append(f"{self.settings.causal_lm} subclasses {INTERFACE}")
+        changed.append(f"{self.options.causal_lm} subclasses {INTERFACE}")
         names = [SETTER, protocol.getter] if methods else []
-        changed += [f"{self.settings.causal_lm}.{n}" for n in names]
+        changed += [f"{self.options.causal_lm}.{n}" for n in names]
         return with_methods(with_bases(cls, [INTERFACE]), methods)
 
     def _import(self, module: cst.Module, names: list[str]) -> cst.Module:
@@ -330,7 +340,7 @@ class Eagle3Backbone(Codemod):
             return module
         if not imports:
             raise ShapeError(
-                f"{self.settings.module}: no `from .interfaces import ...` to add "
+                f"{self.options.module}: no `from .interfaces import ...` to add "
                 f"{', '.join(names)} to"
             )
         node = imports[0]

@@ -33,11 +33,11 @@ from packaging.version import Version
 from patcher.errors import PatcherError
 from patcher.verify import probe
 
-CPU_TORCH = "torch==2.13.0"
-"""The torch that replaces vLLM's CUDA pin; this machine's pip resolves it from local disk."""
+CPU_TORCH = "torch==2.13.0+cpu"
+"""The torch that replaces vLLM's CUDA pin; this machine's pip resolves it from local disk.
 
-PLAN_FORMAT = 1
-"""Bumped when the way a venv is built changes, so cached venvs built the old way are rebuilt."""
+The ``+cpu`` local version is on purpose: no index holds it, so no resolver can pick a CUDA
+build of the same version instead."""
 
 
 @dataclass(frozen=True)
@@ -87,10 +87,6 @@ class InstallPlan:
     torch: str
     install: tuple[str, ...]
     left_out: tuple[tuple[str, str], ...]
-
-    def fingerprint(self) -> dict[str, object]:
-        """What a cached venv records, to tell whether it was built by the same plan."""
-        return {"format": PLAN_FORMAT, "torch": self.torch, "install": list(self.install)}
 
 
 def read_metadata(wheel: Path) -> Message:

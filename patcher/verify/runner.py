@@ -14,8 +14,9 @@ from pathlib import Path
 from packaging.version import InvalidVersion, Version
 
 from patcher.errors import PatcherError
+from patcher.venvs import Venv, wheel_sha256
 from patcher.verify import probe
-from patcher.verify.environment import Venv, venv_for
+from patcher.verify.environment import verify_venvs
 from patcher.verify.report import CheckResult, Outcome, VerifyReport
 from patcher.verify.requirements import wheel_version
 
@@ -39,12 +40,11 @@ def verify_wheels(
     wheels = [official_wheel] if patched_wheel is None else [official_wheel, patched_wheel]
     for wheel in wheels:
         _check_version(wheel, version)
-    start = time.monotonic()
-    with ThreadPoolExecutor(len(wheels)) as pool:
-        venvs = list(pool.map(venv_for, wheels))
-    setup = time.monotonic() - start
-    if len(venvs) == 2 and venvs[0].sha256 == venvs[1].sha256:
+    if patched_wheel is not None and wheel_sha256(official_wheel) == wheel_sha256(patched_wheel):
         raise PatcherError(f"{patched_wheel} is the official wheel itself, not a patched one")
+    start = time.monotonic()
+    venvs = verify_venvs(official_wheel, patched_wheel)
+    setup = time.monotonic() - start
     # (0, name) runs on the official wheel, (1, name) on the patched one.
     jobs = [(side, name) for side in range(len(venvs)) for name in names]
     with (
