@@ -30,7 +30,6 @@ from patcher.codemods._cst import describe, extend_separated
 from patcher.codemods.base import Codemod, Outcome, ShapeError, Status, Tree
 from patcher.codemods.eagle3_interface import (
     INTERFACE,
-    INTERFACES_MODULE,
     base_names,
     find_class,
     find_method,
@@ -39,6 +38,7 @@ from patcher.codemods.eagle3_interface import (
     statement,
     top_level_imports,
 )
+from patcher.codemods.options import INTERFACES_MODULE, BackboneOptions
 
 DESCRIPTION = "Implement SupportsEagle3 on a decoder backbone's causal-LM class."
 
@@ -60,21 +60,6 @@ RANGE_OVER_SLICE = m.Call(
         m.Arg(m.Attribute(m.Name("self"), m.Name("end_layer"))),
     ],
 )
-
-
-@dataclass(frozen=True)
-class BackboneOptions:
-    """Where the model is: its module, causal-LM class, backbone class, and the attribute of the
-    causal-LM class holding the backbone."""
-
-    module: str
-    causal_lm: str
-    backbone: str
-    attribute: str = "model"
-
-    def __post_init__(self) -> None:
-        if not self.module.endswith(".py"):
-            raise ValueError(f"module must be a .py path in the tree, got {self.module!r}")
 
 
 @dataclass(frozen=True)
