@@ -111,10 +111,10 @@ def test_the_drafters_are_eagle3_heads_one_of_them_with_mla():
     assert mla["num_hidden_layers"] == 1
 
 
-def test_a_targeted_check_without_its_target_cannot_run(tmp_path):
+def test_a_model_check_without_its_model_cannot_run(tmp_path):
     result = probe.run("eagle3-backbone", tmp_path)
     assert result["status"] == "fail"
     assert result["detail"] == (
-        "error: ProbeError: eagle3-backbone needs --target MODULE:CAUSAL_LM:BACKBONE:ATTRIBUTE"
+        "error: ProbeError: eagle3-backbone needs --model MODULE:CAUSAL_LM:BACKBONE:ATTRIBUTE"
         f" (at probe.py:{result['detail'].rsplit(':', 1)[1]}"
     )

@@ -50,16 +50,16 @@ def verify_release(
     if result.verdict == "needs-patch":
         patched = patched_wheel(WheelPlan(official, sha256, result, patchset.local_label))
     report = verify_wheels(
-        official, patched, result.version, patchset.verify, probe_target(patchset)
+        official, patched, result.version, patchset.verify, probe_model(patchset)
     )
     data = {**report.to_json(), "ok": report.ok, "patchset": patchset.name}
     atomic_write(report_path(patchset.name, result.version), json.dumps(data, indent=2).encode())
     return report
 
 
-def probe_target(patchset: Patchset) -> str | None:
+def probe_model(patchset: Patchset) -> str | None:
     """``MODULE:CAUSAL_LM:BACKBONE:ATTR`` of the patchset's ``eagle3-backbone`` patch, for the
-    probe's targeted checks."""
+    probe's model checks."""
     for patch in patchset.patches:
         if patch.codemod == "eagle3-backbone":
             options = patch.options

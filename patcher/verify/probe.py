@@ -60,8 +60,8 @@ The venv builder reads this to decide which optional packages a release needs.
 
 CHECKS = tuple(ENTRY_MODULES)
 
-TARGETED = frozenset({"eagle3-backbone"})
-"""Checks about the patchset's own model, named with ``--target MODULE:CAUSAL_LM:BACKBONE:ATTR``
+MODEL_CHECKS = frozenset({"eagle3-backbone"})
+"""Checks about the patchset's own model, named with ``--model MODULE:CAUSAL_LM:BACKBONE:ATTR``
 (e.g. ``vllm.model_executor.models.glm4_moe:Glm4MoeForCausalLM:Glm4MoeModel:model``)."""
 
 BACKBONE_LAYERS = 8
@@ -412,7 +412,7 @@ def check_mla_drafter(workdir: Path) -> str:
     return f"drafter use_mla True ({shape}), target use_mla True"
 
 
-def check_eagle3_backbone(workdir: Path, target: str) -> str:
+def check_eagle3_backbone(workdir: Path, model: str) -> str:
     """The runner's EAGLE-3 setup on the patchset's causal-LM class, then the real backbone
     forward: the aux states must be ``hidden_states + residual`` at the input of each requested
     layer and, where the release's models use ``EagleModelMixin``, the last layer's output for
@@ -423,7 +423,7 @@ def check_eagle3_backbone(workdir: Path, target: str) -> str:
     import torch.nn as nn
     from vllm.model_executor.models import interfaces
 
-    module_name, causal_name, backbone_name, attribute = target.split(":")
+    module_name, causal_name, backbone_name, attribute = model.split(":")
     module: Any = importlib.import_module(module_name)
     causal_cls, backbone_cls = getattr(module, causal_name), getattr(module, backbone_name)
     if not interfaces.supports_eagle3(causal_cls):
@@ -514,13 +514,13 @@ RUNNERS: dict[str, Callable[..., str]] = {
 }
 
 
-def run(check: str, workdir: Path, target: str | None = None) -> dict[str, Any]:
+def run(check: str, workdir: Path, model: str | None = None) -> dict[str, Any]:
     """Run one check and turn its outcome into the result record."""
     start = time.monotonic()
     try:
-        if check in TARGETED and (target is None or target.count(":") != 3):
-            raise ProbeError(f"{check} needs --target MODULE:CAUSAL_LM:BACKBONE:ATTRIBUTE")
-        args = (workdir, target) if check in TARGETED else (workdir,)
+        if check in MODEL_CHECKS and (model is None or model.count(":") != 3):
+            raise ProbeError(f"{check} needs --model MODULE:CAUSAL_LM:BACKBONE:ATTRIBUTE")
+        args = (workdir, model) if check in MODEL_CHECKS else (workdir,)
         status, detail = "pass", RUNNERS[check](*args)
     except Skip as exc:
         status, detail = "skip", str(exc)
@@ -547,7 +547,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("check", choices=CHECKS)
     parser.add_argument("--workdir", type=Path, required=True)
-    parser.add_argument("--target", help="for targeted checks: MODULE:CAUSAL_LM:BACKBONE:ATTR")
+    parser.add_argument("--model", help="for model checks: MODULE:CAUSAL_LM:BACKBONE:ATTR")
     args = parser.parse_args(argv)
     # vLLM logs to stdout; keep stdout for the one result line by sending the rest,
     # including output from native code, to stderr.
@@ -555,7 +555,7 @@ def main(argv: list[str] | None = None) -> int:
     os.dup2(2, 1)
     sys.stdout = sys.stderr
     args.workdir.mkdir(parents=True, exist_ok=True)
-    result = run(args.check, args.workdir, args.target)
+    result = run(args.check, args.workdir, args.model)
     with os.fdopen(result_fd, "w") as out:
         out.write(json.dumps(result) + "\n")
     return 0

@@ -10,11 +10,12 @@ import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Protocol
 
 from packaging.version import InvalidVersion, Version
 
 from patcher.errors import PatcherError
-from patcher.venvs import Venv, wheel_sha256
+from patcher.venvs import wheel_sha256
 from patcher.verify import probe
 from patcher.verify.environment import verify_venvs
 from patcher.verify.report import CheckResult, Outcome, VerifyReport
@@ -25,16 +26,27 @@ PROBE_TIMEOUT = 900
 """Seconds for one check; a healthy one takes well under a minute on two cores."""
 
 
+class ProbeTarget(Protocol):
+    """Where a probe runs: a verify venv, or an environment verified in place."""
+
+    @property
+    def path(self) -> Path:
+        """The folder vLLM keeps its caches under for the run."""
+
+    @property
+    def python(self) -> Path: ...
+
+
 def verify_wheels(
     official_wheel: Path,
     patched_wheel: Path | None,
     version: str,
     checks: Sequence[str] | None = None,
-    target: str | None = None,
+    model: str | None = None,
 ) -> VerifyReport:
     """Run ``checks`` (all by default) on the official wheel and, if given, the patched one.
 
-    ``target`` names the patchset's model for the checks in ``probe.TARGETED``.
+    ``model`` names the patchset's model for the checks in ``probe.MODEL_CHECKS``.
     """
     names = _select(checks)
     wheels = [official_wheel] if patched_wheel is None else [official_wheel, patched_wheel]
@@ -52,7 +64,7 @@ def verify_wheels(
         ThreadPoolExecutor(min(len(jobs), os.cpu_count() or 1)) as pool,
     ):
         outcomes = pool.map(
-            lambda job: run_probe(venvs[job[0]], job[1], Path(tmp) / f"{job[0]}-{job[1]}", target),
+            lambda job: run_probe(venvs[job[0]], job[1], Path(tmp) / f"{job[0]}-{job[1]}", model),
             jobs,
         )
         done = dict(zip(jobs, outcomes, strict=True))
@@ -64,10 +76,10 @@ def verify_wheels(
     )
 
 
-def run_probe(env: Venv, check: str, workdir: Path, target: str | None = None) -> Outcome:
+def run_probe(env: ProbeTarget, check: str, workdir: Path, model: str | None = None) -> Outcome:
     """Run one check in ``env``'s interpreter; a probe that dies is a failed check."""
     workdir.mkdir(parents=True, exist_ok=True)
-    extra = ["--target", target] if target and check in probe.TARGETED else []
+    extra = ["--model", model] if model and check in probe.MODEL_CHECKS else []
     try:
         # -I: neither the probe's own folder (patcher/verify) nor PYTHONPATH or the user
         # site may shadow anything the venv's vLLM imports.
@@ -91,7 +103,7 @@ def run_probe(env: Venv, check: str, workdir: Path, target: str | None = None) -
         return Outcome("fail", f"error: probe exited {done.returncode}: {tail}", 0.0)
 
 
-def probe_environment(env: Venv) -> dict[str, str]:
+def probe_environment(env: ProbeTarget) -> dict[str, str]:
     """The parent's environment plus offline flags, with vLLM's caches kept in the venv."""
     child = dict(os.environ)
     child.update(
