@@ -22,7 +22,7 @@ from rich.console import Console
 from rich.table import Table
 
 from patcher import patchset as patchsets
-from patcher.cache import CACHE_ENV
+from patcher.cache import CACHE_ENV, cache_dir
 from patcher.engine import run_patchset
 from patcher.index import PackageIndex, machine_platform
 from patcher.matrix import build_matrix, pick_wheel, select_releases
@@ -30,6 +30,8 @@ from patcher.outputs.wheel import WheelPlan, build_wheel
 from patcher.sources.download import download_wheel, sha256_of
 from patcher.sources.index_wheel import IndexWheelSource
 from patcher.sources.wheel import WheelSource
+from patcher.venvs import ready_venv, uv_cache, venv_key, venvs_root
+from patcher.verify.environment import official_plan, patched_plan
 
 BASELINE_MODULE = "vllm/model_executor/models/deepseek_v2.py"
 
@@ -61,6 +63,75 @@ class Report:
         self.table.add_row(
             what, f"{seconds:.2f} s", f"{baseline} {base:.2f} s", f"{seconds / base:.1f}x", target
         )
+
+    def add_size(self, what: str, size: int, baseline: str, base: int, target: str) -> None:
+        self.table.add_row(
+            what,
+            f"{size / 1e6:.0f} MB",
+            f"{baseline} {base / 1e6:.0f} MB",
+            f"{size / base:.1f}x",
+            target,
+        )
+
+
+def own_bytes(tree: Path) -> int:
+    """Disk used by files that only ``tree`` links to: what deleting it would free."""
+    total = 0
+    for folder, _, files in os.walk(tree):
+        for name in files:
+            st = os.lstat(os.path.join(folder, name))
+            if st.st_nlink == 1:
+                total += st.st_blocks * 512
+    return total
+
+
+def bench_venvs(report: Report, index: PackageIndex, arch: str) -> None:
+    """Verify venvs for 0.16.0 (official, then patched over it) from an empty package cache
+    (cold) and again with the cache warm, beside a plain venv with pip installing one small
+    package."""
+    release = index.release("0.16.0")
+    wheel = download_wheel(pick_wheel(release, arch), index.client)
+    result = run_patchset(patchsets.load(), WheelSource(wheel))
+    with tempfile.TemporaryDirectory(dir=cache_dir(), prefix=".bench-venvs-") as work:
+        scratch = Path(work)
+        patched = build_wheel(WheelPlan(wheel, sha256_of(wheel), result, "bench"), scratch / "dist")
+        base_venv = scratch / "baseline"
+        baseline = timed(
+            lambda: (
+                subprocess.run([sys.executable, "-m", "venv", str(base_venv)], check=True),
+                subprocess.run(
+                    [str(base_venv / "bin" / "python"), "-m", "pip", "install", "-q", "six"],
+                    check=True,
+                ),
+            )
+        )
+        base_size = own_bytes(base_venv)
+        previous = os.environ.get(CACHE_ENV)
+        os.environ[CACHE_ENV] = str(scratch / "cache")
+        try:
+            official = official_plan(wheel)
+            layered = patched_plan(official, patched)
+            cold = timed(lambda: ready_venv(official))
+            cold_patched = timed(lambda: ready_venv(layered))
+            for plan in (layered, official):
+                shutil.rmtree(venvs_root() / venv_key(plan))
+            warm = timed(lambda: ready_venv(official))
+            warm_patched = timed(lambda: ready_venv(layered))
+            sizes = [own_bytes(ready_venv(plan).path) for plan in (official, layered)]
+            shared = own_bytes(uv_cache())
+        finally:
+            if previous is None:
+                os.environ.pop(CACHE_ENV)
+            else:
+                os.environ[CACHE_ENV] = previous
+    plain = "venv + pip install six"
+    report.add("verify venv 0.16.0, official, cold", cold, plain, baseline, "")
+    report.add("verify venv 0.16.0, patched on it, cold", cold_patched, plain, baseline, "")
+    report.add("verify venv 0.16.0, official, warm", warm, plain, baseline, "<= 20 s")
+    report.add("verify venv 0.16.0, patched on it, warm", warm_patched, plain, baseline, "<= 20 s")
+    report.add_size("disk of the official venv alone", sizes[0], plain, base_size, "<= 400 MB")
+    report.add_size("disk of the patched venv alone", sizes[1], plain, base_size, "<= 400 MB")
+    report.add_size("disk of the shared package cache", shared, plain, base_size, "once")
 
 
 def bench_matrix(report: Report, index: PackageIndex, arch: str, since: str) -> None:
@@ -169,6 +240,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--unpack-pack", action="store_true", help="also time wheel unpack + pack (about a minute)"
     )
+    parser.add_argument(
+        "--venvs", action="store_true", help="also time verify venvs cold and warm (minutes)"
+    )
     args = parser.parse_args(argv)
     index = PackageIndex(args.index_url)
     arch = machine_platform()
@@ -178,6 +252,8 @@ def main(argv: list[str] | None = None) -> int:
         bench_codemods(report, index, arch)
         bench_matrix(report, index, arch, args.since)
         bench_repack(report, index, arch, args.unpack_pack)
+        if args.venvs:
+            bench_venvs(report, index, arch)
     console.print(report.table)
     return 0
 
