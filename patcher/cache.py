@@ -1,32 +1,122 @@
-"""Per-user on-disk cache, safe for concurrent processes: every write is a rename."""
+"""Per-user on-disk cache, safe for concurrent processes: every write is a rename.
+
+Entries written with ``write_checked`` carry the sha256 of their payload in front of it, so a
+truncated, emptied or garbled entry is seen by ``read_checked``, dropped, and made again.
+"""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import tempfile
+import time
 from pathlib import Path
 
 import platformdirs
 
+from patcher.errors import PatcherError
+
 CACHE_ENV = "PATCHER_CACHE_DIR"
+CHECKED_HEADER = b"patcher-sha256:"
+DIGEST_LENGTH = 64
 
 
 def cache_dir() -> Path:
     """The cache root: ``$PATCHER_CACHE_DIR`` if set, else the platform's user cache dir."""
     root = os.environ.get(CACHE_ENV) or platformdirs.user_cache_dir("vllm-patcher")
     path = Path(root)
-    path.mkdir(parents=True, exist_ok=True)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise PatcherError(
+            f"cache dir {path} is unusable ({error.strerror or error}); set {CACHE_ENV}"
+        ) from error
+    if not path.is_dir():
+        raise PatcherError(f"cache dir {path} is not a directory; set {CACHE_ENV}")
     return path
+
+
+def file_mode() -> int:
+    """The mode ``open()`` would give a new file under this process's umask (0644 typically)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return 0o666 & ~int(line.split()[1], 8)
+    except OSError:
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
+def temporary_beside(path: Path, suffix: str) -> tuple[int, str]:
+    """A new hidden file next to ``path`` with the umask's mode, not mkstemp's 0600."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=suffix)
+    os.fchmod(fd, file_mode())
+    return fd, tmp
 
 
 def atomic_write(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` so that readers see the old file or the whole new one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".part")
+    tmp = None
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = temporary_beside(path, ".part")
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
         os.replace(tmp, path)
+    except OSError as error:
+        if tmp:
+            Path(tmp).unlink(missing_ok=True)
+        raise PatcherError(f"cannot write {path}: {error.strerror or error}") from error
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        if tmp:
+            Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def checked_dir(kind: str) -> Path:
+    """Where one kind of ``write_checked`` entry lives: apart from the unchecked files that
+    earlier versions of patcher wrote, which a shared cache may still hold and serve them."""
+    return cache_dir() / "checked" / kind
+
+
+def write_checked(path: Path, payload: bytes) -> None:
+    """``atomic_write`` with the payload's sha256 in front, for ``read_checked``."""
+    digest = hashlib.sha256(payload).hexdigest().encode()
+    atomic_write(path, CHECKED_HEADER + digest + b"\n" + payload)
+
+
+def read_checked(path: Path) -> bytes | None:
+    """The payload ``write_checked`` stored, or None (and the entry is gone) if it is not whole."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as error:
+        raise PatcherError(f"cannot read {path}: {error.strerror or error}") from error
+    start = len(CHECKED_HEADER) + DIGEST_LENGTH + 1
+    header, payload = data[:start], data[start:]
+    expected = CHECKED_HEADER + hashlib.sha256(payload).hexdigest().encode() + b"\n"
+    if header != expected:
+        path.unlink(missing_ok=True)
+        return None
+    return payload
+
+
+def remove_stale(folder: Path, pattern: str, age_seconds: float) -> list[Path]:
+    """Delete files matching ``pattern`` under ``folder`` untouched for ``age_seconds``.
+
+    Temporary files are written continuously while in use, so one this old was left by a
+    process killed before it could clean up (SIGKILL, a power cut).
+    """
+    removed = []
+    cutoff = time.time() - age_seconds
+    for path in folder.glob(pattern) if folder.is_dir() else ():
+        try:
+            if path.is_file() and path.stat().st_mtime < cutoff:
+                path.unlink()
+                removed.append(path)
+        except OSError:
+            continue  # gone already, or not ours to remove: leave it
+    return removed

@@ -10,6 +10,7 @@ import json
 import signal
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 from rich import box
@@ -23,15 +24,15 @@ from patcher.cache import atomic_write
 from patcher.codemods.base import Status
 from patcher.engine import PatchResult, run_patchset
 from patcher.errors import DriftError, PatcherError
-from patcher.index import PackageIndex, machine_platform
+from patcher.index import PackageIndex, WheelFile, machine_platform
 from patcher.matrix import Row, build_matrix, markdown, select_releases, write_json
 from patcher.outputs.git_branch import commit_to_branch
 from patcher.outputs.tree import write_tree
-from patcher.outputs.wheel import WheelPlan, build_wheel
+from patcher.outputs.wheel import WheelPlan, build_wheel, local_version, writable_folder
 from patcher.patchset import Patchset
 from patcher.sources import DirectorySource, GitSource, IndexWheelSource, Source, WheelSource
 from patcher.sources.download import download_wheel, sha256_of
-from patcher.verify.command import verify_release
+from patcher.verify.command import check_verifiable, verify_release
 
 STATUS_STYLE = {
     Status.APPLIED: "yellow",
@@ -99,7 +100,8 @@ def add_index_options(parser: argparse.ArgumentParser) -> None:
 
 
 def open_source(args: argparse.Namespace) -> Source:
-    if args.vllm:
+    refuse_conflicts(args)
+    if args.vllm is not None:
         index = PackageIndex(args.index_url)
         release = index.release(args.vllm)
         return IndexWheelSource(release, release.require_wheel(args.platform), index.client)
@@ -110,6 +112,43 @@ def open_source(args: argparse.Namespace) -> Source:
             raise PatcherError("--git needs --ref")
         return GitSource(args.git, args.ref, args.vllm_version)
     return DirectorySource(args.source, args.vllm_version)
+
+
+def refuse_conflicts(args: argparse.Namespace) -> None:
+    """A flag that does nothing with the others given is an error, not silently ignored."""
+
+    def given(name: str) -> bool:
+        return getattr(args, name, None) not in (None, False)
+
+    if given("ref") and not given("git"):
+        raise PatcherError("--ref goes with --git only")
+    if given("branch") and not given("git"):
+        raise PatcherError("--branch goes with --git only; --source patches the tree in place")
+    if given("force") and not given("source"):
+        raise PatcherError("--force goes with --source only")
+    if given("vllm_version") and not (given("source") or given("git")):
+        raise PatcherError("--vllm-version goes with --source or --git only")
+
+
+def why_unchanged(result: PatchResult) -> str:
+    """Why a run changed no file, for a user who expected a patch."""
+    name, version = result.patchset.name, result.version
+    if not result.patchset.patches:
+        return f"the patchset {name} has no patches"
+    if result.verdict == "unsupported":
+        why = next(o.detail for o in result.outcomes.values() if o.status is Status.UNSUPPORTED)
+        return f"vllm {version} is unsupported for {name}: {why}"
+    statuses = ", ".join(f"{n} {o.status}" for n, o in result.outcomes.items())
+    return f"vllm {version} needs no patch for {name} ({statuses})"
+
+
+def refuse_drift(result: PatchResult) -> None:
+    """Drift fails ``apply``, except an already patched tree: upstream where a patch was due."""
+    if result.drift and not (result.expected == "needs-patch" and result.verdict == "upstream"):
+        raise DriftError(
+            f"vllm {result.version} came out {result.verdict}, but {result.patchset.name} "
+            f"declares {result.expected} for it"
+        )
 
 
 def status_table(result: PatchResult) -> Table:
@@ -135,39 +174,47 @@ def fail_on_errors(result: PatchResult) -> None:
 def command_diff(args: argparse.Namespace) -> int:
     result = run_patchset(patchsets.load(args.patchset), open_source(args))
     fail_on_errors(result)
-    sys.stdout.write(result.diff())
+    diff = result.diff()
+    sys.stdout.write(diff)
+    if not diff:
+        err.print(f"patcher: empty diff: {why_unchanged(result)}", markup=False, soft_wrap=True)
     return 0
 
 
 def command_apply(args: argparse.Namespace) -> int:
     if args.git and not args.branch:
         raise PatcherError("--git needs --branch: the patch goes onto a new branch")
+    patchset = patchsets.load(args.patchset)
     source = open_source(args)
-    result = run_patchset(patchsets.load(args.patchset), source)
+    result = run_patchset(patchset, source)
     fail_on_errors(result)
     out.print(status_table(result))
-    if isinstance(source, GitSource):
-        if not result.changed:
-            out.print(f"nothing to commit: {source.description} needs no patch")
-            return 0
+    if result.verdict == "unsupported":
+        raise PatcherError(f"nothing applied: {why_unchanged(result)}")
+    if not result.changed:
+        out.print(f"nothing to patch: {why_unchanged(result)}", markup=False)
+    elif isinstance(source, GitSource):
         message = f"patcher: {result.patchset.name} on vllm {result.version}\n\n" + "\n".join(
             f"{name}: {o.status}" for name, o in result.outcomes.items()
         )
         sha = commit_to_branch(source, result.changed, args.branch, message)
         out.print(f"committed {len(result.changed)} file(s) as {sha[:12]} on branch {args.branch}")
-        return 0
-    written = write_tree(args.source, result.changed)
-    out.print(f"patched {len(written)} file(s) under {args.source}")
+    else:
+        written = write_tree(args.source, result.changed, force=args.force)
+        out.print(f"patched {len(written)} file(s) under {args.source}")
+    refuse_drift(result)
     return 0
 
 
 def command_matrix(args: argparse.Namespace) -> int:
+    if args.versions is not None and args.since is not None:
+        raise PatcherError("--versions and --since both pick releases; give one")
     names = args.patchset.split(",") if args.patchset else [patchsets.DEFAULT_PATCHSET]
+    selected = [patchsets.load(name) for name in names]
     index = PackageIndex(args.index_url)
     releases = select_releases(
-        index, args.versions.split(",") if args.versions else None, args.since
+        index, args.versions.split(",") if args.versions is not None else None, args.since
     )
-    selected = [patchsets.load(name) for name in names]
     with err.status(f"reading {len(releases)} releases"):
         all_rows = build_matrix(selected, index, releases, args.platform)
     problems = []
@@ -216,13 +263,11 @@ def matrix_table(name: str, rows: list[Row]) -> Table:
     return table
 
 
-def fetch_wheel(args: argparse.Namespace) -> tuple[Path, str]:
-    """The official wheel on disk and its sha256: downloaded into the cache, or ``--wheel``."""
-    if args.wheel:
-        WheelSource(args.wheel)  # a clear error if it is not a vLLM wheel
-        return args.wheel, sha256_of(args.wheel)
-    index = PackageIndex(args.index_url)
-    wheel = index.release(args.vllm).require_wheel(args.platform)
+Refusal = Callable[[Patchset, PatchResult], None]
+
+
+def download_with_progress(wheel: WheelFile, index: PackageIndex) -> Path:
+    """The official wheel downloaded into the cache (or found there, verified)."""
     with Progress(
         TextColumn("{task.description}"),
         BarColumn(),
@@ -233,41 +278,69 @@ def fetch_wheel(args: argparse.Namespace) -> tuple[Path, str]:
         disable=not err.is_terminal,
     ) as progress:
         task = progress.add_task(wheel.filename, total=wheel.size)
-        path = download_wheel(
+        return download_wheel(
             wheel, index.client, lambda done, total: progress.update(task, completed=done)
         )
-    return path, wheel.sha256
 
 
-def patch_official(args: argparse.Namespace) -> tuple[Path, str, Patchset, PatchResult]:
-    """The official wheel, its sha256, the patchset, and the patchset's run over the wheel."""
-    path, sha256 = fetch_wheel(args)
+def patch_official(
+    args: argparse.Namespace, refuse: Refusal
+) -> tuple[Path, str, Patchset, PatchResult]:
+    """The official wheel, the sha256 of its bytes, the patchset, and its run over the wheel.
+
+    ``refuse`` sees the run first and raises if the command cannot go on. From the index that
+    run reads members by range, so a refusal comes before the whole wheel is downloaded; the
+    run is then repeated on the downloaded wheel, whose sha256 matched the index.
+    """
     patchset = patchsets.load(args.patchset)
-    result = run_patchset(patchset, WheelSource(path))
+    if args.wheel:
+        WheelSource(args.wheel)  # a clear error if it is not a vLLM wheel
+        sha256 = sha256_of(args.wheel)
+        result = run_patchset(patchset, WheelSource(args.wheel, sha256))
+        fail_on_errors(result)
+        refuse(patchset, result)
+        return args.wheel, sha256, patchset, result
+    index = PackageIndex(args.index_url)
+    release = index.release(args.vllm)
+    wheel = release.require_wheel(args.platform)
+    early = run_patchset(patchset, IndexWheelSource(release, wheel, index.client))
+    fail_on_errors(early)
+    refuse(patchset, early)
+    path = download_with_progress(wheel, index)
+    result = run_patchset(patchset, WheelSource(path, wheel.sha256))
     fail_on_errors(result)
-    return path, sha256, patchset, result
+    if (result.outcomes, result.changed) != (early.outcomes, early.changed):
+        raise PatcherError(f"{wheel.filename}: the download disagrees with the range reads of it")
+    return path, wheel.sha256, patchset, result
 
 
 def command_build_wheel(args: argparse.Namespace) -> int:
-    path, sha256, patchset, result = patch_official(args)
-    out.print(status_table(result))
-    if result.verdict != "needs-patch" and not args.allow_noop:
-        reason = {
-            "upstream": "the official wheel already works; install it as it is",
-            "unsupported": "this release lacks what the patchset needs",
-        }[result.verdict]
-        raise PatcherError(
-            f"vllm {result.version} is {result.verdict} for {patchset.name}: "
-            f"{reason} (--allow-noop builds anyway)"
-        )
-    plan = WheelPlan(path, sha256, result, args.local_label or patchset.local_label)
+    def label(patchset: Patchset) -> str:
+        return patchset.local_label if args.local_label is None else args.local_label
+
+    def refuse(patchset: Patchset, result: PatchResult) -> None:
+        out.print(status_table(result))
+        if result.verdict != "needs-patch" and not args.allow_noop:
+            reason = {
+                "upstream": "the official wheel already works; install it as it is",
+                "unsupported": "this release lacks what the patchset needs",
+            }[result.verdict]
+            raise PatcherError(
+                f"vllm {result.version} is {result.verdict} for {patchset.name}: "
+                f"{reason} (--allow-noop builds anyway)"
+            )
+        local_version(result.version, label(patchset))
+        writable_folder(args.dist)
+
+    path, sha256, patchset, result = patch_official(args, refuse)
+    plan = WheelPlan(path, sha256, result, label(patchset))
     target = build_wheel(plan, args.dist)
     out.print(str(target), markup=False, soft_wrap=True)
     return 0
 
 
 def command_verify(args: argparse.Namespace) -> int:
-    path, sha256, patchset, result = patch_official(args)
+    path, sha256, patchset, result = patch_official(args, check_verifiable)
     with err.status(f"verifying vllm {result.version} on CPU (venvs are built once, then reused)"):
         report = verify_release(patchset, path, sha256, result)
     table = new_table(f"{patchset.name}: vllm {result.version}, {report.wheel}")
@@ -303,6 +376,11 @@ def build_parser() -> argparse.ArgumentParser:
     apply.add_argument("--ref", help="with --git: the tag, branch or commit to patch")
     apply.add_argument("--branch", help="with --git: the new branch to create")
     apply.add_argument("--vllm-version", help="override the version the tree declares")
+    apply.add_argument(
+        "--force",
+        action="store_true",
+        help="with --source: patch read-only files, and symlinked ones where they point",
+    )
     add_index_options(apply)
     apply.set_defaults(run=command_apply, vllm=None, wheel=None)
 
@@ -349,7 +427,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.run(args)
     except PatcherError as error:
-        err.print(f"patcher: error: {error}", markup=False, soft_wrap=True)
+        for line in str(error).splitlines():  # several problems: a line each
+            err.print(f"patcher: error: {line}", markup=False, soft_wrap=True)
         return error.exit_code
     except KeyboardInterrupt:
         err.print("patcher: interrupted", markup=False)

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from packaging.version import Version
 
 from patcher import results_cache
-from patcher.codemods.base import Codemod, Outcome, Status, Tree
+from patcher.codemods.base import BOM, Codemod, Outcome, ShapeError, Status, Tree, decode
 from patcher.patchset import Patchset
 from patcher.sources.base import Source
 
@@ -83,7 +83,11 @@ def run_patchset(patchset: Patchset, source: Source, memo: bool = True) -> Patch
     source.prefetch(needed_paths(patchset, source))
     tree = Tree(source)
     version = str(source.version)
-    missing = [r for r in patchset.requires if not tree.defines_class(r.module, r.class_name)]
+    try:
+        missing = [r for r in patchset.requires if not tree.defines_class(r.module, r.class_name)]
+    except ShapeError as error:
+        failed = {name: Outcome(Status.FAILED, str(error)) for name in patchset.patch_names}
+        return PatchResult(version, patchset, failed)
     if missing:
         why = ", ".join(f"no {r.class_name} in {r.module}" for r in missing)
         outcomes = {name: Outcome(Status.UNSUPPORTED, why) for name in patchset.patch_names}
@@ -92,13 +96,17 @@ def run_patchset(patchset: Patchset, source: Source, memo: bool = True) -> Patch
     for codemod in patchset.codemods():
         outcomes[codemod.NAME] = run_codemod(codemod, tree) if memo else run_fresh(codemod, tree)
     originals = {path: tree_text_original(source, path) for path in tree.overlay}
-    changed = {p: t for p, t in tree.overlay.items() if t != originals[p]}
+    laid_out = {p: keep_layout(originals[p], t) for p, t in tree.overlay.items()}
+    changed = {p: t for p, t in laid_out.items() if t != originals[p]}
     return PatchResult(version, patchset, outcomes, originals, changed)
 
 
 def run_codemod(codemod: Codemod, tree: Tree) -> Outcome:
     """Run one codemod, or replay its cached run on the same input texts."""
-    key = results_cache.codemod_key(codemod, tree)
+    try:
+        key = results_cache.codemod_key(codemod, tree)
+    except ShapeError as error:  # an input it cannot even read
+        return Outcome(Status.FAILED, str(error))
     cached = results_cache.load_codemod(key)
     if cached is not None:
         outcome, changed = cached
@@ -121,4 +129,29 @@ def run_fresh(codemod: Codemod, tree: Tree) -> Outcome:
 
 def tree_text_original(source: Source, path: str) -> str:
     data = source.read(path)
-    return "" if data is None else data.decode("utf-8")
+    return "" if data is None else decode(data, path)
+
+
+def keep_layout(original: str, patched: str) -> str:
+    """``patched`` with the original's BOM, and each untouched line with its original ending.
+
+    libcst drops a BOM, writes new lines with the module's first line ending, and may give a
+    neighbouring line the ending of the line it copied its layout from.
+    """
+    if original.startswith(BOM) and not patched.startswith(BOM):
+        patched = BOM + patched
+    if "\r" not in original:  # one line ending throughout: libcst keeps it
+        return patched
+    old, new = original.splitlines(keepends=True), patched.splitlines(keepends=True)
+    kept = list(new)
+    matcher = difflib.SequenceMatcher(
+        None,
+        [line.rstrip("\r\n") for line in old],
+        [line.rstrip("\r\n") for line in new],
+        autojunk=False,
+    )
+    for tag, i1, i2, j1, _ in matcher.get_opcodes():
+        if tag == "equal":
+            for k in range(i2 - i1):
+                kept[j1 + k] = old[i1 + k]
+    return "".join(kept)

@@ -7,18 +7,21 @@ No registry host is named here. The index URL comes from ``--index-url``, else
 from __future__ import annotations
 
 import json
+import math
 import os
 import platform
+import re
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import requests
+import urllib3
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
-from patcher.cache import atomic_write, cache_dir
+from patcher.cache import checked_dir, read_checked, write_checked
 from patcher.errors import PatcherError
 
 SIMPLE_JSON = "application/vnd.pypi.simple.v1+json"
@@ -27,6 +30,9 @@ LISTING_TTL_SECONDS = 600
 RETRIES = 4
 BACKOFF_SECONDS = 0.5
 TIMEOUT_ENV = "PATCHER_HTTP_TIMEOUT"
+DEFAULT_TIMEOUT = 30.0
+PIECE = 64 * 1024
+SHA256_HEX = re.compile(r"[0-9a-fA-F]{64}")
 
 
 def default_index_url() -> str:
@@ -96,11 +102,64 @@ class Release:
 
 
 def timeout() -> float:
-    return float(os.environ.get(TIMEOUT_ENV, "30"))
+    """Seconds one request may take in all, every retry included: ``$PATCHER_HTTP_TIMEOUT``."""
+    raw = os.environ.get(TIMEOUT_ENV) or str(DEFAULT_TIMEOUT)
+    try:
+        seconds = float(raw)
+    except ValueError:
+        seconds = math.nan
+    if not (math.isfinite(seconds) and seconds > 0):
+        raise PatcherError(f"{TIMEOUT_ENV}={raw!r}: expected a positive number of seconds")
+    return seconds
+
+
+class Deadline:
+    """A point in time a request must be done by; what is left of it bounds every wait."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.at = time.monotonic() + seconds
+
+    def restart(self) -> None:
+        """The same span of time again, from now."""
+        self.at = time.monotonic() + self.seconds
+
+    def left(self) -> float:
+        return self.at - time.monotonic()
+
+    def passed(self) -> bool:
+        return self.left() <= 0
+
+
+class BodyTooSlow(Exception):
+    """The body did not arrive before its deadline: the server trickles or stalls."""
+
+
+def iter_body(response: requests.Response, deadline: Deadline) -> Iterator[bytes]:
+    """The body in pieces as they arrive; raises BodyTooSlow once ``deadline`` has passed.
+
+    ``read1`` returns whatever one socket read brings, so a server sending a byte every few
+    seconds is seen between bytes, not after the whole (never ending) chunk.
+    """
+    raw = response.raw
+    while True:
+        if deadline.passed():
+            raise BodyTooSlow(f"body not received within {deadline.seconds:g} s")
+        piece = raw.read1(PIECE, decode_content=True)
+        if not piece:
+            return
+        yield piece
+
+
+TRANSIENT = (requests.RequestException, urllib3.exceptions.HTTPError, BodyTooSlow, OSError)
 
 
 class HttpClient:
-    """A requests session with bounded retries and exponential backoff for transient faults."""
+    """A requests session with bounded retries and backoff, all within one deadline a request.
+
+    The deadline (``timeout()``, 30 s by default) covers every try of one request, so an index
+    that never answers fails once it passes instead of after every try's own timeout.
+    """
 
     def __init__(self) -> None:
         self.session = requests.Session()
@@ -114,18 +173,53 @@ class HttpClient:
         stream: bool = False,
         expect_length: int | None = None,
         ranged: bool = False,
+        accept: tuple[int, ...] = (),
     ) -> requests.Response:
         """GET with retries; a body shorter than promised counts as a transient fault.
 
         With ``ranged``, an answer of 200 instead of 206 raises RangesRefused before the body
         is read, so a server that ignores ranges never streams a whole wheel into memory.
+        With ``stream`` the body is left to the caller; a status in ``accept`` is returned as is.
         """
+        return self._request("GET", url, headers, stream, expect_length, ranged, accept)
+
+    def head(self, url: str) -> requests.Response:
+        """HEAD with the same retries and deadline as GET."""
+        return self._request("HEAD", url, None, False, None, False, ())
+
+    def _request(
+        self,
+        method: str,
+        url: str,
+        headers: dict[str, str] | None,
+        stream: bool,
+        expect_length: int | None,
+        ranged: bool,
+        accept: tuple[int, ...],
+    ) -> requests.Response:
+        deadline = Deadline(timeout())
         last = "no attempt"
+        tries = 0
         for attempt in range(RETRIES):
             if attempt:
-                time.sleep(BACKOFF_SECONDS * 2 ** (attempt - 1))
+                pause = BACKOFF_SECONDS * 2 ** (attempt - 1)
+                if pause >= deadline.left():
+                    break
+                time.sleep(pause)
+            if deadline.passed():
+                break
+            tries += 1
             try:
-                response = self.session.get(url, headers=headers, stream=True, timeout=timeout())
+                response = self.session.request(
+                    method,
+                    url,
+                    headers=headers,
+                    stream=True,
+                    allow_redirects=True,
+                    timeout=max(deadline.left(), 0.001),
+                )
+                if response.status_code in accept:
+                    return response
                 if response.status_code >= 500 or response.status_code == 429:
                     response.close()
                     last = f"HTTP {response.status_code}"
@@ -136,9 +230,11 @@ class HttpClient:
                 if ranged and response.status_code != 206:
                     response.close()
                     raise RangesRefused(f"{url}: the server does not honour range requests")
-                if stream:
+                if stream or method == "HEAD":
                     return response
-                body = response.content
+                with response:
+                    body = b"".join(iter_body(response, deadline))
+                response._content = body
                 promised = expect_length
                 if promised is None and "Content-Length" in response.headers:
                     promised = int(response.headers["Content-Length"])
@@ -146,9 +242,15 @@ class HttpClient:
                     last = f"truncated response ({len(body)} of {promised} bytes)"
                     continue
                 return response
-            except requests.RequestException as error:
-                last = type(error).__name__
-        raise PatcherError(f"{url}: no good answer after {RETRIES} tries ({last})")
+            except TRANSIENT as error:
+                last = str(error) if isinstance(error, BodyTooSlow) else type(error).__name__
+        if deadline.passed():
+            raise PatcherError(
+                f"{url}: no good answer within {deadline.seconds:g} s "
+                f"({tries} {'try' if tries == 1 else 'tries'}, last: {last}; "
+                f"{TIMEOUT_ENV} sets the limit)"
+            )
+        raise PatcherError(f"{url}: no good answer after {tries} tries ({last})")
 
 
 class RangesRefused(PatcherError):
@@ -166,12 +268,14 @@ class PackageIndex:
     @property
     def _listing_cache(self) -> Path:
         key = self.url.replace("://", "_").replace("/", "_").replace(":", "_")
-        return cache_dir() / "index" / f"{key}-{PROJECT}.json"
+        return checked_dir("index") / f"{key}-{PROJECT}.json"
 
     def _listing(self) -> dict:
         cached = self._listing_cache
         if cached.exists() and time.time() - cached.stat().st_mtime < LISTING_TTL_SECONDS:
-            return json.loads(cached.read_bytes())
+            body = read_checked(cached)
+            if body is not None:
+                return json.loads(body)
         url = f"{self.url}/{PROJECT}/"
         response = self.client.get(url, headers={"Accept": SIMPLE_JSON})
         try:
@@ -180,17 +284,13 @@ class PackageIndex:
             if not isinstance(files, list):
                 raise TypeError("files is not a list")
             for entry in files:
-                if not (
-                    isinstance(entry, dict)
-                    and isinstance(entry.get("filename"), str)
-                    and isinstance(entry.get("url"), str)
-                ):
-                    raise TypeError(f"a file entry without filename and url: {entry!r:.80}")
+                if problem := entry_problem(entry):
+                    raise TypeError(f"{problem}: {entry!r:.80}")
         except (ValueError, KeyError, TypeError) as error:
             raise PatcherError(
                 f"{url}: the index answered something that is not a JSON simple API page ({error})"
             ) from error
-        atomic_write(cached, response.content)
+        write_checked(cached, response.content)
         return data
 
     def releases(self) -> dict[Version, Release]:
@@ -208,7 +308,7 @@ class PackageIndex:
                 wheel = WheelFile(
                     filename=filename,
                     url=requests.compat.urljoin(f"{self.url}/{PROJECT}/", entry["url"]),
-                    sha256=entry.get("hashes", {}).get("sha256", ""),
+                    sha256=entry.get("hashes", {}).get("sha256", "").lower(),
                     size=entry.get("size"),
                     yanked=bool(entry.get("yanked")),
                 )
@@ -236,6 +336,24 @@ class PackageIndex:
                 continue
             if since is None or version >= since:
                 yield release
+
+
+def entry_problem(entry: object) -> str | None:
+    """What makes one file entry of a JSON simple page unusable, or None if nothing does."""
+    if not isinstance(entry, dict):
+        return "a file entry that is not an object"
+    if not (isinstance(entry.get("filename"), str) and isinstance(entry.get("url"), str)):
+        return "a file entry without filename and url"
+    hashes = entry.get("hashes", {})
+    if not isinstance(hashes, dict):
+        return "a file entry whose hashes is not an object"
+    sha256 = hashes.get("sha256", "")
+    if not (isinstance(sha256, str) and (not sha256 or SHA256_HEX.fullmatch(sha256))):
+        return "a file entry whose sha256 is not 64 hex digits"
+    size = entry.get("size")
+    if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size < 0):
+        return "a file entry whose size is not a whole number of bytes"
+    return None
 
 
 def nearest(wanted: Version, versions: list[Version], count: int = 3) -> list[Version]:

@@ -16,7 +16,7 @@ from concurrent.futures import (
 from dataclasses import dataclass
 from pathlib import Path
 
-from packaging.version import Version
+from packaging.version import InvalidVersion, Version
 
 from patcher import results_cache
 from patcher.cache import atomic_write
@@ -156,9 +156,18 @@ def build_matrix(
 def select_releases(
     index: PackageIndex, versions: Sequence[str] | None, since: str | None
 ) -> list[Release]:
-    if versions:
+    """The releases named, or every final release since ``since`` (all if None); never none."""
+    if versions is not None:
         return [index.release(v) for v in versions]
-    return list(index.iter_since(Version(since) if since else None))
+    try:
+        floor = Version(since) if since is not None else None
+    except InvalidVersion as error:
+        raise PatcherError(f"--since {since!r} is not a valid version") from error
+    releases = list(index.iter_since(floor))
+    if not releases:
+        newest = max(index.releases(), default=None)
+        raise PatcherError(f"no release on the index since {since} (the newest is {newest})")
+    return releases
 
 
 def write_json(patchsets_rows: Mapping[str, Sequence[Row]], path: Path) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
@@ -19,6 +19,7 @@ from typing import Any
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import Version
 
+from patcher import schema
 from patcher.codemods import CODEMODS
 from patcher.codemods.base import Codemod, Model
 from patcher.errors import PatcherError
@@ -28,24 +29,44 @@ DEFAULT_PATCHSET = "kimi-k2.5-eagle3"
 VERDICTS = ("needs-patch", "upstream", "unsupported", "broken")
 
 
+def specifier(text: str) -> SpecifierSet:
+    try:
+        return SpecifierSet(text)
+    except InvalidSpecifier as error:
+        raise ValueError(f"{text!r} is not a version specifier like '>=0.15.0,<0.18.0'") from error
+
+
 @dataclass(frozen=True)
 class Requirement:
     """A class the tree must define for the patchset to mean anything there."""
 
     module: str
-    class_name: str
+    class_name: str = field(metadata={"key": "class"})
 
 
 @dataclass(frozen=True)
 class Expectation:
-    versions: SpecifierSet
-    verdict: str
+    versions: SpecifierSet = field(metadata={"parse": specifier})
+    verdict: str = field(metadata={"choices": VERDICTS})
 
 
 @dataclass(frozen=True)
 class PatchSpec:
     codemod: str
-    options: dict[str, Any]
+    options: Any  # the codemod's Options dataclass
+
+
+@dataclass(frozen=True)
+class Header:
+    """Every key of a patchset file but ``patches``, whose options each codemod declares."""
+
+    name: str
+    model: Model
+    description: str = field(default="", metadata={"empty": True})
+    local_label: str | None = None
+    verify: tuple[str, ...] = field(default=(), metadata={"choices": tuple(CHECKS)})
+    requires: tuple[Requirement, ...] = ()
+    expect: tuple[Expectation, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -76,10 +97,9 @@ class Patchset:
 
 
 def builtin_dir() -> Traversable:
-    """The shipped ``patcher.patchsets`` data, whatever the install kind.
+    """The shipped ``patcher.patchsets`` data, whatever the install kind (wheel, sdist, editable).
 
-    It is a namespace package, so ``files()`` may return a ``MultiplexedPath``: use it only
-    through the ``Traversable`` protocol (``str()`` of one is its repr, not a path).
+    Read only through the ``Traversable`` protocol: ``str()`` of one is not always a path.
     """
     return resources.files("patcher.patchsets")
 
@@ -103,51 +123,61 @@ def load(name_or_path: str | None = None) -> Patchset:
             )
         builtin = builtin_dir() / f"{name_or_path}.toml"
         return parse(builtin.read_bytes(), f"{name_or_path}.toml")
-    return parse(path.read_bytes(), str(path))
+    try:
+        content = path.read_bytes()
+    except OSError as error:
+        raise PatcherError(f"{path}: cannot read it ({error.strerror})") from error
+    return parse(content, str(path))
 
 
 def parse(content: bytes, where: str) -> Patchset:
+    """The patchset in ``content``, or one error with a line per problem, each naming the key."""
     try:
         data = tomllib.loads(content.decode("utf-8"))
-        model = data["model"]
-        patches = tuple(
-            PatchSpec(entry["codemod"], {k: v for k, v in entry.items() if k != "codemod"})
-            for entry in data["patches"]
-        )
-        for patch in patches:
-            if patch.codemod not in CODEMODS:
-                raise ValueError(
-                    f"unknown codemod {patch.codemod!r} (known: {', '.join(CODEMODS)})"
-                )
-        expectations = tuple(
-            Expectation(SpecifierSet(e["versions"]), e["verdict"]) for e in data.get("expect", [])
-        )
-        for expectation in expectations:
-            if expectation.verdict not in VERDICTS:
-                raise ValueError(f"unknown verdict {expectation.verdict!r}")
-        unknown = set(data.get("verify", ())) - set(CHECKS)
-        if unknown:
-            raise ValueError(
-                f"unknown verify checks {sorted(unknown)} (known: {', '.join(CHECKS)})"
-            )
-        return Patchset(
-            name=data["name"],
-            description=data.get("description", ""),
-            local_label=data.get("local_label", data["name"].replace("-", ".")),
-            model=Model(
-                types=tuple(model["types"]),
-                architecture=model.get("architecture"),
-                image_token_attribute=model.get("image_token_attribute"),
-            ),
-            requires=tuple(Requirement(r["module"], r["class"]) for r in data.get("requires", [])),
-            patches=patches,
-            expectations=expectations,
-            verify=tuple(data.get("verify", ())),
-            digest=hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest(),
-        )
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
         raise PatcherError(f"{where}: not a TOML patchset ({error})") from error
-    except KeyError as error:
-        raise PatcherError(f"{where}: missing field {error}") from error
-    except (ValueError, InvalidSpecifier) as error:
-        raise PatcherError(f"{where}: {error}") from error
+    problems: list[str] = []
+    header = schema.read(Header, {k: v for k, v in data.items() if k != "patches"}, "", problems)
+    patches = read_patches(data.get("patches"), problems)
+    if problems or header is None or patches is None:
+        raise PatcherError("\n".join(f"{where}: {problem}" for problem in problems))
+    return Patchset(
+        name=header.name,
+        description=header.description,
+        local_label=header.local_label or header.name.replace("-", "."),
+        model=header.model,
+        requires=header.requires,
+        patches=patches,
+        expectations=header.expect,
+        verify=header.verify,
+        digest=hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest(),
+    )
+
+
+def read_patches(entries: object, problems: list[str]) -> tuple[PatchSpec, ...] | None:
+    """Each ``[[patches]]`` entry's options, read against its codemod's Options."""
+    if entries is None:
+        problems.append("patches: missing")
+        return None
+    if not isinstance(entries, list):
+        problems.append("patches: expected a list of tables ([[patches]]), got something else")
+        return None
+    patches: list[PatchSpec] = []
+    for i, entry in enumerate(entries):
+        where = f"patches[{i}]"
+        if not isinstance(entry, dict):
+            problems.append(f"{where}: expected a table")
+            continue
+        name = entry.get("codemod")
+        if not isinstance(name, str) or name not in CODEMODS:
+            got = "missing" if name is None else f"{name!r} is not a codemod"
+            problems.append(f"{where}.codemod: {got} (known: {', '.join(CODEMODS)})")
+            continue
+        if any(patch.codemod == name for patch in patches):
+            problems.append(f"{where}.codemod: {name} is listed twice; a patchset runs each once")
+            continue
+        raw = {k: v for k, v in entry.items() if k != "codemod"}
+        options = schema.read(CODEMODS[name].Options, raw, where, problems)
+        if options is not None:
+            patches.append(PatchSpec(name, options))
+    return tuple(patches) if len(patches) == len(entries) else None

@@ -1,4 +1,7 @@
-"""Cached patch outcomes, keyed by everything that decides them, so a warm matrix is instant."""
+"""Cached patch outcomes, keyed by everything that decides them, so a warm matrix is instant.
+
+Every entry carries its own sha256 (``write_checked``): one that is not whole is recomputed.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +11,7 @@ from functools import cache
 from pathlib import Path
 
 from patcher import __version__
-from patcher.cache import atomic_write, cache_dir
+from patcher.cache import checked_dir, read_checked, write_checked
 from patcher.codemods.base import Codemod, Outcome, Status, Tree
 
 
@@ -31,30 +34,31 @@ def outcome_from_json(data: dict[str, str]) -> Outcome:
 
 def _path(patchset_digest: str, identity: str) -> Path:
     key = hashlib.sha256(f"{codemods_digest()}|{patchset_digest}|{identity}".encode()).hexdigest()
-    return cache_dir() / "results" / f"{key}.json"
+    return checked_dir("results") / f"{key}.json"
 
 
 def load(patchset_digest: str, identity: str) -> dict[str, Outcome] | None:
+    """The outcomes stored for this patchset and tree, or None: never stored, or not whole."""
     if not identity:
         return None
-    path = _path(patchset_digest, identity)
-    if not path.exists():
+    payload = read_checked(_path(patchset_digest, identity))
+    if payload is None:
         return None
-    data = json.loads(path.read_bytes())
+    data = json.loads(payload)
     return {name: outcome_from_json(o) for name, o in data.items()}
 
 
 def store(patchset_digest: str, identity: str, outcomes: dict[str, Outcome]) -> None:
     if identity:
         data = {name: outcome_to_json(o) for name, o in outcomes.items()}
-        atomic_write(_path(patchset_digest, identity), json.dumps(data).encode())
+        write_checked(_path(patchset_digest, identity), json.dumps(data).encode())
 
 
 def codemod_key(codemod: Codemod, tree: Tree) -> str:
     """What decides one codemod's outcome: its code, its options, and the text of every file it
     reads. Releases often share files, so the matrix rarely parses a module twice."""
     digest = hashlib.sha256(codemods_digest().encode())
-    digest.update(json.dumps([codemod.NAME, codemod.options, repr(codemod.model)]).encode())
+    digest.update(json.dumps([codemod.NAME, repr(codemod.options), repr(codemod.model)]).encode())
     for path in codemod.paths(tree.source.names()):
         text = tree.text(path)
         digest.update(f"\0{path}\0".encode())
@@ -63,13 +67,14 @@ def codemod_key(codemod: Codemod, tree: Tree) -> str:
 
 
 def load_codemod(key: str) -> tuple[Outcome, dict[str, str]] | None:
-    path = cache_dir() / "codemods" / f"{key}.json"
-    if not path.exists():
+    """A codemod's stored run, or None: never stored, or not whole."""
+    payload = read_checked(checked_dir("codemods") / f"{key}.json")
+    if payload is None:
         return None
-    data = json.loads(path.read_bytes())
+    data = json.loads(payload)
     return outcome_from_json(data), data["changed"]
 
 
 def store_codemod(key: str, outcome: Outcome, changed: dict[str, str]) -> None:
     data = {**outcome_to_json(outcome), "changed": changed}
-    atomic_write(cache_dir() / "codemods" / f"{key}.json", json.dumps(data).encode())
+    write_checked(checked_dir("codemods") / f"{key}.json", json.dumps(data).encode())

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import textwrap
 from collections.abc import Sequence
+from pathlib import Path
 
 import pytest
 from packaging.version import Version
 
+from patcher import patchset as patchsets
 from patcher.codemods.base import Codemod, Model, Outcome, Tree
+from patcher.engine import needed_paths
 from patcher.index import PackageIndex, machine_platform
 from patcher.sources.base import Source
 from patcher.sources.index_wheel import IndexWheelSource
@@ -42,7 +45,7 @@ def run(
     """The codemod's outcome on ``files`` and every file's text afterwards."""
     source = MemorySource(files)
     tree = Tree(source)
-    outcome = codemod(model, options or {}).run(tree)
+    outcome = codemod(model, codemod.Options(**(options or {}))).run(tree)
     return outcome, {path: tree.text(path) or "" for path in source.files}
 
 
@@ -54,7 +57,7 @@ def rerun(
     source = MemorySource({})
     source.files = after
     tree = Tree(source)
-    outcome = codemod(model, options or {}).run(tree)
+    outcome = codemod(model, codemod.Options(**(options or {}))).run(tree)
     return outcome, {path: tree.text(path) or "" for path in after}
 
 
@@ -74,3 +77,31 @@ def release(index):
         return IndexWheelSource(found, wheel, index.client)
 
     return open_release
+
+
+@pytest.fixture(scope="session")
+def tree_0_16(release, tmp_path_factory) -> Path:
+    """A vLLM 0.16.0 tree holding the files the patchset reads, fetched from the index."""
+    source = release("0.16.0")
+    root = tmp_path_factory.mktemp("vllm-0.16.0")
+    for path in [*needed_paths(patchsets.load(), source), "vllm/__init__.py", "vllm/_version.py"]:
+        data = source.read(path)
+        assert data is not None, path
+        (root / path).parent.mkdir(parents=True, exist_ok=True)
+        (root / path).write_bytes(data)
+    return root
+
+
+def copy_tree(root: Path, into: Path) -> Path:
+    for path in root.rglob("*"):
+        if path.is_file():
+            target = into / path.relative_to(root)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(path.read_bytes())
+    return into
+
+
+def one_error_line(capsys) -> str:
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("patcher: error:") and "\n" not in err, err
+    return err

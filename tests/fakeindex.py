@@ -7,12 +7,14 @@ served whole or by range, that logs every answer and can be told to misbehave.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import io
 import json
 import os
 import re
 import threading
+import time
 import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -40,32 +42,47 @@ class SpeculativeConfig:
 '''
 KIMI_K25_PATH = "vllm/model_executor/models/kimi_k25.py"
 KIMI_K25 = "class KimiK25ForConditionalGeneration:\n    pass\n"
-HOLD_LIMIT_SECONDS = 10.0  # a SLOW or STALL answer gives up after this, so none can hang
+HOLD_LIMIT_SECONDS = 10.0  # a SLOW, STALL or TRICKLE answer gives up after this: none hangs
+TRICKLE_SECONDS = 0.2
 
 
 def build_wheel(padding: int) -> bytes:
-    """A small vLLM wheel, its members kept apart by stored incompressible padding.
+    """A small vLLM wheel with a true RECORD, its members kept apart by stored padding.
 
     ``padding`` bytes follow speculative.py and a sixteenth of that follows kimi_k25.py, so
     neither member shares a range block with the other or with the central directory.
     """
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as wheel:
-        wheel.writestr("vllm/__init__.py", f'__version__ = "{VERSION}"\n')
-        wheel.writestr(SPECULATIVE_PATH, SPECULATIVE)
-        wheel.writestr("vllm/_padding.bin", os.urandom(padding), zipfile.ZIP_STORED)
-        wheel.writestr(KIMI_K25_PATH, KIMI_K25)
-        wheel.writestr("vllm/_padding_tail.bin", os.urandom(padding // 16), zipfile.ZIP_STORED)
-        info = f"vllm-{VERSION}.dist-info"
-        wheel.writestr(
-            f"{info}/METADATA", f"Metadata-Version: 2.1\nName: vllm\nVersion: {VERSION}\n"
-        )
-        wheel.writestr(
+    info = f"vllm-{VERSION}.dist-info"
+    members: list[tuple[str, bytes, int]] = [
+        ("vllm/__init__.py", f'__version__ = "{VERSION}"\n'.encode(), zipfile.ZIP_DEFLATED),
+        (SPECULATIVE_PATH, SPECULATIVE.encode(), zipfile.ZIP_DEFLATED),
+        ("vllm/_padding.bin", os.urandom(padding), zipfile.ZIP_STORED),
+        (KIMI_K25_PATH, KIMI_K25.encode(), zipfile.ZIP_DEFLATED),
+        ("vllm/_padding_tail.bin", os.urandom(padding // 16), zipfile.ZIP_STORED),
+        (
+            f"{info}/METADATA",
+            f"Metadata-Version: 2.1\nName: vllm\nVersion: {VERSION}\n".encode(),
+            zipfile.ZIP_DEFLATED,
+        ),
+        (
             f"{info}/WHEEL",
-            "Wheel-Version: 1.0\nRoot-Is-Purelib: false\nTag: cp38-abi3-manylinux_2_31_x86_64\n",
-        )
-        wheel.writestr(f"{info}/RECORD", "")
+            b"Wheel-Version: 1.0\nRoot-Is-Purelib: false\nTag: cp38-abi3-manylinux_2_31_x86_64\n",
+            zipfile.ZIP_DEFLATED,
+        ),
+    ]
+    record = "".join(f"{name},{record_hash(data)},{len(data)}\n" for name, data, _ in members)
+    members.append((f"{info}/RECORD", f"{record}{info}/RECORD,,\n".encode(), zipfile.ZIP_DEFLATED))
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as wheel:
+        for name, data, compression in members:
+            wheel.writestr(name, data, compression)
     return buffer.getvalue()
+
+
+def record_hash(data: bytes) -> str:
+    """A RECORD hash field, computed here rather than by the code under test."""
+    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+    return f"sha256={digest}"
 
 
 class Fault(StrEnum):
@@ -74,6 +91,7 @@ class Fault(StrEnum):
     ERROR = "500"
     SLOW = "slow"  # nothing is sent until the resource is released (or the hold limit passes)
     STALL = "stall"  # the headers and half the body are sent, then nothing until released
+    TRICKLE = "trickle"  # the headers, then one byte every TRICKLE_SECONDS until released
 
 
 @dataclass(frozen=True)
@@ -130,9 +148,10 @@ class Resource:
             return response
         if fault is Fault.SHORT:
             return self._answer(request, status, data[: len(data) // 2], headers)
-        if fault is Fault.STALL:
+        if fault in (Fault.STALL, Fault.TRICKLE):
             self.served.append(Served(request.method, asked, status, len(data) // 2))
-            response = Response(self._stall(data), status, headers, content_type=self.content_type)
+            body = self._stall(data) if fault is Fault.STALL else self._trickle(data)
+            response = Response(body, status, headers, content_type=self.content_type)
             response.headers["Content-Length"] = str(len(data))
             return response
         return self._answer(request, status, data, headers)
@@ -147,6 +166,14 @@ class Resource:
     def _stall(self, data: bytes) -> Iterator[bytes]:
         yield data[: len(data) // 2]
         self.released.wait(HOLD_LIMIT_SECONDS)
+
+    def _trickle(self, data: bytes) -> Iterator[bytes]:
+        """Never silent for long enough to trip a socket timeout, never done either."""
+        until = time.monotonic() + HOLD_LIMIT_SECONDS
+        for byte in data:
+            yield bytes([byte])
+            if self.released.wait(TRICKLE_SECONDS) or time.monotonic() > until:
+                return
 
 
 def parse_range(header: str, size: int) -> tuple[int, int] | None:

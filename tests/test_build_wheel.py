@@ -278,4 +278,4 @@ def test_interrupted_build_leaves_no_partial_wheel(tmp_path, signal_name):
     _, err = process.communicate(timeout=120)
     assert process.returncode == 130, err
     assert "interrupted" in err
-    assert nothing_in(dist)
+    assert nothing_in(dist), sorted(p.name for p in dist.iterdir())

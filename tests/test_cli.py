@@ -7,40 +7,12 @@ from pathlib import Path
 
 import git
 import pytest
+from conftest import copy_tree, one_error_line
 
 from patcher import patchset as patchsets
 from patcher.cli import main
-from patcher.engine import needed_paths
 
 pytestmark = pytest.mark.network
-
-
-@pytest.fixture(scope="module")
-def tree_0_16(release, tmp_path_factory) -> Path:
-    """A vLLM 0.16.0 tree holding the files the patchset reads, fetched from the index."""
-    source = release("0.16.0")
-    root = tmp_path_factory.mktemp("vllm-0.16.0")
-    for path in [*needed_paths(patchsets.load(), source), "vllm/__init__.py", "vllm/_version.py"]:
-        data = source.read(path)
-        assert data is not None, path
-        (root / path).parent.mkdir(parents=True, exist_ok=True)
-        (root / path).write_bytes(data)
-    return root
-
-
-def copy_tree(root: Path, into: Path) -> Path:
-    for path in root.rglob("*"):
-        if path.is_file():
-            target = into / path.relative_to(root)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(path.read_bytes())
-    return into
-
-
-def one_error_line(capsys) -> str:
-    err = capsys.readouterr().err.strip()
-    assert err.startswith("patcher: error:") and "\n" not in err, err
-    return err
 
 
 def test_diff_writes_a_unified_diff_and_nothing_else(capsys):
@@ -114,13 +86,7 @@ def test_wheel_that_is_not_a_zip(tmp_path, capsys):
 
 
 def test_matrix_flags_drift_and_writes_json_and_markdown(tmp_path, capsys):
-    wrong = tmp_path / "wrong.toml"
-    text = (patchsets.builtin_dir() / "kimi-k2.5-eagle3.toml").read_text()
-    wrong.write_text(
-        text.replace('versions = ">=0.18.0"', 'versions = ">=0.16.0"', 1).replace(
-            'versions = ">=0.15.0,<0.18.0"', 'versions = ">=0.15.0,<0.16.0"'
-        )
-    )
+    wrong = write_patchset(tmp_path / "wrong.toml", *DECLARED_UPSTREAM_SINCE_0_16)
     report, table = tmp_path / "m.json", tmp_path / "m.md"
     code = main(
         [
@@ -146,9 +112,11 @@ def test_matrix_flags_drift_and_writes_json_and_markdown(tmp_path, capsys):
         "eagle3-whitelist": "applied",
         "mm-image-token": "applied",
         "eagle3-interface": "applied",
+        "eagle-target-backbone": "not-needed",
     }
-    assert "| 0.16.0 | applied | applied | applied | needs-patch (drift) | upstream |" in (
-        table.read_text()
+    assert (
+        "| 0.16.0 | applied | applied | applied | not-needed | needs-patch (drift) | upstream |"
+        in (table.read_text())
     )
     assert "drifted" in capsys.readouterr().err
 
@@ -195,3 +163,71 @@ def test_apply_to_git_commits_on_a_new_branch_and_leaves_the_work_tree(tree_0_16
     assert {p: p.read_bytes() for p in Path(repo.working_dir).rglob("*.py")} == work_tree
     assert main(args) == 2
     assert "exists already" in one_error_line(capsys)
+
+
+def write_patchset(path: Path, *replacements: tuple[str, str]) -> Path:
+    """The default patchset with each ``(old, new)`` replaced once (``old`` must occur)."""
+    text = (patchsets.builtin_dir() / "kimi-k2.5-eagle3.toml").read_text()
+    for old, new in replacements:
+        assert old in text, old
+        text = text.replace(old, new, 1)
+    path.write_text(text)
+    return path
+
+
+DECLARED_UPSTREAM_SINCE_0_16 = (
+    ('versions = ">=0.18.0"', 'versions = ">=0.16.0"'),
+    ('versions = ">=0.15.0,<0.18.0"', 'versions = ">=0.15.0,<0.16.0"'),
+)
+
+
+def test_an_empty_diff_says_why_on_stderr(tmp_path, capsys):
+    assert main(["diff", "--vllm", "0.14.1"]) == 0
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert (
+        "vllm 0.14.1 is unsupported for kimi-k2.5-eagle3: no KimiK25ForConditionalGeneration"
+        in (err)
+    )
+    assert main(["diff", "--vllm", "0.18.0"]) == 0
+    out, err = capsys.readouterr()
+    assert out == "" and "vllm 0.18.0 needs no patch" in err and "eagle3-whitelist present" in err
+    empty = tmp_path / "empty.toml"
+    empty.write_text('name = "empty"\npatches = []\n\n[model]\ntypes = ["kimi_k2"]\n')
+    assert main(["diff", "--vllm", "0.16.0", "--patchset", str(empty)]) == 0
+    out, err = capsys.readouterr()
+    assert out == "" and "the patchset empty has no patches" in err
+
+
+def test_apply_fails_where_it_applies_nothing_or_drifts(tree_0_16, tmp_path, capsys):
+    bare = copy_tree(tree_0_16, tmp_path / "no-kimi")
+    (bare / "vllm/model_executor/models/kimi_k25.py").unlink()
+    before = {p: p.read_bytes() for p in bare.rglob("*.py")}
+    assert main(["apply", "--source", str(bare)]) == 2
+    assert "nothing applied: vllm 0.16.0 is unsupported" in one_error_line(capsys)
+    assert {p: p.read_bytes() for p in bare.rglob("*.py")} == before
+
+    drift = write_patchset(tmp_path / "drift.toml", *DECLARED_UPSTREAM_SINCE_0_16)
+    tree = copy_tree(tree_0_16, tmp_path / "drift")
+    assert main(["apply", "--source", str(tree), "--patchset", str(drift)]) == 1
+    out, err = capsys.readouterr()
+    assert "patched 4 file(s)" in out
+    assert "vllm 0.16.0 came out needs-patch, but kimi-k2.5-eagle3 declares upstream" in err
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["apply", "--source", "/nonexistent", "--branch", "b"], "--branch goes with --git"),
+        (["apply", "--source", "/nonexistent", "--ref", "v0.16.0"], "--ref goes with --git"),
+        (["apply", "--git", "/nonexistent", "--ref", "v", "--branch", "b", "--force"], "--force"),
+        (["diff", "--vllm", "0.16.0", "--vllm-version", "0.16.0"], "--vllm-version goes with"),
+        (["matrix", "--versions", "0.16.0", "--since", "0.15.0"], "--versions and --since"),
+        (["matrix", "--since", "garbage"], "--since 'garbage' is not a valid version"),
+        (["matrix", "--since", "99.0"], "no release on the index since 99.0"),
+        (["diff", "--vllm", ""], "'' is not a valid version"),
+    ],
+)
+def test_flags_that_conflict_or_select_nothing_are_one_line_errors(argv, message, capsys):
+    assert main(argv) == 2
+    assert message in one_error_line(capsys)

@@ -45,6 +45,18 @@ def test_list_shape_gains_the_model_types_in_its_own_layout():
     )
 
 
+def test_a_patchsets_files_option_replaces_the_candidate_files():
+    moved = "vllm/engine/speculative_config.py"
+    outcome, after = run(Eagle3Whitelist, {moved: LIST_SHAPE})
+    assert outcome.status is Status.NOT_NEEDED and after[moved] == dedent(LIST_SHAPE)
+    outcome, after = run(Eagle3Whitelist, {moved: LIST_SHAPE}, {"files": ("vllm/engine/*.py",)})
+    assert outcome.status is Status.APPLIED
+    assert after[moved] == dedent(LIST_SHAPE).replace(
+        '"qwen",  # keep this comment\n',
+        '"qwen",  # keep this comment\n            "kimi_k2",\n            "deepseek_v3",\n',
+    )
+
+
 def test_renamed_list_in_a_method_tuple_is_found_by_what_the_check_does():
     source = """
     class SpeculativeConfig:

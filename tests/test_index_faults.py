@@ -41,8 +41,9 @@ from patcher.sources.download import cached_wheel_path, download_wheel
 from patcher.sources.index_wheel import IndexWheelSource
 
 PADDING = 5 * 1024 * 1024
-SLOW_TIMEOUT = 0.3
-SLOW_BOUND = RETRIES * SLOW_TIMEOUT + 3.0  # every try plus slack for a loaded machine
+SLOW_TIMEOUT = 1.0
+SLOW_BOUND = SLOW_TIMEOUT + 1.5  # one deadline for every try, plus slack for a loaded machine
+assert SLOW_BOUND < 2 * SLOW_TIMEOUT + 1, "a second full wait must break the bound"
 assert SLOW_BOUND < HOLD_LIMIT_SECONDS, "a held answer must outlast the bound to be caught"
 MakeIndex = Callable[..., FakeIndex]
 
@@ -262,13 +263,14 @@ def test_permanent_500s_name_the_url(fake: FakeIndex, target: str) -> None:
     assert resource.attempts == RETRIES
 
 
-@pytest.mark.parametrize(
-    ("target", "fault"),
-    [("page", Fault.SLOW), ("wheel", Fault.SLOW), ("page", Fault.STALL), ("wheel", Fault.STALL)],
-)
-def test_slow_answers_time_out(
+SLOW_FAULTS = [(t, f) for t in ("page", "wheel") for f in (Fault.SLOW, Fault.STALL, Fault.TRICKLE)]
+
+
+@pytest.mark.parametrize(("target", "fault"), SLOW_FAULTS)
+def test_slow_answers_time_out_within_one_deadline(
     fake: FakeIndex, monkeypatch: pytest.MonkeyPatch, target: str, fault: Fault
 ) -> None:
+    """PATCHER_HTTP_TIMEOUT bounds a request with all its tries, and a trickle is cut off."""
     monkeypatch.setenv(TIMEOUT_ENV, str(SLOW_TIMEOUT))
     resource: Resource = getattr(fake, target)
     resource.always = fault
@@ -278,8 +280,80 @@ def test_slow_answers_time_out(
     elapsed = time.monotonic() - started
     assert elapsed < SLOW_BOUND
     url = fake.page_url if target == "page" else fake.wheel_url
-    assert str(caught.value).startswith(f"{url}: no good answer after {RETRIES} tries")
-    assert resource.attempts == RETRIES
+    message = str(caught.value)
+    assert message.startswith(f"{url}: no good answer within {SLOW_TIMEOUT:g} s (1 try, ")
+    assert "\n" not in message
+    assert resource.attempts == 1
+
+
+def test_a_trickling_download_is_cut_off(
+    fake: FakeIndex, monkeypatch: pytest.MonkeyPatch, wheel_bytes: bytes
+) -> None:
+    """Each MiB of a download must come within the timeout; one byte every 0.2 s does not."""
+    monkeypatch.setenv(TIMEOUT_ENV, str(SLOW_TIMEOUT))
+    index = PackageIndex(fake.url)
+    wheel = index.release(VERSION).wheel_for("x86_64")
+    assert wheel is not None
+    fake.wheel.always = Fault.TRICKLE
+    started = time.monotonic()
+    with pytest.raises(PatcherError, match=r"interrupted at \d+ bytes \(body not received within"):
+        download_wheel(wheel, index.client)
+    assert time.monotonic() - started < SLOW_BOUND
+    partial = cached_wheel_path(wheel).with_name(FILENAME + ".part")
+    assert wheel_bytes.startswith(partial.read_bytes()), "what came is kept to resume"
+
+
+@pytest.mark.parametrize("value", ["abc", "-1", "0", "nan"])
+def test_a_bad_timeout_setting_is_one_line(
+    fake: FakeIndex, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], value: str
+) -> None:
+    monkeypatch.setenv(TIMEOUT_ENV, value)
+    code = main(["diff", "--vllm", VERSION, "--index-url", fake.url, "--platform", "x86_64"])
+    err = capsys.readouterr().err
+    assert code == 2
+    expected = f"{TIMEOUT_ENV}={value!r}: expected a positive number of seconds"
+    assert err == f"patcher: error: {expected}\n"
+    assert fake.page.attempts == 0
+
+
+def test_an_index_that_never_answers_fails_within_the_default_deadline(
+    fake: FakeIndex, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No PATCHER_HTTP_TIMEOUT: the 30 s default bounds all tries together, not each one."""
+    monkeypatch.delenv(TIMEOUT_ENV)
+    monkeypatch.setattr(patcher.index, "DEFAULT_TIMEOUT", SLOW_TIMEOUT)  # scaled down 30x
+    fake.page.always = Fault.SLOW
+    started = time.monotonic()
+    with pytest.raises(PatcherError, match="no good answer within"):
+        read_member(fake)
+    assert time.monotonic() - started < SLOW_BOUND
+    assert fake.page.attempts == 1
+
+
+def test_a_size_probe_is_retried(make_index: MakeIndex) -> None:
+    fake = make_index(with_size=False)
+    fake.wheel.faults = [Fault.ERROR, Fault.ERROR]
+    assert read_member(fake) == SPECULATIVE.encode()
+    assert [(s.method, s.status) for s in fake.wheel.served[:3]] == [
+        ("HEAD", 500),
+        ("HEAD", 500),
+        ("HEAD", 200),
+    ]
+
+
+def test_a_complete_part_file_without_a_listed_size_is_not_a_416(
+    make_index: MakeIndex, wheel_bytes: bytes
+) -> None:
+    fake = make_index(with_size=False)
+    index = PackageIndex(fake.url)
+    wheel = index.release(VERSION).wheel_for("x86_64")
+    assert wheel is not None and wheel.size is None
+    partial = cached_wheel_path(wheel).with_name(FILENAME + ".part")
+    partial.parent.mkdir(parents=True)
+    partial.write_bytes(wheel_bytes)  # a run stopped between the last byte and the rename
+    path = download_wheel(wheel, index.client)
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == fake.sha256
+    assert [s.status for s in fake.wheel.served] == [416]
 
 
 GARBAGE = {
@@ -300,7 +374,7 @@ def test_garbage_pages_are_named(fake: FakeIndex, cache: Path, body: bytes) -> N
     assert str(caught.value).startswith(
         f"{fake.page_url}: the index answered something that is not a JSON simple API page"
     )
-    assert not (cache / "index").exists(), "garbage is not cached"
+    assert not (cache / "checked" / "index").exists(), "garbage is not cached"
 
 
 def test_an_unknown_version_names_the_nearest_releases(make_index: MakeIndex) -> None:

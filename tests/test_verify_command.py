@@ -50,7 +50,7 @@ def test_the_matrix_reads_back_the_last_report(ok, shown):
 
 def test_an_unknown_check_in_a_patchset_is_a_clear_error():
     text = (patchsets.builtin_dir() / "kimi-k2.5-eagle3.toml").read_bytes()
-    with pytest.raises(PatcherError, match="unknown verify checks"):
+    with pytest.raises(PatcherError, match=r"p: verify\[4\]: 'x' is not one of speculative-config"):
         patchsets.parse(text.replace(b'"aux-hidden-states"]', b'"aux-hidden-states", "x"]'), "p")
 
 

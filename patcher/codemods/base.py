@@ -5,10 +5,10 @@ from __future__ import annotations
 import ast
 import fnmatch
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Generic, TypeVar
 
 import libcst as cst
 
@@ -31,6 +31,10 @@ class Model:
     architecture: str | None = None
     image_token_attribute: str | None = None
 
+    def __post_init__(self) -> None:
+        if not self.types:
+            raise ValueError("types: expected at least one model type")
+
 
 @dataclass(frozen=True)
 class Outcome:
@@ -40,6 +44,19 @@ class Outcome:
 
 class ShapeError(Exception):
     """Raised inside a codemod when the code it must change has an unknown shape."""
+
+
+BOM = "\ufeff"
+
+
+def decode(data: bytes, path: str) -> str:
+    """A source file's text, exactly (a BOM stays); ShapeError naming the byte if not UTF-8."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise ShapeError(
+            f"{path}: not UTF-8 text (byte {error.start}: {error.object[error.start]:#04x})"
+        ) from error
 
 
 class Tree:
@@ -58,10 +75,12 @@ class Tree:
         return sorted(n for n in self._names if fnmatch.fnmatchcase(n, pattern))
 
     def text(self, path: str) -> str | None:
+        """The file's text without a BOM, which ast rejects and libcst drops (the engine puts
+        it back); ShapeError if it is not UTF-8."""
         if path in self.overlay:
             return self.overlay[path]
         data = self.source.read(path)
-        return None if data is None else data.decode("utf-8")
+        return None if data is None else decode(data, path).removeprefix(BOM)
 
     def module(self, path: str) -> cst.Module | None:
         if path not in self._modules:
@@ -115,28 +134,35 @@ class Tree:
         text = self.text(path)
         if text is None:
             return False
-        return any(
-            isinstance(node, ast.ClassDef) and node.name == name for node in ast.parse(text).body
-        )
+        try:
+            body = ast.parse(text).body
+        except (SyntaxError, ValueError) as error:
+            line = getattr(error, "lineno", None)
+            where = f"{path}:{line}" if line else path
+            raise ShapeError(
+                f"{where}: not valid Python ({getattr(error, 'msg', error)})"
+            ) from error
+        return any(isinstance(node, ast.ClassDef) and node.name == name for node in body)
 
 
-class Codemod(ABC):
-    """One structural rewrite of vLLM. Subclasses set NAME and DESCRIPTION."""
+OptionsT = TypeVar("OptionsT")
+
+
+class Codemod(ABC, Generic[OptionsT]):
+    """One structural rewrite of vLLM. Subclasses set NAME, DESCRIPTION and Options, the frozen
+    dataclass of the options a patchset gives it (read and checked by ``patcher.schema``)."""
 
     NAME: ClassVar[str]
     DESCRIPTION: ClassVar[str]
-    CANDIDATE_FILES: ClassVar[tuple[str, ...]] = ()  # where vLLM has kept the code, as globs
+    Options: ClassVar[type[Any]]
 
-    def __init__(self, model: Model, options: Mapping[str, Any]) -> None:
+    def __init__(self, model: Model, options: OptionsT) -> None:
         self.model = model
-        self.options = dict(options)
+        self.options = options
 
+    @abstractmethod
     def paths(self, names: Iterable[str]) -> list[str]:
-        """The files this codemod reads, out of the tree's ``names``, so they can be prefetched.
-
-        A patchset's ``files`` option overrides the candidates, for a release that moved them.
-        """
-        return match_paths(names, self.options.get("files", self.CANDIDATE_FILES))
+        """The files this codemod reads, out of the tree's ``names``, so they can be prefetched."""
 
     @abstractmethod
     def transform(self, tree: Tree) -> Outcome:
@@ -147,6 +173,25 @@ class Codemod(ABC):
             return self.transform(tree)
         except ShapeError as error:
             return Outcome(Status.FAILED, str(error))
+
+
+@dataclass(frozen=True)
+class FileOptions:
+    """The options of a codemod that looks for its code in a few candidate files."""
+
+    files: tuple[str, ...] | None = None  # globs replacing the candidates, if a release moved them
+
+
+class FileCodemod(Codemod[FileOptions]):
+    """A codemod whose code vLLM has kept in CANDIDATE_FILES (globs), or in a patchset's
+    ``files``."""
+
+    Options = FileOptions
+    CANDIDATE_FILES: ClassVar[tuple[str, ...]]
+
+    def paths(self, names: Iterable[str]) -> list[str]:
+        files = self.CANDIDATE_FILES if self.options.files is None else self.options.files
+        return match_paths(names, files)
 
 
 def summarize(applied: list[str], present: list[str], already: str, absent: str) -> Outcome:

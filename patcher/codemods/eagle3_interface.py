@@ -9,6 +9,7 @@ class sets those layers and defaults them to ``(2, n // 2, n - 3)``; the wrapper
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 import libcst as cst
 import libcst.matchers as m
@@ -39,6 +40,24 @@ LAYER_CALL_ASSIGN = m.Assign(
     targets=[m.AssignTarget(m.Tuple(elements=[m.Element(m.Name()), m.Element(m.Name())]))],
     value=m.Call(),
 )
+
+
+@dataclass(frozen=True)
+class InterfaceOptions:
+    """Where the text model and its multimodal wrapper are, and which attribute holds what."""
+
+    text_module: str
+    text_class: str
+    backbone_class: str
+    backbone_attribute: str = "model"
+    wrapper_module: str | None = None
+    wrapper_class: str | None = None
+    wrapper_attribute: str = "language_model"
+    interfaces_module: str = INTERFACES_MODULE
+
+    def __post_init__(self) -> None:
+        if (self.wrapper_module is None) != (self.wrapper_class is None):
+            raise ValueError("wrapper_module and wrapper_class go together: give both or neither")
 
 
 def statement(code: str) -> cst.BaseStatement:
@@ -214,32 +233,27 @@ class BackboneEdit:
         return node.with_changes(body=node.body.with_changes(body=new_body))
 
 
-class Eagle3Interface(Codemod):
+class Eagle3Interface(Codemod[InterfaceOptions]):
     NAME = "eagle3-interface"
     DESCRIPTION = DESCRIPTION
+    Options = InterfaceOptions
 
     def paths(self, names: Iterable[str]) -> list[str]:
-        wanted = {
-            self.options.get("interfaces_module", INTERFACES_MODULE),
-            self.options["text_module"],
-        }
-        if "wrapper_module" in self.options:
-            wanted.add(self.options["wrapper_module"])
+        options = self.options
+        wanted = {options.interfaces_module, options.text_module, options.wrapper_module or ""}
         return sorted(wanted & set(names))
 
     def transform(self, tree: Tree) -> Outcome:
-        interfaces = self.options.get("interfaces_module", INTERFACES_MODULE)
+        options = self.options
+        interfaces = options.interfaces_module
         if not tree.defines_class(interfaces, INTERFACE):
             return Outcome(Status.UNSUPPORTED, f"{interfaces} has no {INTERFACE} interface")
-        text_module, text_class = self.options["text_module"], self.options["text_class"]
+        text_module, text_class = options.text_module, options.text_class
         if not tree.defines_class(text_module, text_class):
             return Outcome(Status.UNSUPPORTED, f"{text_module} has no {text_class}")
         changed = self._text_model(tree, text_module, text_class)
-        if "wrapper_module" in self.options:
-            wrapper_module, wrapper_class = (
-                self.options["wrapper_module"],
-                self.options["wrapper_class"],
-            )
+        if options.wrapper_module is not None and options.wrapper_class is not None:
+            wrapper_module, wrapper_class = options.wrapper_module, options.wrapper_class
             if not tree.defines_class(wrapper_module, wrapper_class):
                 return Outcome(Status.UNSUPPORTED, f"{wrapper_module} has no {wrapper_class}")
             changed += self._wrapper(tree, wrapper_module, wrapper_class)
@@ -250,7 +264,7 @@ class Eagle3Interface(Codemod):
     def _text_model(self, tree: Tree, path: str, class_name: str) -> list[str]:
         module = tree.module(path)
         assert module is not None
-        backbone = self.options["backbone_class"]
+        backbone = self.options.backbone_class
         if find_class(module, backbone) is None:
             raise ShapeError(f"{path}: no class {backbone}, the backbone named by the patchset")
         backbone_class = find_class(module, backbone)
@@ -259,8 +273,7 @@ class Eagle3Interface(Codemod):
         edited = editor.apply(backbone_class)
         if editor.changed:
             module = replace_top_level(module, {id(backbone_class): edited})
-        inner = self.options.get("backbone_attribute", "model")
-        methods = backbone_methods(inner)
+        methods = backbone_methods(self.options.backbone_attribute)
         return editor.changed + self._interface(
             tree, path, module, class_name, methods, dirty=bool(editor.changed)
         )
@@ -270,14 +283,14 @@ class Eagle3Interface(Codemod):
         assert module is not None
         cls = find_class(module, class_name)
         assert cls is not None
-        attribute = self.options.get("wrapper_attribute", "language_model")
+        attribute = self.options.wrapper_attribute
         init = find_method(cls, "__init__")
         holds_backbone = init is not None and bool(
             m.findall(
                 init,
                 m.Assign(
                     targets=[m.AssignTarget(m.Attribute(m.Name("self"), m.Name(attribute)))],
-                    value=m.Call(func=m.Name(self.options["backbone_class"])),
+                    value=m.Call(func=m.Name(self.options.backbone_class)),
                 ),
             )
         )

@@ -14,7 +14,7 @@ import libcst as cst
 import libcst.matchers as m
 
 from patcher.codemods._cst import ExtendLiterals, describe, string_values
-from patcher.codemods.base import Codemod, Outcome, ShapeError, Tree, summarize
+from patcher.codemods.base import FileCodemod, Outcome, ShapeError, Tree, summarize
 
 DESCRIPTION = "Add the model types to the EAGLE-3 target model-type whitelist."
 
@@ -131,7 +131,7 @@ class WhitelistExtender(ExtendLiterals):
         return cst.parse_expression(f"not any(supported in {subject} for supported in ({values}))")
 
 
-class Eagle3Whitelist(Codemod):
+class Eagle3Whitelist(FileCodemod):
     NAME = "eagle3-whitelist"
     DESCRIPTION = DESCRIPTION
     CANDIDATE_FILES = CANDIDATE_FILES

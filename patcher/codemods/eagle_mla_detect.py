@@ -13,7 +13,7 @@ import libcst as cst
 import libcst.matchers as m
 
 from patcher.codemods._cst import ExtendLiterals, describe, find_compound, string_values
-from patcher.codemods.base import Codemod, Outcome, ShapeError, Tree, summarize
+from patcher.codemods.base import FileCodemod, Outcome, ShapeError, Tree, summarize
 
 DESCRIPTION = "Add the model types to the EAGLE branch of is_deepseek_mla."
 
@@ -52,7 +52,7 @@ def eagle_branches(function: cst.FunctionDef) -> list[cst.If]:
     ]
 
 
-class EagleMlaDetect(Codemod):
+class EagleMlaDetect(FileCodemod):
     NAME = "eagle-mla-detect"
     DESCRIPTION = DESCRIPTION
     CANDIDATE_FILES = CANDIDATE_FILES

@@ -15,7 +15,7 @@ import libcst as cst
 import libcst.matchers as m
 
 from patcher.codemods._cst import find_compound
-from patcher.codemods.base import Codemod, Outcome, Tree, summarize
+from patcher.codemods.base import FileCodemod, Outcome, Tree, summarize
 
 DESCRIPTION = "Let the EAGLE proposer use a target language model that is its own backbone."
 
@@ -56,7 +56,7 @@ class GuardInnerModel(cst.CSTTransformer):
         return updated_node
 
 
-class EagleTargetBackbone(Codemod):
+class EagleTargetBackbone(FileCodemod):
     NAME = "eagle-target-backbone"
     DESCRIPTION = DESCRIPTION
     CANDIDATE_FILES = CANDIDATE_FILES

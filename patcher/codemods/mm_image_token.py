@@ -14,7 +14,7 @@ import libcst as cst
 import libcst.matchers as m
 
 from patcher.codemods._cst import describe, find_compound
-from patcher.codemods.base import Codemod, Outcome, ShapeError, Tree, summarize
+from patcher.codemods.base import FileCodemod, Outcome, ShapeError, Tree, summarize
 
 DESCRIPTION = "Map the architecture to its image-token attribute in the EAGLE multimodal branch."
 
@@ -85,7 +85,7 @@ class InsertBranch(cst.CSTTransformer):
         )
 
 
-class MmImageToken(Codemod):
+class MmImageToken(FileCodemod):
     NAME = "mm-image-token"
     DESCRIPTION = DESCRIPTION
     CANDIDATE_FILES = CANDIDATE_FILES

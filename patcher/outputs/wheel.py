@@ -3,14 +3,13 @@
 Members no patch touches are copied as raw compressed bytes (local header, data and any data
 descriptor), so their content, CRC and compression stay byte-identical; their central
 directory records are reused with only the offset changed. The dist-info folder is renamed to
-the new version, METADATA and RECORD are rewritten, and a provenance file is added.
+the new version, METADATA and RECORD are rewritten, and a provenance file is added. The
+source's members are first checked against its RECORD (``record.check_source``).
 """
 
 from __future__ import annotations
 
-import base64
 import csv
-import hashlib
 import io
 import json
 import os
@@ -21,22 +20,20 @@ import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from packaging.version import Version
+from packaging.version import InvalidVersion, Version
 
 from patcher import __version__
+from patcher.cache import remove_stale, temporary_beside
 from patcher.engine import PatchResult
 from patcher.errors import PatcherError
+from patcher.outputs.record import check_source, parse_record, read_member, record_hash
 
 PROVENANCE = "patcher-provenance.json"
+STALE_PARTIAL_SECONDS = 3600  # a build writes its .partial continuously and takes minutes
 CENTRAL_RECORD = struct.Struct("<4s6H3L5H2L")  # a central directory header, without names
 LOCAL_RECORD = struct.Struct("<4s5H3L2H")
 END_RECORD = struct.Struct("<4s4H2LH")
 COPY_CHUNK = 8 * 1024 * 1024
-
-
-def record_hash(data: bytes) -> str:
-    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=")
-    return f"sha256={digest.decode()}"
 
 
 @dataclass(frozen=True)
@@ -185,6 +182,29 @@ class RawZipWriter:
         self.out.write(END_RECORD.pack(b"PK\x05\x06", 0, 0, count, count, size, start, 0))
 
 
+def local_version(version: str, label: str) -> Version:
+    """``version+label``, or a one-line error if ``label`` is no PEP 440 local label."""
+    try:
+        return Version(f"{version}+{label}")
+    except InvalidVersion as error:
+        raise PatcherError(
+            f"local label {label!r} is not a PEP 440 local version label "
+            "(letters, digits and '.', '-', '_' between them)"
+        ) from error
+
+
+def writable_folder(folder: Path) -> None:
+    """Refuse an output folder that cannot take a new file, before any work is done for it."""
+    if folder.exists() and not folder.is_dir():
+        raise PatcherError(f"{folder} is not a directory")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=folder, prefix=".patcher-probe."):
+            pass
+    except OSError as error:
+        raise PatcherError(f"cannot write to {folder}: {error.strerror or error}") from error
+
+
 @dataclass(frozen=True)
 class WheelPlan:
     """Everything that decides the output, so equal inputs give equal bytes."""
@@ -196,7 +216,7 @@ class WheelPlan:
 
     @property
     def version(self) -> Version:
-        return Version(f"{self.result.version}+{self.local_label}")
+        return local_version(self.result.version, self.local_label)
 
     def output_name(self) -> str:
         original = Version(self.result.version)
@@ -215,13 +235,16 @@ def build_wheel(plan: WheelPlan, dist: Path) -> Path:
     names = set(archive.namelist())
     if f"{old_info}/{PROVENANCE}" in names:
         raise PatcherError(f"{plan.source.name}: already patched by patcher ({PROVENANCE} present)")
-    if f"{old_info}/RECORD" not in names:
-        raise PatcherError(f"{plan.source.name}: no {old_info}/RECORD; not a vLLM wheel")
+    for required in ("RECORD", "METADATA"):
+        if f"{old_info}/{required}" not in names:
+            raise PatcherError(f"{plan.source.name}: no {old_info}/{required}; not a vLLM wheel")
     new_info = f"vllm-{plan.version}.dist-info"
     members = read_members(plan.source, archive)
-    dist.mkdir(parents=True, exist_ok=True)
+    check_source(plan.source, plan.source_sha256, archive, old_info)
+    writable_folder(dist)
+    remove_stale(dist, ".*.partial", STALE_PARTIAL_SECONDS)
     target = dist / plan.output_name()
-    fd, tmp = tempfile.mkstemp(dir=dist, prefix=f".{target.name}.", suffix=".partial")
+    fd, tmp = temporary_beside(target, ".partial")
     try:
         with os.fdopen(fd, "wb") as out, plan.source.open("rb") as source:
             writer = RawZipWriter(out)
@@ -242,7 +265,7 @@ def build_wheel(plan: WheelPlan, dist: Path) -> Path:
                 leaf = member.info.filename[len(old_info) + 1 :]
                 if leaf == "RECORD":
                     continue
-                data = archive.read(member.info)
+                data = read_member(archive, member.info)
                 if leaf == "METADATA":
                     data = set_metadata_version(data, plan.version)
                 writer.add(f"{new_info}/{leaf}", data, member.info)
@@ -250,7 +273,7 @@ def build_wheel(plan: WheelPlan, dist: Path) -> Path:
             provenance = provenance_json(plan)
             writer.add(f"{new_info}/{PROVENANCE}", provenance, record_info)
             rows[f"{new_info}/{PROVENANCE}"] = (record_hash(provenance), str(len(provenance)))
-            record = rewrite_record(archive.read(record_info), old_info, new_info, rows)
+            record = rewrite_record(read_member(archive, record_info), old_info, new_info, rows)
             writer.add(f"{new_info}/RECORD", record, record_info)
             writer.finish()
         check_wheel(Path(tmp), plan, new_info)
@@ -264,7 +287,10 @@ def build_wheel(plan: WheelPlan, dist: Path) -> Path:
 
 
 def set_metadata_version(metadata: bytes, version: Version) -> bytes:
-    lines = metadata.decode("utf-8").split("\n")
+    try:
+        lines = metadata.decode("utf-8").split("\n")
+    except UnicodeDecodeError as error:
+        raise PatcherError(f"METADATA is not UTF-8 text ({error.reason})") from error
     for i, line in enumerate(lines):
         if line.startswith("Version:"):
             lines[i] = f"Version: {version}"
@@ -281,16 +307,13 @@ def rewrite_record(
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     seen = set()
-    for row in csv.reader(io.StringIO(record.decode("utf-8"))):
-        if not row:
-            continue
-        path = row[0]
+    for path, (digest, size) in parse_record(record, "the source wheel").items():
         if path.startswith(f"{old_info}/"):
             path = new_info + path[len(old_info) :]
         if path == f"{new_info}/RECORD":
             continue
         seen.add(path)
-        writer.writerow([path, *rows.get(path, (row[1], row[2]))])
+        writer.writerow([path, *rows.get(path, (digest, size))])
     for path, (digest, size) in sorted(rows.items()):
         if path not in seen:
             writer.writerow([path, digest, size])

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import ast
-from collections.abc import Sequence
+import os
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
@@ -37,9 +38,7 @@ class DirectorySource(Source):
         self.root = root
         if version is None:
             version_file = root / "vllm" / "_version.py"
-            found = (
-                version_from_module(version_file.read_text()) if version_file.is_file() else None
-            )
+            found = read_version(version_file) if version_file.is_file() else None
             if found is None:
                 raise PatcherError(f"{root}: no version in vllm/_version.py; pass --vllm-version")
             version = found
@@ -48,14 +47,47 @@ class DirectorySource(Source):
         self._names: list[str] | None = None
 
     def names(self) -> Sequence[str]:
+        """Every file under ``vllm/``, symlinked directories followed (each real one once)."""
         if self._names is None:
-            self._names = sorted(
-                p.relative_to(self.root).as_posix()
-                for p in (self.root / "vllm").rglob("*")
-                if p.is_file() and "__pycache__" not in p.parts
-            )
+            self._names = sorted(walk(self.root, "vllm"))
         return self._names
 
     def read(self, path: str) -> bytes | None:
         file = self.root / path
-        return file.read_bytes() if file.is_file() else None
+        if not file.is_file():
+            return None
+        try:
+            return file.read_bytes()
+        except OSError as error:
+            raise PatcherError(f"{file}: cannot read it ({error.strerror})") from error
+
+
+def walk(root: Path, top: str) -> Iterator[str]:
+    """Paths of the files under ``root/top`` relative to ``root``, following symlinked folders.
+
+    A tree may link a folder in from elsewhere; skipping it would drop a patch silently.
+    """
+    chains: dict[str, frozenset[str]] = {}  # each folder's real path and its ancestors'
+    for folder, dirs, files in os.walk(root / top, followlinks=True):
+        real = os.path.realpath(folder)
+        above = chains.get(os.path.dirname(folder), frozenset())
+        if real in above:  # a link back up its own path: a loop
+            dirs.clear()
+            continue
+        chains[folder] = above | {real}
+        dirs[:] = [d for d in dirs if d != "__pycache__"]
+        relative = Path(folder).relative_to(root)
+        for name in files:
+            if os.path.isfile(os.path.join(folder, name)):
+                yield (relative / name).as_posix()
+
+
+def read_version(version_file: Path) -> str | None:
+    """The version ``_version.py`` declares; a one-line error if it cannot be read or parsed."""
+    try:
+        return version_from_module(version_file.read_bytes().decode("utf-8-sig"))
+    except (OSError, UnicodeDecodeError, SyntaxError, ValueError) as error:
+        reason = error.strerror if isinstance(error, OSError) else str(error)
+        raise PatcherError(
+            f"{version_file}: cannot read the version ({reason}); pass --vllm-version"
+        ) from error

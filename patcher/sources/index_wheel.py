@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import json
 import zipfile
+import zlib
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-import requests
-
-from patcher.cache import atomic_write, cache_dir
+from patcher.cache import checked_dir, read_checked, write_checked
 from patcher.errors import PatcherError
-from patcher.index import HttpClient, RangesRefused, Release, WheelFile, timeout
+from patcher.index import HttpClient, RangesRefused, Release, WheelFile
 from patcher.sources.base import Source
 from patcher.sources.download import download_wheel
 from patcher.sources.http_range import RangeFile
@@ -33,7 +32,7 @@ class IndexWheelSource(Source):
         self.wheel = wheel
         self.client = client
         self.description = f"vllm {self.version} ({wheel.filename})"
-        self.root = cache_dir() / "members" / wheel.sha256
+        self.root = checked_dir("members") / wheel.sha256
         self._remote: RangeFile | None = None
         self._zip: zipfile.ZipFile | None = None
         self._fallback: WheelSource | None = None
@@ -70,23 +69,23 @@ class IndexWheelSource(Source):
 
     def _size(self) -> int:
         """The wheel's size from a HEAD request, for an index that lists no sizes."""
+        head = self.client.head(self.wheel.url)
         try:
-            head = self.client.session.head(self.wheel.url, allow_redirects=True, timeout=timeout())
-            head.raise_for_status()
             return int(head.headers["Content-Length"])
-        except (requests.RequestException, KeyError, ValueError) as error:
+        except (KeyError, ValueError) as error:
             raise PatcherError(
-                f"{self.wheel.url}: cannot learn the wheel's size ({type(error).__name__})"
+                f"{self.wheel.url}: cannot learn the wheel's size (no Content-Length)"
             ) from error
 
     def names(self) -> Sequence[str]:
         if self._names is None:
             listing = self.root / "names.json"
-            if listing.exists():
-                self._names = json.loads(listing.read_bytes())
+            cached = read_checked(listing)
+            if cached is not None:
+                self._names = json.loads(cached)
             else:
                 self._names = [n for n in self._open().namelist() if not n.endswith("/")]
-                atomic_write(listing, json.dumps(self._names).encode())
+                write_checked(listing, json.dumps(self._names).encode())
             self._known = frozenset(self._names)
         return self._names
 
@@ -95,7 +94,7 @@ class IndexWheelSource(Source):
 
     def prefetch(self, paths: Iterable[str]) -> None:
         self.names()
-        wanted = [p for p in paths if p in self._known and not self._cached(p).exists()]
+        wanted = [p for p in paths if p in self._known and read_checked(self._cached(p)) is None]
         if not wanted:
             return
         archive = self._open()
@@ -117,16 +116,14 @@ class IndexWheelSource(Source):
             data = self._open().read(path)
         except RangesRefused:
             data = self._download().read(path)
-        except (zipfile.BadZipFile, EOFError) as error:
+        except (zipfile.BadZipFile, EOFError, zlib.error) as error:
             raise PatcherError(f"{self.wheel.filename}: cannot read {path} ({error})") from error
-        atomic_write(self._cached(path), data)
+        write_checked(self._cached(path), data)
         return data
 
     def read(self, path: str) -> bytes | None:
         self.names()
         if path not in self._known:
             return None
-        cached = self._cached(path)
-        if cached.exists():
-            return cached.read_bytes()
-        return self._store(path)
+        cached = read_checked(self._cached(path))
+        return self._store(path) if cached is None else cached

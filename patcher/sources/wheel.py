@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import zipfile
+import zlib
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -35,13 +36,14 @@ def wheel_version(path: Path) -> Version:
 
 
 class WheelSource(Source):
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, sha256: str | None = None) -> None:
+        """``sha256``, if the caller verified the file already, spares hashing it again."""
         self.path = path
         self.version = wheel_version(path)
         self.zip = open_wheel(path)
         self.description = f"vllm {self.version} ({path.name})"
         self._names = [n for n in self.zip.namelist() if not n.endswith("/")]
-        self._sha256: str | None = None
+        self._sha256 = sha256
 
     def names(self) -> Sequence[str]:
         return self._names
@@ -51,7 +53,7 @@ class WheelSource(Source):
             return self.zip.read(path)
         except KeyError:
             return None
-        except (zipfile.BadZipFile, OSError, EOFError) as error:
+        except (zipfile.BadZipFile, OSError, EOFError, zlib.error) as error:
             raise PatcherError(f"{self.path}: cannot read {path} ({error})") from error
 
     @property

@@ -31,14 +31,19 @@ def verified(patchset: str, version: str) -> str | None:
     return "pass" if json.loads(path.read_bytes())["ok"] else "fail"
 
 
-def verify_release(
-    patchset: Patchset, official: Path, sha256: str, result: PatchResult
-) -> VerifyReport:
-    """Verify the official wheel against the patched one, or alone where upstream has the fix."""
+def check_verifiable(patchset: Patchset, result: PatchResult) -> None:
+    """Refuse what verify cannot prove; the CLI asks before it downloads the wheel."""
     if not patchset.verify:
         raise PatcherError(f"patchset {patchset.name} declares no verify checks")
     if result.verdict == "unsupported":
         raise PatcherError(f"vllm {result.version} is unsupported for {patchset.name}")
+
+
+def verify_release(
+    patchset: Patchset, official: Path, sha256: str, result: PatchResult
+) -> VerifyReport:
+    """Verify the official wheel against the patched one, or alone where upstream has the fix."""
+    check_verifiable(patchset, result)
     if any(name.endswith(f".dist-info/{PROVENANCE}") for name in WheelSource(official).names()):
         raise PatcherError(f"{official.name} is a patched wheel; verify takes the official one")
     patched = None

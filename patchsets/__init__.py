@@ -1,0 +1,1 @@
+"""The built-in patchsets: TOML data, shipped as the package ``patcher.patchsets``."""

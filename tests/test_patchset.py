@@ -1,0 +1,151 @@
+"""Patchset files: every wrong type, missing key and unknown key is one line naming the file and
+the key, all of a file's problems at once, before anything is fetched."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from patcher import patchset as patchsets
+from patcher.cli import main
+from patcher.codemods.base import FileOptions
+from patcher.codemods.eagle3_interface import InterfaceOptions
+from patcher.errors import PatcherError
+
+BUILTIN = (patchsets.builtin_dir() / "kimi-k2.5-eagle3.toml").read_text()
+
+
+def edited(tmp_path: Path, *replacements: tuple[str, str]) -> Path:
+    text = BUILTIN
+    for old, new in replacements:
+        assert old in text, old
+        text = text.replace(old, new, 1)
+    path = tmp_path / "edited.toml"
+    path.write_text(text)
+    return path
+
+
+def error_lines(capsys) -> list[str]:
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err and all(line.startswith("patcher: error: ") for line in err), err
+    return [line.removeprefix("patcher: error: ") for line in err]
+
+
+def test_the_builtin_patchsets_read_into_each_codemods_options():
+    patchset = patchsets.load("kimi-k2.5-eagle3")
+    assert patchset.model.types == ("kimi_k2", "deepseek_v3")
+    options = [p.options for p in patchset.patches]
+    assert options[0] == FileOptions() and options[1] == FileOptions()
+    assert options[2] == InterfaceOptions(
+        text_module="vllm/model_executor/models/deepseek_v2.py",
+        text_class="DeepseekV2ForCausalLM",
+        backbone_class="DeepseekV2Model",
+        backbone_attribute="model",
+        wrapper_module="vllm/model_executor/models/kimi_k25.py",
+        wrapper_class="KimiK25ForConditionalGeneration",
+        wrapper_attribute="language_model",
+    )
+    for name in patchsets.available():
+        patchsets.load(name)
+
+
+@pytest.mark.parametrize(
+    ("replacement", "line"),
+    [
+        (
+            ('types = ["kimi_k2", "deepseek_v3"]', 'types = "kimi_k2"'),
+            "model.types: expected a list of strings, got the string 'kimi_k2'",
+        ),
+        (('types = ["kimi_k2", "deepseek_v3"]', "types = 5"), "model.types: expected a list"),
+        (('types = ["kimi_k2", "deepseek_v3"]', "types = []"), "model: types: expected at least"),
+        (
+            ('text_class = "DeepseekV2ForCausalLM"', "text_class = 42"),
+            "patches[2].text_class: expected a string, got the number 42",
+        ),
+        (('name = "kimi-k2.5-eagle3"', "name = 5"), "name: expected a string, got the number 5"),
+        (
+            ('versions = "<0.15.0"', "versions = 15"),
+            "expect[0].versions: expected a string, got the number 15",
+        ),
+        (
+            ('versions = "<0.15.0"', 'versions = "soon"'),
+            "expect[0].versions: 'soon' is not a version specifier",
+        ),
+        (('verdict = "unsupported"', 'verdict = "fine"'), "expect[0].verdict: 'fine' is not one"),
+        (
+            ('text_module = "vllm/model_executor/models/deepseek_v2.py"\n', ""),
+            "patches[2].text_module: missing",
+        ),
+        (('codemod = "mm-image-token"', 'codemod = "mm-image-token"\ntypo = 1'), "patches[1].typo"),
+        (
+            ('wrapper_class = "KimiK25ForConditionalGeneration"\n', ""),
+            "patches[2]: wrapper_module and",
+        ),
+        (
+            ('codemod = "mm-image-token"', 'codemod = "mm-image"'),
+            "patches[1].codemod: 'mm-image' is",
+        ),
+        (('name = "kimi-k2.5-eagle3"', 'nmae = "x"'), "nmae: unknown key"),
+        (
+            ('codemod = "mm-image-token"', 'codemod = "eagle3-whitelist"'),
+            "patches[1].codemod: eagle3",
+        ),
+        (('verify = ["speculative-config"', 'verify = ["speculative"'), "verify[0]: 'speculative'"),
+        (("[[requires]]\nmodule", "[[requires]]\nmodul"), "requires[0].modul: unknown key"),
+    ],
+)
+def test_each_problem_is_one_line_naming_the_file_and_the_key(tmp_path, capsys, replacement, line):
+    path = edited(tmp_path, replacement)
+    assert main(["diff", "--vllm", "0.16.0", "--patchset", str(path)]) == 2
+    lines = error_lines(capsys)
+    assert any(found.startswith(f"{path}: {line}") for found in lines), lines
+
+
+@pytest.mark.parametrize(
+    ("patches", "line"),
+    [
+        ('patches = "x"', "patches: expected a list of tables"),
+        ("", "patches: missing"),
+        ("patches = [5]", "patches[0]: expected a table"),
+        ("patches = [{}]", "patches[0].codemod: missing"),
+    ],
+)
+def test_patches_that_are_not_a_list_of_codemod_tables(tmp_path, capsys, patches, line):
+    path = tmp_path / "small.toml"
+    path.write_text(f'name = "small"\n{patches}\n\n[model]\ntypes = ["kimi_k2"]\n')
+    assert main(["diff", "--vllm", "0.16.0", "--patchset", str(path)]) == 2
+    assert error_lines(capsys)[0].startswith(f"{path}: {line}")
+
+
+def test_every_problem_of_a_file_is_reported_at_once(tmp_path, capsys):
+    path = edited(
+        tmp_path,
+        ('name = "kimi-k2.5-eagle3"', "name = 5"),
+        ('types = ["kimi_k2", "deepseek_v3"]', 'types = "kimi_k2"'),
+        ('text_class = "DeepseekV2ForCausalLM"', "text_class = 42"),
+        ('codemod = "mm-image-token"', 'codemod = "mm-image-token"\nfiles = "eagle.py"'),
+    )
+    assert main(["diff", "--vllm", "0.16.0", "--patchset", str(path)]) == 2
+    assert error_lines(capsys) == [
+        f"{path}: name: expected a string, got the number 5",
+        f"{path}: model.types: expected a list of strings, got the string 'kimi_k2'",
+        f"{path}: patches[1].files: expected a list of strings, got the string 'eagle.py'",
+        f"{path}: patches[2].text_class: expected a string, got the number 42",
+    ]
+
+
+def test_a_files_override_is_read_as_globs(tmp_path):
+    path = edited(
+        tmp_path,
+        ('codemod = "eagle3-whitelist"', 'codemod = "eagle3-whitelist"\nfiles = ["vllm/x/*.py"]'),
+    )
+    whitelist = patchsets.load(str(path)).codemods()[0]
+    assert whitelist.paths(["vllm/x/spec.py", "vllm/config/speculative.py"]) == ["vllm/x/spec.py"]
+
+
+def test_a_patchset_that_is_not_a_readable_file(tmp_path):
+    folder = tmp_path / "folder.toml"
+    folder.mkdir()
+    with pytest.raises(PatcherError, match="cannot read it"):
+        patchsets.load(str(folder))
