@@ -2,7 +2,8 @@
 
 This machine is shared and noisy, so each figure comes with a ratio to a baseline measured in
 the same run: a libcst parse of vLLM's largest affected module for the codemods, a plain file
-copy for the wheel repack, the sum of the wheels' sizes for the bytes fetched.
+copy for the wheel repack, the sum of the wheels' sizes for the bytes fetched, the command
+line's own start-up for patching an installed vLLM.
 """
 
 from __future__ import annotations
@@ -242,6 +243,57 @@ def bench_repack(report: Report, index: PackageIndex, arch: str, unpack_pack: bo
             )
 
 
+def bench_installed(report: Report, index: PackageIndex, arch: str) -> None:
+    """``patcher apply --installed`` end to end on a venv holding official 0.16.0 (pip-installed
+    --no-deps, untimed), beside the start-up of the same command line doing nothing."""
+    wheel = download_wheel(pick_wheel(index.release("0.16.0"), arch), index.client)
+    with tempfile.TemporaryDirectory(dir=cache_dir(), prefix="bench-installed-") as work:
+        python = Path(work) / "venv" / "bin" / "python"
+        subprocess.run([sys.executable, "-m", "venv", str(python.parent.parent)], check=True)
+        subprocess.run(
+            [str(python), "-m", "pip", "install", "-q", "--no-deps", str(wheel)],
+            check=True,
+            capture_output=True,
+        )
+        patcher = [sys.executable, "-m", "patcher.cli"]
+
+        def run(*args: str) -> None:
+            subprocess.run([*patcher, *args], check=True, capture_output=True)
+
+        target = ("--installed", "--python", str(python))
+        run("apply", *target)  # the codemods' results into the cache: the warm case
+        run("revert", *target)
+        startup = best_of(3, lambda: run("--version"))
+        startup_cpu = best_cpu(3, lambda: run("--version"))
+        apply = best_of(3, lambda: run("apply", *target), lambda: run("revert", *target))
+        apply_cpu = best_cpu(3, lambda: run("apply", *target), lambda: run("revert", *target))
+        run("apply", *target)
+        revert = best_of(3, lambda: run("revert", *target), lambda: run("apply", *target))
+    report.add("apply --installed on 0.16.0, warm", apply, "patcher --version", startup, "< 2 s")
+    report.add("  the same, CPU time", apply_cpu, "patcher --version, CPU", startup_cpu, "< 2 s")
+    report.add("revert --installed on 0.16.0", revert, "patcher --version", startup, "")
+
+
+def best_cpu(
+    count: int, work: Callable[[], object], tidy: Callable[[], object] = lambda: None
+) -> float:
+    """Like ``best_of``, in user and system seconds of the processes ``work`` runs: on a shared
+    machine, closer than wall time to what a command costs on an idle one."""
+    seconds = []
+    for _ in range(count):
+        before = os.times()
+        work()
+        after = os.times()
+        seconds.append(
+            after.children_user
+            - before.children_user
+            + after.children_system
+            - before.children_system
+        )
+        tidy()
+    return min(seconds)
+
+
 def bench_integrity(report: Report, index: PackageIndex, arch: str) -> None:
     """What trusting no cached byte costs: hashing the cached wheel, against the remembered
     verification (sidecar stat) warm runs use; checking every member against RECORD."""
@@ -281,6 +333,7 @@ def main(argv: list[str] | None = None) -> int:
         bench_codemods(report, index, arch)
         bench_matrix(report, index, arch, args.since)
         bench_repack(report, index, arch, args.unpack_pack)
+        bench_installed(report, index, arch)
         bench_integrity(report, index, arch)
         if args.venvs:
             bench_venvs(report, index, arch)

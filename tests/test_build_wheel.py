@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import subprocess
-import sys
 import venv
 import zipfile
 from pathlib import Path
 
 import pytest
+from commandline import PATCHER
 from installer.sources import WheelFile
 
 from patcher.cache import cache_dir
@@ -228,7 +228,7 @@ def run_cli(*args: str, limit_file_size: int | None = None) -> subprocess.Popen:
             resource.setrlimit(resource.RLIMIT_FSIZE, (limit_file_size, limit_file_size))
 
     return subprocess.Popen(
-        [sys.executable, "-m", "patcher.cli", *args],
+        [PATCHER, *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

@@ -26,9 +26,14 @@ from patcher import __version__
 from patcher.cache import remove_stale, temporary_beside
 from patcher.engine import PatchResult
 from patcher.errors import PatcherError
-from patcher.outputs.record import check_source, parse_record, read_member, record_hash
+from patcher.outputs.record import (
+    PROVENANCE,
+    check_source,
+    parse_record,
+    read_member,
+    record_hash,
+)
 
-PROVENANCE = "patcher-provenance.json"
 STALE_PARTIAL_SECONDS = 3600  # a build writes its .partial continuously and takes minutes
 CENTRAL_RECORD = struct.Struct("<4s6H3L5H2L")  # a central directory header, without names
 LOCAL_RECORD = struct.Struct("<4s5H3L2H")

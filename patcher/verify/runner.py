@@ -10,11 +10,12 @@ import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Protocol
 
 from packaging.version import InvalidVersion, Version
 
 from patcher.errors import PatcherError
-from patcher.venvs import Venv, wheel_sha256
+from patcher.venvs import wheel_sha256
 from patcher.verify import probe
 from patcher.verify.environment import verify_venvs
 from patcher.verify.report import CheckResult, Outcome, VerifyReport
@@ -23,6 +24,17 @@ from patcher.verify.requirements import wheel_version
 PROBE = Path(probe.__file__)
 PROBE_TIMEOUT = 1800
 """Seconds for one wheel's probe; a healthy one takes about a minute on two idle cores."""
+
+
+class ProbeTarget(Protocol):
+    """Where a probe runs: a verify venv, or an environment verified in place."""
+
+    @property
+    def path(self) -> Path:
+        """The folder vLLM keeps its caches under for the run."""
+
+    @property
+    def python(self) -> Path: ...
 
 
 def verify_wheels(
@@ -60,7 +72,7 @@ def verify_wheels(
     )
 
 
-def run_probe(env: Venv, checks: Sequence[str], workdir: Path) -> dict[str, Outcome]:
+def run_probe(env: ProbeTarget, checks: Sequence[str], workdir: Path) -> dict[str, Outcome]:
     """Run ``checks`` in ``env``'s interpreter; a check the probe did not report failed."""
     workdir.mkdir(parents=True, exist_ok=True)
     try:
@@ -99,7 +111,7 @@ def _read_results(
     return {name: found.get(name, Outcome("fail", why, seconds)) for name in checks}
 
 
-def probe_environment(env: Venv) -> dict[str, str]:
+def probe_environment(env: ProbeTarget) -> dict[str, str]:
     """The parent's environment plus offline flags, with vLLM's caches kept in the venv."""
     child = dict(os.environ)
     child.update(
