@@ -393,6 +393,7 @@ def check_mm_image_token(workdir: Path) -> str:
         supports_mm_inputs=False,
         parallel_drafting=False,
         pass_hidden_states_to_model=True,
+        use_local_argmax_reduction=False,  # read by 0.18.0 on; SpeculativeConfig's default
     )
     replace(eagle, "get_pp_group", _single_rank)
     if hasattr(eagle.EagleProposer, "_get_model"):  # 0.16.0 and later
@@ -404,7 +405,7 @@ def check_mm_image_token(workdir: Path) -> str:
     try:
         proposer.load_model(target)
     except AttributeError as exc:
-        if "SimpleNamespace" in str(exc):
+        if "SimpleNamespace" in str(exc) or "'EagleProposer' object" in str(exc):
             raise ProbeError(f"a stand-in lacks what load_model reads: {exc}") from exc
         raise Barrier(f"AttributeError: {exc}") from exc
     got = getattr(drafter.config, "image_token_index", None)
@@ -419,7 +420,8 @@ def check_mm_image_token(workdir: Path) -> str:
         f"Kimi holds in this release (replaced: {loader} returns a bare "
         f"{type(drafter).__name__} with a config, a stand-in embedding and lm_head; "
         "get_pp_group is single-rank; vllm_config holds only an empty static_forward_context "
-        "and the drafter's config; models built with object.__new__)"
+        "and the drafter's config; proposer and models built with object.__new__, "
+        "use_local_argmax_reduction=False)"
     )
 
 
