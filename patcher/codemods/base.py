@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import ast
 import fnmatch
+import keyword
+import re
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, ClassVar, Generic, TypeVar
 
@@ -23,13 +25,43 @@ class Status(StrEnum):
     FAILED = "failed"  # the code has a shape this codemod does not know
 
 
+MODEL_TYPE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+
+
+def python_name(text: str) -> str:
+    """A class or attribute name; codemods write it into code, so nothing else may pass."""
+    if not text.isidentifier() or keyword.iskeyword(text):
+        raise ValueError(f"{text!r} is not a Python identifier")
+    return text
+
+
+def model_type(text: str) -> str:
+    """A Hugging Face model type like ``kimi_k2``; codemods write it into a string literal."""
+    if not MODEL_TYPE.fullmatch(text):
+        raise ValueError(f"{text!r} is not a model type (letters, digits, '_', '.', '-')")
+    return text
+
+
+def module_path(text: str) -> str:
+    """A ``.py`` file's path inside the vLLM tree: relative, ``/``-separated, no ``..``."""
+    parts = text.split("/")
+    if (
+        text.startswith("/")
+        or "\\" in text
+        or not text.endswith(".py")
+        or not {"", ".", ".."}.isdisjoint(parts)
+    ):
+        raise ValueError(f"{text!r} is not a .py path inside the tree like 'vllm/config/model.py'")
+    return text
+
+
 @dataclass(frozen=True)
 class Model:
     """The model a patchset is about, as the codemods need to know it."""
 
-    types: tuple[str, ...]
-    architecture: str | None = None
-    image_token_attribute: str | None = None
+    types: tuple[str, ...] = field(metadata={"parse": model_type})
+    architecture: str | None = field(default=None, metadata={"parse": python_name})
+    image_token_attribute: str | None = field(default=None, metadata={"parse": python_name})
 
     def __post_init__(self) -> None:
         if not self.types:
