@@ -31,6 +31,7 @@ RETRIES = 4
 BACKOFF_SECONDS = 0.5
 TIMEOUT_ENV = "PATCHER_HTTP_TIMEOUT"
 DEFAULT_TIMEOUT = 30.0
+MAX_TIMEOUT = 86400.0  # a day; sockets refuse a timeout past time_t (about 9.2e9 s)
 PIECE = 64 * 1024
 SHA256_HEX = re.compile(r"[0-9a-fA-F]{64}")
 
@@ -108,8 +109,10 @@ def timeout() -> float:
         seconds = float(raw)
     except ValueError:
         seconds = math.nan
-    if not (math.isfinite(seconds) and seconds > 0):
-        raise PatcherError(f"{TIMEOUT_ENV}={raw!r}: expected a positive number of seconds")
+    if not (math.isfinite(seconds) and 0 < seconds <= MAX_TIMEOUT):
+        raise PatcherError(
+            f"{TIMEOUT_ENV}={raw!r}: expected a positive number of seconds, at most {MAX_TIMEOUT:g}"
+        )
     return seconds
 
 

@@ -303,7 +303,7 @@ def test_a_trickling_download_is_cut_off(
     assert wheel_bytes.startswith(partial.read_bytes()), "what came is kept to resume"
 
 
-@pytest.mark.parametrize("value", ["abc", "-1", "0", "nan"])
+@pytest.mark.parametrize("value", ["abc", "-1", "0", "nan", "1e10"])  # 1e10: past time_t
 def test_a_bad_timeout_setting_is_one_line(
     fake: FakeIndex, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], value: str
 ) -> None:
@@ -311,7 +311,7 @@ def test_a_bad_timeout_setting_is_one_line(
     code = main(["diff", "--vllm", VERSION, "--index-url", fake.url, "--platform", "x86_64"])
     err = capsys.readouterr().err
     assert code == 2
-    expected = f"{TIMEOUT_ENV}={value!r}: expected a positive number of seconds"
+    expected = f"{TIMEOUT_ENV}={value!r}: expected a positive number of seconds, at most 86400"
     assert err == f"patcher: error: {expected}\n"
     assert fake.page.attempts == 0
 
