@@ -18,8 +18,8 @@ from pathlib import Path
 
 import requests
 import urllib3
-from packaging.utils import InvalidWheelFilename, parse_wheel_filename
-from packaging.version import InvalidVersion, Version
+from packaging.utils import parse_wheel_filename
+from packaging.version import Version
 
 from patcher.cache import checked_dir, read_checked, write_checked
 from patcher.errors import PatcherError
@@ -306,7 +306,7 @@ class PackageIndex:
                     continue
                 try:
                     version = parse_wheel_filename(filename)[1]
-                except (InvalidWheelFilename, InvalidVersion):
+                except ValueError:  # InvalidWheelFilename, InvalidVersion, or 4300+ digits
                     continue
                 wheel = WheelFile(
                     filename=filename,
@@ -324,7 +324,7 @@ class PackageIndex:
         releases = self.releases()
         try:
             wanted = Version(version)
-        except InvalidVersion as error:
+        except ValueError as error:  # InvalidVersion, or past Python's 4300-digit int limit
             raise PatcherError(f"{version!r} is not a valid version") from error
         if wanted in releases:
             return releases[wanted]

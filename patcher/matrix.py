@@ -16,7 +16,7 @@ from concurrent.futures import (
 from dataclasses import dataclass
 from pathlib import Path
 
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from patcher import results_cache
 from patcher.cache import atomic_write
@@ -161,7 +161,7 @@ def select_releases(
         return [index.release(v) for v in versions]
     try:
         floor = Version(since) if since is not None else None
-    except InvalidVersion as error:
+    except ValueError as error:  # InvalidVersion, or past Python's 4300-digit int limit
         raise PatcherError(f"--since {since!r} is not a valid version") from error
     releases = list(index.iter_since(floor))
     if not releases:

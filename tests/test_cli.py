@@ -197,6 +197,15 @@ def test_an_empty_diff_says_why_on_stderr(tmp_path, capsys):
     assert out == "" and "the patchset empty has no patches" in err
 
 
+def test_a_tree_version_too_long_to_parse_is_one_line(tree_0_16, tmp_path, capsys):
+    root = copy_tree(tree_0_16, tmp_path / "long")
+    (root / "vllm/_version.py").write_text(f"__version__ = '{'9' * 5000}'\n")
+    assert main(["diff", "--source", str(root)]) == 2
+    assert "is not a valid version" in one_error_line(capsys)
+    assert main(["diff", "--source", str(tree_0_16), "--vllm-version", "9" * 5000]) == 2
+    assert "is not a valid version" in one_error_line(capsys)
+
+
 def test_apply_fails_where_it_applies_nothing_or_drifts(tree_0_16, tmp_path, capsys):
     bare = copy_tree(tree_0_16, tmp_path / "no-kimi")
     (bare / "vllm/model_executor/models/kimi_k25.py").unlink()
@@ -224,6 +233,14 @@ def test_apply_fails_where_it_applies_nothing_or_drifts(tree_0_16, tmp_path, cap
         (["matrix", "--since", "garbage"], "--since 'garbage' is not a valid version"),
         (["matrix", "--since", "99.0"], "no release on the index since 99.0"),
         (["diff", "--vllm", ""], "'' is not a valid version"),
+        # past Python's 4300-digit int limit Version() raises a plain ValueError
+        (["diff", "--vllm", "9" * 5000], "is not a valid version"),
+        (["matrix", "--since", "9" * 5000], "is not a valid version"),
+        (["matrix", "--versions", "0.16.0," + "9" * 5000], "is not a valid version"),
+        (
+            ["build-wheel", "--vllm", "0.16.0", "--local-label", "9" * 5000],
+            "is not a PEP 440 local version label",
+        ),
     ],
 )
 def test_flags_that_conflict_or_select_nothing_are_one_line_errors(argv, message, capsys):

@@ -388,6 +388,12 @@ def test_an_unknown_version_names_the_nearest_releases(make_index: MakeIndex) ->
     assert not {"0.14.0", "0.18.0"} & set(nearest)
 
 
+def test_a_listed_version_too_long_to_parse_is_skipped(make_index: MakeIndex) -> None:
+    """5000 digits: Python refuses the int conversion (ValueError, not InvalidVersion)."""
+    fake = make_index(other_versions=("9" * 5000,))
+    assert str(PackageIndex(fake.url).release(VERSION).version) == VERSION
+
+
 def test_cli_diff_reads_the_release_from_the_index(
     fake: FakeIndex, wheel_bytes: bytes, cache: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
