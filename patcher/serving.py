@@ -685,9 +685,11 @@ def print_report(report: BenchReport, console: Console) -> None:
 def read_prompts(path: Path) -> tuple[str, ...]:
     """A JSONL file, one ``{"prompt": "..."}`` a line."""
     try:
-        lines = path.read_text().splitlines()
+        lines = path.read_bytes().decode("utf-8").splitlines()
     except OSError as error:
         raise PatcherError(f"{path}: {error.strerror}") from error
+    except UnicodeDecodeError as error:
+        raise PatcherError(f"{path}: not UTF-8 text ({error.reason})") from error
     prompts = []
     for number, line in enumerate(lines, 1):
         if not line.strip():
@@ -713,14 +715,37 @@ def positive_int(text: str) -> int:
 
 def positive_float(text: str) -> float:
     value = float(text)
-    if value <= 0:
+    if not (math.isfinite(value) and value > 0):  # nan never passes a deadline: a hang
         raise argparse.ArgumentTypeError(f"{text} is not a positive number")
     return value
+
+
+def port_number(text: str) -> int:
+    value = int(text)
+    if not 0 < value < 65536:
+        raise argparse.ArgumentTypeError(f"{text} is not a TCP port (1-65535)")
+    return value
+
+
+def vllm_flags(text: str) -> tuple[str, ...]:
+    try:
+        return tuple(shlex.split(text))
+    except ValueError as error:  # an unclosed quote
+        raise argparse.ArgumentTypeError(f"{text!r} is not shell words ({error})") from error
+
+
+def refuse_unwritable_outputs(args: argparse.Namespace) -> None:
+    """Before a benchmark that takes half an hour, not when its results are written."""
+    if args.json is not None and args.json.is_dir():
+        raise PatcherError(f"--json {args.json} is a directory; give a file name")
+    if args.log_dir.exists() and not args.log_dir.is_dir():
+        raise PatcherError(f"--log-dir {args.log_dir} is not a directory")
 
 
 def command_serve_bench(args: argparse.Namespace) -> int:
     from patcher.cli import err, out  # cli imports this module to register the command
 
+    refuse_unwritable_outputs(args)
     prompts = read_prompts(args.prompts) if args.prompts else DEFAULT_PROMPTS
     setup = ServeSetup(
         model=args.model,
@@ -730,7 +755,7 @@ def command_serve_bench(args: argparse.Namespace) -> int:
         port=args.port,
         max_model_len=args.max_model_len,
         trust_remote_code=args.trust_remote_code,
-        extra_vllm_args=tuple(shlex.split(args.vllm_args)),
+        extra_vllm_args=args.vllm_args,
         server_program=VLLM_SERVE,
     )
     load = Load(prompts, args.max_tokens, args.concurrency, args.api)
@@ -776,12 +801,13 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     bench.add_argument("--trust-remote-code", action=argparse.BooleanOptionalAction, default=True)
     bench.add_argument(
         "--vllm-args",
+        type=vllm_flags,
         default="",
         metavar="'FLAGS'",
         help="more `vllm serve` flags for both servers, as one string: "
         "--vllm-args='--gpu-memory-utilization 0.92'",
     )
-    bench.add_argument("--port", type=positive_int, default=8000)
+    bench.add_argument("--port", type=port_number, default=8000)
     bench.add_argument(
         "--health-timeout",
         type=positive_float,
