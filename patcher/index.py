@@ -240,7 +240,7 @@ class HttpClient:
                 response._content = body
                 promised = expect_length
                 if promised is None and "Content-Length" in response.headers:
-                    promised = int(response.headers["Content-Length"])
+                    promised = content_length(url, response.headers["Content-Length"])
                 if promised is not None and len(body) < promised:
                     last = f"truncated response ({len(body)} of {promised} bytes)"
                     continue
@@ -254,6 +254,13 @@ class HttpClient:
                 f"{TIMEOUT_ENV} sets the limit)"
             )
         raise PatcherError(f"{url}: no good answer after {tries} tries ({last})")
+
+
+def content_length(url: str, value: str) -> int:
+    try:
+        return int(value)
+    except ValueError as error:
+        raise PatcherError(f"{url}: Content-Length {value!r} is not a number of bytes") from error
 
 
 class RangesRefused(PatcherError):

@@ -388,6 +388,13 @@ def test_an_unknown_version_names_the_nearest_releases(make_index: MakeIndex) ->
     assert not {"0.14.0", "0.18.0"} & set(nearest)
 
 
+def test_a_content_length_that_is_not_a_number_is_one_line(fake: FakeIndex) -> None:
+    """int() of it raised ValueError, a traceback; every try gets the same, so it is an error."""
+    fake.page.always = Fault.BAD_LENGTH
+    with pytest.raises(PatcherError, match="Content-Length 'abc' is not a number of bytes"):
+        read_member(fake)
+
+
 def test_a_listed_version_too_long_to_parse_is_skipped(make_index: MakeIndex) -> None:
     """5000 digits: Python refuses the int conversion (ValueError, not InvalidVersion)."""
     fake = make_index(other_versions=("9" * 5000,))
