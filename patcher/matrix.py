@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
+import signal
+import threading
 from collections.abc import Mapping, Sequence
 from concurrent.futures import (
     Executor,
@@ -14,6 +16,7 @@ from concurrent.futures import (
     as_completed,
 )
 from dataclasses import dataclass
+from multiprocessing import forkserver
 from pathlib import Path
 
 from packaging.version import Version
@@ -116,6 +119,14 @@ def process_pool() -> Executor:
         return ThreadPoolExecutor(1)
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload(["patcher.matrix"])
+    # Ctrl-C reaches the whole process group; only this process handles it (and stops the
+    # pool). Started with SIGINT ignored, the fork server and its workers inherit that.
+    if threading.current_thread() is threading.main_thread():  # where signals may be set
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        try:
+            forkserver.ensure_running()
+        finally:
+            signal.signal(signal.SIGINT, previous)
     return ProcessPoolExecutor(workers, mp_context=context)
 
 

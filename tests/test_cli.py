@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import git
@@ -246,3 +248,22 @@ def test_apply_fails_where_it_applies_nothing_or_drifts(tree_0_16, tmp_path, cap
 def test_flags_that_conflict_or_select_nothing_are_one_line_errors(argv, message, capsys):
     assert main(argv) == 2
     assert message in one_error_line(capsys)
+
+
+def test_ctrl_c_is_left_to_patcher_not_to_the_matrix_worker_processes():
+    """Ctrl-C reaches the whole process group: the forkserver, still importing patcher for
+    its preload, and its workers each printed a KeyboardInterrupt traceback under patcher's
+    one line. They ignore SIGINT; patcher itself stops them."""
+    probe = (
+        "import signal\n"
+        "from multiprocessing import forkserver\n"
+        "from patcher.matrix import process_pool\n"
+        "with process_pool() as pool:\n"
+        "    worker = pool.submit(signal.getsignal, signal.SIGINT).result()\n"
+        "    server = forkserver._forkserver._forkserver_pid\n"
+        "    status = open(f'/proc/{server}/status').read().split('SigIgn:')[1].split()[0]\n"
+        "    print(worker == signal.SIG_IGN, bool(int(status, 16) & (1 << (signal.SIGINT - 1))))\n"
+        "    print(signal.getsignal(signal.SIGINT) is signal.default_int_handler)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert done.stdout.split() == ["True", "True", "True"], done.stderr
