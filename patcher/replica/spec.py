@@ -1,0 +1,137 @@
+"""One architecture's replica recipe, read from its TOML file and checked as a whole."""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+
+from patcher.errors import PatcherError
+
+DRAFTER_KINDS = ("llama", "mla")
+REFERENCE = "$"
+"""A string value ``$name`` stands for the target text config's value of ``name``."""
+
+
+@dataclass(frozen=True)
+class TokenizerSpec:
+    vocab_size: int
+    special: tuple[str, ...]
+    bos: str
+    eos: str
+    unk: str
+    pad: str
+    ids: dict[str, str]
+    """config.json attribute -> the special token whose id it holds."""
+
+
+@dataclass(frozen=True)
+class ReplicaSpec:
+    """How to write a tiny replica of ``architecture`` and its EAGLE-3 drafters."""
+
+    architecture: str
+    text_config: str
+    """The key of the text model's config inside config.json; empty for a text-only model."""
+    vision_config: str
+    default_drafter: str
+    serve_args: tuple[str, ...]
+    chat_template: str
+    tokenizer: TokenizerSpec
+    target: dict[str, Any]
+    preprocessor: dict[str, Any]
+    """``file`` and ``content``; empty when the architecture needs none."""
+    shrink_text: dict[str, Any]
+    shrink_vision: dict[str, Any]
+    drafters: dict[str, dict[str, Any]]
+    drafter_env: dict[str, dict[str, str]]
+
+    @classmethod
+    def parse(cls, data: dict[str, Any], where: str) -> ReplicaSpec:
+        """Every problem in the file at once, in one message."""
+        problems = []
+        for key in ("architecture", "target", "tokenizer", "drafter"):
+            if key not in data:
+                problems.append(f"missing [{key}]" if key != "architecture" else f"no {key}")
+        drafters = data.get("drafter", {})
+        unknown = sorted(set(drafters) - set(DRAFTER_KINDS))
+        if unknown:
+            problems.append(f"unknown drafter kinds {unknown} (known: {', '.join(DRAFTER_KINDS)})")
+        default = data.get("default_drafter", "llama")
+        if default not in drafters:
+            problems.append(f"default_drafter {default!r} has no [drafter.{default}]")
+        tok = data.get("tokenizer", {})
+        named = set(tok.get("special", ()))
+        for role in ("bos", "eos", "unk", "pad"):
+            if tok.get(role) not in named:
+                problems.append(f"tokenizer.{role} is not one of tokenizer.special")
+        for attribute, token in tok.get("ids", {}).items():
+            if token not in named:
+                problems.append(f"tokenizer.ids.{attribute} names {token!r}, not a special token")
+        if problems:
+            raise PatcherError(f"{where}: {'; '.join(problems)}")
+        shrink = data.get("shrink", {})
+        return cls(
+            architecture=data["architecture"],
+            text_config=data.get("text_config", ""),
+            vision_config=data.get("vision_config", ""),
+            default_drafter=default,
+            serve_args=tuple(data.get("serve_args", ())),
+            chat_template=data.get("chat_template", ""),
+            tokenizer=TokenizerSpec(
+                vocab_size=int(tok.get("vocab_size", 1024)),
+                special=tuple(tok["special"]),
+                bos=tok["bos"],
+                eos=tok["eos"],
+                unk=tok["unk"],
+                pad=tok["pad"],
+                ids=dict(tok.get("ids", {})),
+            ),
+            target=data["target"],
+            preprocessor=data.get("preprocessor", {}),
+            shrink_text=shrink.get("text", {}),
+            shrink_vision=shrink.get("vision", {}),
+            drafters=drafters,
+            drafter_env=data.get("drafter_env", {}),
+        )
+
+
+def _files() -> Iterator[tuple[str, bytes]]:
+    folder = resources.files("patcher.replica") / "architectures"
+    for entry in folder.iterdir():
+        if entry.name.endswith(".toml"):
+            yield entry.name, entry.read_bytes()
+
+
+def known() -> dict[str, ReplicaSpec]:
+    """Every built-in recipe, by the architecture it replicates."""
+    specs = {}
+    for name, content in _files():
+        spec = ReplicaSpec.parse(tomllib.loads(content.decode()), name)
+        specs[spec.architecture] = spec
+    return specs
+
+
+def for_architecture(architecture: str | None) -> ReplicaSpec:
+    """The recipe for ``architecture``; otherwise a one-line error listing the supported ones."""
+    specs = known()
+    if architecture not in specs:
+        raise PatcherError(
+            f"no replica for architecture {architecture!r}; supported: {', '.join(sorted(specs))}"
+        )
+    return specs[architecture]
+
+
+def resolve(value: Any, text: dict[str, Any]) -> Any:
+    """``value`` with each ``$name`` replaced by the text config's value, recursively."""
+    if isinstance(value, str) and value.startswith(REFERENCE):
+        name = value[len(REFERENCE) :]
+        if name not in text:
+            raise PatcherError(f"the text config has no {name!r} for {value!r}")
+        return text[name]
+    if isinstance(value, dict):
+        return {key: resolve(item, text) for key, item in value.items()}
+    if isinstance(value, list):
+        return [resolve(item, text) for item in value]
+    return value

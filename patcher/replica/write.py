@@ -1,0 +1,54 @@
+"""A replica on disk: ``OUT/target``, ``OUT/drafter`` and ``OUT/patcher-replica.json``.
+
+Written into a staging folder beside ``OUT`` and renamed into place, so ``OUT`` is either the old
+replica or the whole new one. A folder that is not a replica is never replaced.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from patcher.errors import PatcherError
+from patcher.replica.build import Replica
+
+MANIFEST = "patcher-replica.json"
+
+
+def write_replica(replica: Replica, out: Path) -> Path:
+    """Write ``replica`` to ``out``, replacing an earlier replica there; return ``out``."""
+    if out.exists() and not (out / MANIFEST).is_file() and any(out.iterdir()):
+        raise PatcherError(f"{out} exists and is not a replica; choose an empty or new folder")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}."))
+    try:
+        staging.chmod(0o755)  # mkdtemp makes it private; a replica is for any user
+        for folder, files in (("target", replica.target), ("drafter", replica.drafter)):
+            (staging / folder).mkdir()
+            for name, content in files.items():
+                (staging / folder / name).write_bytes(content)
+        (staging / MANIFEST).write_text(json.dumps(replica.manifest(), indent=1) + "\n")
+        if out.exists():
+            old = out.rename(out.parent / f"{staging.name}.old")
+            staging.rename(out)
+            shutil.rmtree(old)
+        else:
+            staging.rename(out)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return out
+
+
+def read_manifest(folder: Path) -> dict[str, Any]:
+    """The manifest of a replica folder written by ``write_replica``."""
+    try:
+        data = json.loads((folder / MANIFEST).read_text())
+    except (OSError, ValueError) as error:
+        raise PatcherError(f"{folder} is not a replica ({MANIFEST}: {error})") from error
+    if not isinstance(data, dict):
+        raise PatcherError(f"{folder / MANIFEST}: not a JSON object")
+    return data

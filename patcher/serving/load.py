@@ -1,0 +1,181 @@
+"""What every server is sent: the same greedy prompts, and how long each answer took."""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import requests
+
+from patcher.errors import PatcherError
+from patcher.serving.process import Server
+from patcher.serving.setup import ServeSetup, Timeouts
+
+WARMUP_TOKENS = 16
+
+DEFAULT_PROMPTS = (
+    "Prove that the square root of 2 is irrational. Explain each step.",
+    "Write a Python function that returns the longest palindromic substring of a string, "
+    "then explain its time complexity.",
+    "A train leaves at 9:40 and travels 210 km at 84 km/h. When does it arrive? Show your "
+    "reasoning.",
+    "Implement a thread-safe LRU cache in Python with get and put, and explain the locking.",
+    "Explain the difference between a process and a thread, with one example where each is "
+    "the better choice.",
+    "Write a SQL query that finds, for each department, the employee with the highest salary, "
+    "and explain how it handles ties.",
+    "Three boxes are labelled apples, oranges and mixed, and every label is wrong. Drawing one "
+    "fruit from one box, how do you relabel them all? Explain.",
+    "Write a Rust function that parses a line of comma-separated integers into a Vec<i64>, "
+    "returning an error for bad input, and walk through it.",
+)
+"""Reasoning and coding prompts: what an EAGLE-3 drafter for Kimi-K2.5 is trained on."""
+
+
+@dataclass(frozen=True)
+class Load:
+    """What both servers are sent: the same prompts, greedy, the same token budget."""
+
+    prompts: tuple[str, ...] = DEFAULT_PROMPTS
+    max_tokens: int = 512
+    concurrency: int = 1
+    api: str = "chat"
+    """``chat`` applies Kimi's chat template, the format its drafters are trained on."""
+
+
+@dataclass(frozen=True)
+class ServerRun:
+    """One server's measurements under the load."""
+
+    startup_seconds: float
+    wall_seconds: float
+    output_tokens: tuple[int, ...]
+    latencies: tuple[float, ...]
+    outputs: tuple[str, ...]
+    """Each answer as the server gave it, to compare greedy outputs between the runs."""
+
+    @property
+    def tokens_per_second(self) -> float:
+        return sum(self.output_tokens) / self.wall_seconds
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "startup_seconds": round(self.startup_seconds, 1),
+            "requests": len(self.output_tokens),
+            "output_tokens": sum(self.output_tokens),
+            "wall_seconds": round(self.wall_seconds, 3),
+            "output_tokens_per_second": round(self.tokens_per_second, 2),
+            "latency_p50_seconds": round(percentile(self.latencies, 0.5), 3),
+            "latency_p90_seconds": round(percentile(self.latencies, 0.9), 3),
+            "latencies_seconds": [round(latency, 3) for latency in self.latencies],
+        }
+
+
+def percentile(values: Sequence[float], fraction: float) -> float:
+    """Nearest-rank percentile: a value that was measured, never an interpolation."""
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(fraction * len(ordered)) - 1)]
+
+
+def read_prompts(path: Path) -> tuple[str, ...]:
+    """A JSONL file, one ``{"prompt": "..."}`` a line."""
+    try:
+        lines = path.read_bytes().decode("utf-8").splitlines()
+    except OSError as error:
+        raise PatcherError(f"{path}: {error.strerror}") from error
+    except UnicodeDecodeError as error:
+        raise PatcherError(f"{path}: not UTF-8 text ({error.reason})") from error
+    prompts = []
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            prompt = json.loads(line)["prompt"]
+        except (ValueError, KeyError, TypeError) as error:
+            raise PatcherError(f'{path}:{number}: not a {{"prompt": "..."}} object') from error
+        if not isinstance(prompt, str) or not prompt:
+            raise PatcherError(f"{path}:{number}: the prompt is not a non-empty string")
+        prompts.append(prompt)
+    if not prompts:
+        raise PatcherError(f"{path}: no prompts")
+    return tuple(prompts)
+
+
+def complete(
+    base_url: str, served_model_name: str, api: str, prompt: str, max_tokens: int, timeout: float
+) -> tuple[int, str]:
+    """One greedy request: the output tokens the server counted, and its answer."""
+    body: dict[str, Any] = {
+        "model": served_model_name,
+        "max_tokens": max_tokens,
+        "temperature": 0,
+    }
+    if api == "chat":
+        path = "/v1/chat/completions"
+        body["messages"] = [{"role": "user", "content": prompt}]
+    else:
+        path = "/v1/completions"
+        body["prompt"] = prompt
+    try:
+        answer = requests.post(f"{base_url}{path}", json=body, timeout=timeout)
+    except requests.RequestException as error:
+        raise PatcherError(f"POST {path}: {type(error).__name__}: {error}") from error
+    if answer.status_code != 200:
+        raise PatcherError(f"POST {path}: HTTP {answer.status_code}: {answer.text[:300]}")
+    try:
+        data = answer.json()
+        tokens = int(data["usage"]["completion_tokens"])
+        choice = data["choices"][0]
+        output = json.dumps(choice["message"], sort_keys=True) if api == "chat" else choice["text"]
+    except (ValueError, KeyError, IndexError, TypeError) as error:
+        raise PatcherError(f"POST {path}: unexpected answer: {answer.text[:300]}") from error
+    return tokens, str(output)
+
+
+def send_load(server: Server, setup: ServeSetup, load: Load, timeouts: Timeouts) -> ServerRun:
+    """Every prompt, at most ``load.concurrency`` in flight; wall time spans them all."""
+
+    def timed(prompt: str) -> tuple[int, float, str]:
+        start = time.perf_counter()
+        tokens, output = complete(
+            server.base_url,
+            setup.served_model_name,
+            load.api,
+            prompt,
+            load.max_tokens,
+            timeouts.request,
+        )
+        return tokens, time.perf_counter() - start, output
+
+    pool = ThreadPoolExecutor(load.concurrency)
+    start = time.perf_counter()
+    try:
+        results = list(pool.map(timed, load.prompts))
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
+    wall = time.perf_counter() - start
+    return ServerRun(
+        startup_seconds=server.startup_seconds,
+        wall_seconds=wall,
+        output_tokens=tuple(tokens for tokens, _, _ in results),
+        latencies=tuple(latency for _, latency, _ in results),
+        outputs=tuple(output for _, _, output in results),
+    )
+
+
+def warm_up(server: Server, setup: ServeSetup, load: Load, timeouts: Timeouts) -> None:
+    """One short request first, so nothing lazy on the first request is timed."""
+    complete(
+        server.base_url,
+        setup.served_model_name,
+        load.api,
+        load.prompts[0],
+        min(load.max_tokens, WARMUP_TOKENS),
+        timeouts.request,
+    )

@@ -1,0 +1,97 @@
+"""Preflight: a deployment's own configs, shrunk, served with EAGLE-3 by the real engine on CPU.
+
+Before a 547 GB load: the user's config.json files (architectures, model types, attribute names,
+vocabulary kept; layers fewer and narrower) are loaded by vLLM's own engine with random weights,
+a few tokens are decoded with the drafter on, and the answer is a pass or the barrier in vLLM's
+own words: the last error line of its log.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from patcher.errors import PatcherError
+from patcher.replica.build import shrink
+from patcher.replica.write import write_replica
+from patcher.serving.cpu import SERVED_NAME, CpuSetup
+from patcher.serving.load import complete
+from patcher.serving.metrics import read_counters
+from patcher.serving.process import free_port, running_server
+from patcher.serving.setup import Timeouts
+from patcher.serving.venv import ServingVenv
+
+PREFLIGHT_TOKENS = 8
+ERROR_LINE = re.compile(r"\b(\w+(Error|Exception)|error|Error)\b[:]")
+WRAPPERS = ("root cause above", "stack trace above", "Worker failed with error")
+"""Errors that only wrap the root cause, which vLLM logged before them."""
+TIMEOUTS = Timeouts(health=600, health_poll=0.5, stop_grace=20, request=120)
+
+
+@dataclass(frozen=True)
+class Preflight:
+    passed: bool
+    detail: str
+    seconds: float
+    notes: tuple[str, ...]
+
+
+def barrier(log: Path) -> str | None:
+    """vLLM's own words for why it stopped: the last error line in its log, trimmed."""
+    try:
+        lines = log.read_text(errors="replace").splitlines()
+    except OSError:
+        return None
+    for line in reversed(lines):
+        if any(wrapper in line for wrapper in WRAPPERS):
+            continue
+        if ERROR_LINE.search(line) and "Traceback" not in line:
+            text = re.sub(r"^\(\w+ pid=\d+\)\s*", "", line.strip())
+            return re.sub(r"^(ERROR|WARNING|INFO) \S+ \S+ \[[^\]]+\]\s*", "", text)
+    return None
+
+
+def preflight(
+    model_dir: Path,
+    drafter_dir: Path,
+    venv: ServingVenv,
+    workdir: Path,
+    progress: Callable[[str], None] = lambda message: None,
+) -> Preflight:
+    started = time.monotonic()
+    replica = shrink(model_dir, drafter_dir, None)
+    out = write_replica(replica, workdir / "replica")
+    for note in replica.notes:
+        progress(f"note: {note}")
+    setup = CpuSetup(
+        model=str(out / "target"),
+        drafter=str(out / "drafter"),
+        extra_args=replica.serve_args,
+        env={"VLLM_CPU_KVCACHE_SPACE": "1", **replica.env},
+    )
+    port = free_port()
+    command = setup.command(venv.python, port, speculative=True)
+    log = workdir / "preflight.log"
+    progress(f"starting the engine with EAGLE-3 (log: {log})")
+    try:
+        with running_server(command, log, port, TIMEOUTS, env={**os.environ, **setup.env}) as up:
+            tokens, _ = complete(
+                up.base_url, SERVED_NAME, "completions", "Hello", PREFLIGHT_TOKENS, 120
+            )
+            counters = read_counters(up.base_url)
+    except PatcherError as error:
+        said = barrier(log)
+        detail = said or str(error)
+        return Preflight(False, detail, time.monotonic() - started, replica.notes)
+    seconds = time.monotonic() - started
+    if counters is None or counters.drafts <= 0:
+        return Preflight(False, "the engine decoded but proposed no drafts", seconds, replica.notes)
+    detail = (
+        f"{replica.architecture} with a {replica.drafter_kind} EAGLE-3 drafter decoded "
+        f"{tokens} tokens, {counters.drafts:.0f} drafts"
+    )
+    return Preflight(True, detail, seconds, replica.notes)

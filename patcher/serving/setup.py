@@ -1,0 +1,71 @@
+"""What a benchmark starts: the server's command line, and bounds on every wait."""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+VLLM_SERVE = (sys.executable, "-m", "vllm.entrypoints.cli.main", "serve")
+"""``vllm serve`` of the interpreter running patcher: the venv the wheel under test is in."""
+
+LOOPBACK = "127.0.0.1"
+
+
+@dataclass(frozen=True)
+class ServeSetup:
+    """How the two servers are started; they differ only in ``--speculative-config``."""
+
+    model: str
+    drafter: str
+    tensor_parallel_size: int = 8
+    num_speculative_tokens: int = 3
+    method: str = "eagle3"
+    port: int = 8000
+    max_model_len: int | None = 32768
+    trust_remote_code: bool = True
+    served_model_name: str = "kimi-k2.5"
+    extra_vllm_args: tuple[str, ...] = ()
+    server_program: tuple[str, ...] = VLLM_SERVE
+    """What runs the server; tests put a stand-in here and keep every argument after it."""
+
+    def speculative_config(self) -> dict[str, Any]:
+        return {
+            "method": self.method,
+            "model": self.drafter,
+            "num_speculative_tokens": self.num_speculative_tokens,
+        }
+
+    def command(self, *, speculative: bool) -> list[str]:
+        """The server's argv; flags as vLLM 0.15 to 0.33 spell them."""
+        argv = [
+            *self.server_program,
+            self.model,
+            "--host",
+            LOOPBACK,
+            "--port",
+            str(self.port),
+            "--served-model-name",
+            self.served_model_name,
+            "--tensor-parallel-size",
+            str(self.tensor_parallel_size),
+        ]
+        if self.max_model_len is not None:
+            argv += ["--max-model-len", str(self.max_model_len)]
+        if self.trust_remote_code:
+            argv.append("--trust-remote-code")
+        if speculative:
+            argv += ["--speculative-config", json.dumps(self.speculative_config())]
+        return argv + list(self.extra_vllm_args)
+
+
+@dataclass(frozen=True)
+class Timeouts:
+    """Bounds on every wait; the defaults fit a 547 GB checkpoint on 8 GPUs."""
+
+    health: float = 3600.0
+    health_poll: float = 5.0
+    stop_grace: float = 60.0
+    request: float = 1800.0
+    metrics_settle: float = 1.0

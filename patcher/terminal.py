@@ -1,0 +1,17 @@
+"""The command's consoles: Rich in a terminal, plain when piped."""
+
+from __future__ import annotations
+
+from rich.console import Console
+
+
+def console(stderr: bool = False) -> Console:
+    """Rich in a terminal; piped, plain text wide enough that no cell is cut short."""
+    probe = Console(stderr=stderr)
+    if probe.is_terminal:
+        return Console(stderr=stderr, highlight=False)
+    return Console(stderr=stderr, highlight=False, width=400, no_color=True)
+
+
+out = console()
+err = console(stderr=True)

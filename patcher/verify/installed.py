@@ -1,0 +1,46 @@
+"""``patcher verify --installed``: run a patchset's checks in an environment as it is.
+
+Where ``verify --vllm`` builds a venv per wheel and compares the official wheel with the patched
+one, this runs the same probe, check by check, with the interpreter given: it proves an
+environment patched in place (or shows what an unpatched one lacks). Nothing is installed;
+vLLM's caches for the run go to a temporary folder, not into the environment.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from patcher.verify.report import CheckResult, VerifyReport
+from patcher.verify.runner import run_probe
+
+
+@dataclass(frozen=True)
+class InPlace:
+    """The interpreter to probe, and a scratch folder for vLLM's caches."""
+
+    python: Path
+    path: Path
+
+
+def verify_in_place(
+    python: str, version: str, description: str, checks: Sequence[str]
+) -> VerifyReport:
+    """Each check's outcome in ``python``'s environment, in the report's ``before`` slot (the
+    only side there is); the report's ``ok`` is then whether every check passes there."""
+    with (
+        tempfile.TemporaryDirectory(prefix="patcher-verify-installed-") as tmp,
+        ThreadPoolExecutor(min(len(checks), os.cpu_count() or 1)) as pool,
+    ):
+        target = InPlace(Path(python), Path(tmp))
+        outcomes = list(pool.map(lambda c: run_probe(target, c, Path(tmp) / c), checks))
+    return VerifyReport(
+        vllm=version,
+        wheel=description,
+        checks=tuple(CheckResult(c, o, None) for c, o in zip(checks, outcomes, strict=True)),
+        setup_seconds=0.0,
+    )

@@ -1,0 +1,58 @@
+"""A deployment's model folder as a test writes it: configs only, shaped like the real ones."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+KIMI = "KimiK25ForConditionalGeneration"
+
+
+def kimi_k25_user_dir(folder: Path, tokenizer: bool = True) -> Path:
+    """A deployment's folder shaped like Kimi-K2.5 INT4's: big config, quantized, no weights.
+
+    ``tokenizer``: stand-in tiktoken files (not loadable), to see that they are copied.
+    """
+    folder.mkdir()
+    quantization = {"quant_method": "compressed-tensors", "format": "pack-quantized"}
+    text = {
+        "architectures": ["DeepseekV3ForCausalLM"],
+        "model_type": "kimi_k2",
+        "hidden_size": 7168,
+        "intermediate_size": 18432,
+        "moe_intermediate_size": 2048,
+        "num_hidden_layers": 61,
+        "num_attention_heads": 64,
+        "num_key_value_heads": 64,
+        "n_routed_experts": 384,
+        "n_shared_experts": 1,
+        "num_experts_per_tok": 8,
+        "first_k_dense_replace": 1,
+        "kv_lora_rank": 512,
+        "q_lora_rank": 1536,
+        "qk_nope_head_dim": 128,
+        "qk_rope_head_dim": 64,
+        "v_head_dim": 128,
+        "vocab_size": 163840,
+        "rms_norm_eps": 1e-5,
+        "rope_theta": 50000.0,
+        "max_position_embeddings": 262144,
+        "quantization_config": quantization,
+    }
+    vision = {"hidden_size": 1152, "num_hidden_layers": 27, "patch_size": 14}
+    (folder / "config.json").write_text(
+        json.dumps(
+            {
+                "architectures": [KIMI],
+                "model_type": "kimi_k25",
+                "text_config": text,
+                "vision_config": vision,
+                "media_placeholder_token_id": 163605,
+            }
+        )
+    )
+    if tokenizer:
+        (folder / "tiktoken.model").write_bytes(b"tokens")
+        (folder / "tokenizer_config.json").write_text('{"tokenizer_class": "TikTokenTokenizer"}')
+    (folder / "model-00001-of-00064.safetensors").write_bytes(b"weights")
+    return folder

