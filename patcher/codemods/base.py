@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import ast
 import fnmatch
-import keyword
-import re
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, ClassVar, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
-import libcst as cst
-
+from patcher.codemods.options import FileOptions, model_type, python_name
 from patcher.sources.base import Source
+
+if TYPE_CHECKING:  # libcst takes seconds to import: only a run that parses pays for it
+    import libcst as cst
 
 
 class Status(StrEnum):
@@ -23,36 +23,6 @@ class Status(StrEnum):
     NOT_NEEDED = "not-needed"  # the gate it lifts does not exist in this tree
     UNSUPPORTED = "unsupported"  # a prerequisite is absent
     FAILED = "failed"  # the code has a shape this codemod does not know
-
-
-MODEL_TYPE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
-
-
-def python_name(text: str) -> str:
-    """A class or attribute name; codemods write it into code, so nothing else may pass."""
-    if not text.isidentifier() or keyword.iskeyword(text):
-        raise ValueError(f"{text!r} is not a Python identifier")
-    return text
-
-
-def model_type(text: str) -> str:
-    """A Hugging Face model type like ``kimi_k2``; codemods write it into a string literal."""
-    if not MODEL_TYPE.fullmatch(text):
-        raise ValueError(f"{text!r} is not a model type (letters, digits, '_', '.', '-')")
-    return text
-
-
-def module_path(text: str) -> str:
-    """A ``.py`` file's path inside the vLLM tree: relative, ``/``-separated, no ``..``."""
-    parts = text.split("/")
-    if (
-        text.startswith("/")
-        or "\\" in text
-        or not text.endswith(".py")
-        or not {"", ".", ".."}.isdisjoint(parts)
-    ):
-        raise ValueError(f"{text!r} is not a .py path inside the tree like 'vllm/config/model.py'")
-    return text
 
 
 @dataclass(frozen=True)
@@ -119,6 +89,8 @@ class Tree:
             text = self.text(path)
             if text is None:
                 return None
+            import libcst as cst
+
             try:
                 self._modules[path] = cst.parse_module(text)
             except cst.ParserSyntaxError as error:
@@ -205,13 +177,6 @@ class Codemod(ABC, Generic[OptionsT]):
             return self.transform(tree)
         except ShapeError as error:
             return Outcome(Status.FAILED, str(error))
-
-
-@dataclass(frozen=True)
-class FileOptions:
-    """The options of a codemod that looks for its code in a few candidate files."""
-
-    files: tuple[str, ...] | None = None  # globs replacing the candidates, if a release moved them
 
 
 class FileCodemod(Codemod[FileOptions]):
