@@ -189,7 +189,7 @@ def bench(session: nox.Session) -> None:
     """Speed figures, each beside a baseline measured in the same run."""
     install_patcher(session)
     session.install("wheel")
-    session.run("python", "-m", "patcher.bench", *(session.posargs or ["--unpack-pack"]))
+    session.run("python", "-m", "patcher.bench", *(session.posargs or ["--unpack-pack", "--venvs"]))
 
 
 GPU_BENCH_PATCHSETS = {
