@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-import tempfile
+import secrets
 import time
 from pathlib import Path
 
@@ -49,29 +49,34 @@ def file_mode() -> int:
     return 0o666 & ~mask
 
 
-def temporary_beside(path: Path, suffix: str) -> tuple[int, str]:
-    """A new hidden file next to ``path`` with the umask's mode, not mkstemp's 0600."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=suffix)
-    os.fchmod(fd, file_mode())
-    return fd, tmp
+def name_beside(path: Path, suffix: str) -> Path:
+    """A fresh hidden name next to ``path``, for ``create_new``.
+
+    Naming comes first so a caller can arm its cleanup before the file exists: an interrupt
+    between a file's creation and its owner learning the name would leave it behind.
+    """
+    return path.with_name(f".{path.name}.{secrets.token_hex(4)}{suffix}")
+
+
+def create_new(path: Path) -> int:
+    """Create ``path``, which must not exist, with the umask's mode; its descriptor."""
+    return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, file_mode())
 
 
 def atomic_write(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` so that readers see the old file or the whole new one."""
-    tmp = None
+    tmp = name_beside(path, ".part")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = temporary_beside(path, ".part")
+        fd = create_new(tmp)
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
         os.replace(tmp, path)
     except OSError as error:
-        if tmp:
-            Path(tmp).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
         raise PatcherError(f"cannot write {path}: {error.strerror or error}") from error
     except BaseException:
-        if tmp:
-            Path(tmp).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
         raise
 
 

@@ -11,7 +11,7 @@ from verify_helpers import fake_wheel
 
 from patcher.errors import PatcherError
 from patcher.venvs import Venv, VenvPlan
-from patcher.verify import CHECKS, Outcome, runner
+from patcher.verify import CHECKS, Outcome, probe, runner
 
 
 def fake_venv(tmp_path: Path, script: str, sha: str = "a" * 64) -> Venv:
@@ -69,9 +69,11 @@ def test_probe_environment_keeps_vllm_caches_in_the_venv(tmp_path):
 
 def test_unknown_checks_are_refused():
     with pytest.raises(PatcherError, match="unknown check nope; known: speculative-config"):
-        runner._select(["speculative-config", "nope"])
-    assert runner._select(None) == CHECKS
-    assert runner._select(["aux-hidden-states", "aux-hidden-states"]) == ("aux-hidden-states",)
+        runner._select(["speculative-config", "nope"], None)
+    assert runner._select(None, "m:CausalLM:Backbone:model") == CHECKS
+    assert runner._select(["aux-hidden-states", "aux-hidden-states"], None) == (
+        "aux-hidden-states",
+    )
 
 
 def test_a_wheel_of_another_version_is_refused(tmp_path):
@@ -131,7 +133,7 @@ def test_results_pair_the_official_and_the_patched_wheel(fake_runs):
 def test_without_a_patched_wheel_only_before_runs(fake_runs):
     official, _, _ = fake_runs
     report = runner.verify_wheels(official, None, "0.16.0")
-    assert [c.name for c in report.checks] == list(CHECKS)
+    assert [c.name for c in report.checks] == [c for c in CHECKS if c not in probe.MODEL_CHECKS]
     assert all(c.after is None for c in report.checks)
     assert report.wheel == official.name and not report.ok
 
@@ -156,3 +158,11 @@ def test_a_model_check_gets_the_patchset_model_and_others_do_not(tmp_path):
     assert checked["eagle3-backbone"].detail.endswith(f"--workdir {workdir} --model {model}")
     other = runner.run_probe(env, ["mm-image-token"], workdir, model)
     assert other["mm-image-token"].detail.endswith(f"--workdir {workdir}")
+
+
+def test_by_default_every_check_runs_but_a_model_check_needs_a_model():
+    assert "eagle3-backbone" not in runner._select(None, None)
+    assert "eagle3-backbone" in runner._select(None, "m:CausalLM:Backbone:model")
+    assert runner._select(None, None) == tuple(
+        c for c in probe.CHECKS if c not in probe.MODEL_CHECKS
+    )

@@ -24,7 +24,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from patcher import __version__
-from patcher.cache import remove_stale, temporary_beside
+from patcher.cache import create_new, name_beside, remove_stale
 from patcher.engine import PatchResult
 from patcher.errors import PatcherError
 from patcher.outputs.record import (
@@ -257,9 +257,9 @@ def build_wheel(plan: WheelPlan, dist: Path) -> Path:
     writable_folder(dist)
     remove_stale(dist, ".*.partial", STALE_PARTIAL_SECONDS)
     target = dist / plan.output_name()
-    fd, tmp = temporary_beside(target, ".partial")
+    tmp = name_beside(target, ".partial")
     try:
-        with os.fdopen(fd, "wb") as out, plan.source.open("rb") as source:
+        with os.fdopen(create_new(tmp), "wb") as out, plan.source.open("rb") as source:
             writer = RawZipWriter(out)
             rows: dict[str, tuple[str, str]] = {}
             for member in members:
@@ -289,10 +289,10 @@ def build_wheel(plan: WheelPlan, dist: Path) -> Path:
             record = rewrite_record(read_member(archive, record_info), old_info, new_info, rows)
             writer.add(f"{new_info}/RECORD", record, record_info)
             writer.finish()
-        check_wheel(Path(tmp), plan, new_info)
+        check_wheel(tmp, plan, new_info)
         os.replace(tmp, target)
     except BaseException as error:
-        Path(tmp).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
         if isinstance(error, OSError):
             raise PatcherError(f"cannot write {target}: {error.strerror or error}") from error
         raise

@@ -48,7 +48,7 @@ def verify_wheels(
 
     ``model`` names the patchset's model for the checks in ``probe.MODEL_CHECKS``.
     """
-    names = _select(checks)
+    names = _select(checks, model)
     wheels = [official_wheel] if patched_wheel is None else [official_wheel, patched_wheel]
     for wheel in wheels:
         _check_version(wheel, version)
@@ -133,9 +133,11 @@ def probe_environment(env: ProbeTarget) -> dict[str, str]:
     return child
 
 
-def _select(checks: Sequence[str] | None) -> tuple[str, ...]:
+def _select(checks: Sequence[str] | None, model: str | None) -> tuple[str, ...]:
+    """The checks asked for; by default every check, less the model checks when no model is
+    named (they cannot run without one)."""
     if checks is None:
-        return probe.CHECKS
+        return tuple(c for c in probe.CHECKS if model or c not in probe.MODEL_CHECKS)
     unknown = sorted(set(checks) - set(probe.CHECKS))
     if unknown:
         raise PatcherError(f"unknown check {', '.join(unknown)}; known: {', '.join(probe.CHECKS)}")
