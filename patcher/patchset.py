@@ -20,7 +20,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import Version
 
 from patcher import schema
-from patcher.codemods import CODEMODS
+from patcher.codemods import CODEMODS, OPTIONS
 from patcher.codemods.base import Codemod, Model
 from patcher.errors import PatcherError
 from patcher.verify.probe import CHECKS
@@ -177,7 +177,7 @@ def read_patches(entries: object, problems: list[str]) -> tuple[PatchSpec, ...] 
             problems.append(f"{where}.codemod: {name} is listed twice; a patchset runs each once")
             continue
         raw = {k: v for k, v in entry.items() if k != "codemod"}
-        options = schema.read(CODEMODS[name].Options, raw, where, problems)
+        options = schema.read(OPTIONS[name], raw, where, problems)
         if options is not None:
             patches.append(PatchSpec(name, options))
     return tuple(patches) if len(patches) == len(entries) else None

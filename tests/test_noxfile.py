@@ -39,3 +39,14 @@ def test_verify_covers_every_needs_patch_release_and_the_upstream_reference(inde
 def test_verify_mla_covers_the_first_and_newest_affected_release(index):
     affected = needs_patch(index, "kimi-k2.5-eagle3-mla")
     assert [affected[0], affected[-1]] == noxfile().VERIFY_MLA_RELEASES
+
+
+def test_verify_models_covers_every_backbone_patchset_on_a_needs_patch_release(index):
+    backbones = [
+        name
+        for name in patchsets.available()
+        if any(p.codemod == "eagle3-backbone" for p in patchsets.load(name).patches)
+    ]
+    assert sorted(noxfile().VERIFY_MODEL_PATCHSETS) == sorted(backbones)
+    for name in backbones:
+        assert noxfile().VERIFY_MODELS_RELEASE in needs_patch(index, name)

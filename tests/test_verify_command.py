@@ -12,7 +12,7 @@ from patcher.cache import CACHE_ENV
 from patcher.codemods.base import Outcome, Status
 from patcher.engine import PatchResult
 from patcher.errors import PatcherError
-from patcher.verify.command import report_path, verified, verify_release
+from patcher.verify.command import probe_model, report_path, verified, verify_release
 
 
 @pytest.fixture(autouse=True)
@@ -64,3 +64,10 @@ def test_a_patched_wheel_is_refused_as_the_official_one(tmp_path):
         archive.writestr("vllm-0.16.0+kimi.eagle3.dist-info/patcher-provenance.json", "{}")
     with pytest.raises(PatcherError, match="is a patched wheel"):
         verify_release(patchsets.load(), wheel, "", result(Status.APPLIED))
+
+
+def test_the_probe_model_is_the_patchset_backbone():
+    assert probe_model(patchsets.load("glm4-moe-eagle3")) == (
+        "vllm.model_executor.models.glm4_moe:Glm4MoeForCausalLM:Glm4MoeModel:model"
+    )
+    assert probe_model(patchsets.load("kimi-k2.5-eagle3")) is None

@@ -109,3 +109,12 @@ def test_the_drafters_are_eagle3_heads_one_of_them_with_mla():
     assert mla["architectures"] == ["Eagle3DeepseekV3ForCausalLM"]
     assert mla["model_type"] == "kimi_k2" and mla["kv_lora_rank"]
     assert mla["num_hidden_layers"] == 1
+
+
+def test_a_model_check_without_its_model_cannot_run(tmp_path):
+    result = probe.run("eagle3-backbone", tmp_path)
+    assert result["status"] == "fail"
+    assert result["detail"] == (
+        "error: ProbeError: eagle3-backbone needs --model MODULE:CAUSAL_LM:BACKBONE:ATTRIBUTE"
+        f" (at probe.py:{result['detail'].rsplit(':', 1)[1]}"
+    )

@@ -85,7 +85,7 @@ def fake_runs(tmp_path, monkeypatch):
     def verify_venvs(*wheels: Path | None) -> list[Venv]:
         return [Venv(tmp_path / w.name, keys[w], VenvPlan(), True) for w in wheels if w]
 
-    def run_probe(env: Venv, check: str, workdir: Path) -> Outcome:
+    def run_probe(env: Venv, check: str, workdir: Path, model: str | None = None) -> Outcome:
         if env.key == keys[official]:
             return Outcome("fail", f"barrier: {check}", 1.0)
         return Outcome("pass", f"fixed {check}", 1.0)
@@ -125,3 +125,16 @@ def test_the_official_wheel_as_its_own_patch_is_refused(fake_runs):
     official, _, _ = fake_runs
     with pytest.raises(PatcherError, match="is the official wheel itself"):
         runner.verify_wheels(official, official, "0.16.0")
+
+
+def test_a_model_check_gets_the_patchset_model_and_others_do_not(tmp_path):
+    env = fake_venv(
+        tmp_path,
+        'printf \'{"status": "pass", "detail": "%s", "seconds": 0}\\n\' "$*"\n',
+    )
+    model = "vllm.model_executor.models.glm4_moe:Glm4MoeForCausalLM:Glm4MoeModel:model"
+    workdir = tmp_path / "w"
+    checked = runner.run_probe(env, "eagle3-backbone", workdir, model)
+    assert checked.detail.endswith(f"--workdir {workdir} --model {model}")
+    other = runner.run_probe(env, "mm-image-token", workdir, model)
+    assert other.detail.endswith(f"--workdir {workdir}")

@@ -1,16 +1,50 @@
-"""What changes vLLM: one libcst codemod per module, registered by name for patchsets."""
+"""What changes vLLM: one libcst codemod per module, registered by name for patchsets.
 
+A codemod's module (and libcst, which takes seconds to import) loads on first lookup; its
+options type does not need it, so a patchset is read, and a cached matrix shown, without it.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Iterator, Mapping
 from typing import Any
 
-from patcher.codemods.base import Codemod
-from patcher.codemods.eagle3_interface import Eagle3Interface
-from patcher.codemods.eagle3_whitelist import Eagle3Whitelist
-from patcher.codemods.eagle_mla_detect import EagleMlaDetect
-from patcher.codemods.mm_image_token import MmImageToken
+from patcher.codemods.base import Codemod, FileOptions
+from patcher.codemods.options import BackboneOptions, InterfaceOptions
 
-CODEMODS: dict[str, type[Codemod[Any]]] = {
-    codemod.NAME: codemod
-    for codemod in (Eagle3Whitelist, MmImageToken, Eagle3Interface, EagleMlaDetect)
+WHERE: dict[str, tuple[str, type[Any]]] = {
+    "eagle3-whitelist": ("eagle3_whitelist:Eagle3Whitelist", FileOptions),
+    "mm-image-token": ("mm_image_token:MmImageToken", FileOptions),
+    "eagle3-interface": ("eagle3_interface:Eagle3Interface", InterfaceOptions),
+    "eagle-mla-detect": ("eagle_mla_detect:EagleMlaDetect", FileOptions),
+    "eagle3-backbone": ("eagle3_backbone:Eagle3Backbone", BackboneOptions),
 }
 
-__all__ = ["CODEMODS", "Codemod"]
+OPTIONS: dict[str, type[Any]] = {name: options for name, (_, options) in WHERE.items()}
+"""Each codemod's Options dataclass, without importing the codemod."""
+
+
+class Registry(Mapping[str, type[Codemod[Any]]]):
+    """Codemod classes by name, each module imported on first lookup."""
+
+    def __getitem__(self, name: str) -> type[Codemod[Any]]:
+        module, _, attribute = WHERE[name][0].partition(":")
+        codemod: type[Codemod[Any]] = getattr(
+            importlib.import_module(f"patcher.codemods.{module}"), attribute
+        )
+        return codemod
+
+    def __contains__(self, name: object) -> bool:
+        return name in WHERE  # Mapping's would import the codemod
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(WHERE)
+
+    def __len__(self) -> int:
+        return len(WHERE)
+
+
+CODEMODS = Registry()
+
+__all__ = ["CODEMODS", "OPTIONS", "Codemod"]

@@ -8,11 +8,13 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, ClassVar, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
-import libcst as cst
-
+from patcher.codemods.options import FileOptions
 from patcher.sources.base import Source
+
+if TYPE_CHECKING:  # libcst takes seconds to import: only a run that parses pays for it
+    import libcst as cst
 
 
 class Status(StrEnum):
@@ -87,6 +89,8 @@ class Tree:
             text = self.text(path)
             if text is None:
                 return None
+            import libcst as cst
+
             try:
                 self._modules[path] = cst.parse_module(text)
             except cst.ParserSyntaxError as error:
@@ -173,13 +177,6 @@ class Codemod(ABC, Generic[OptionsT]):
             return self.transform(tree)
         except ShapeError as error:
             return Outcome(Status.FAILED, str(error))
-
-
-@dataclass(frozen=True)
-class FileOptions:
-    """The options of a codemod that looks for its code in a few candidate files."""
-
-    files: tuple[str, ...] | None = None  # globs replacing the candidates, if a release moved them
 
 
 class FileCodemod(Codemod[FileOptions]):

@@ -9,18 +9,17 @@ class sets those layers and defaults them to ``(2, n // 2, n - 3)``; the wrapper
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
 
 import libcst as cst
 import libcst.matchers as m
 
 from patcher.codemods._cst import describe, extend_separated
 from patcher.codemods.base import Codemod, Outcome, ShapeError, Status, Tree
+from patcher.codemods.options import InterfaceOptions
 
 DESCRIPTION = "Implement SupportsEagle3 on the text model and its multimodal wrapper."
 
 INTERFACE = "SupportsEagle3"
-INTERFACES_MODULE = "vllm/model_executor/models/interfaces.py"
 AUX_FIELD = "aux_hidden_state_layers"
 SETTER = "set_aux_hidden_state_layers"
 GETTER = "get_eagle3_aux_hidden_state_layers"
@@ -40,24 +39,6 @@ LAYER_CALL_ASSIGN = m.Assign(
     targets=[m.AssignTarget(m.Tuple(elements=[m.Element(m.Name()), m.Element(m.Name())]))],
     value=m.Call(),
 )
-
-
-@dataclass(frozen=True)
-class InterfaceOptions:
-    """Where the text model and its multimodal wrapper are, and which attribute holds what."""
-
-    text_module: str
-    text_class: str
-    backbone_class: str
-    backbone_attribute: str = "model"
-    wrapper_module: str | None = None
-    wrapper_class: str | None = None
-    wrapper_attribute: str = "language_model"
-    interfaces_module: str = INTERFACES_MODULE
-
-    def __post_init__(self) -> None:
-        if (self.wrapper_module is None) != (self.wrapper_class is None):
-            raise ValueError("wrapper_module and wrapper_class go together: give both or neither")
 
 
 def statement(code: str) -> cst.BaseStatement:

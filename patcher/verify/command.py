@@ -56,7 +56,9 @@ def verify_release(
     patched = None
     if result.verdict == "needs-patch":
         patched = patched_wheel(WheelPlan(official, sha256, result, patchset.local_label))
-    report = verify_wheels(official, patched, result.version, patchset.verify)
+    report = verify_wheels(
+        official, patched, result.version, patchset.verify, probe_model(patchset)
+    )
     data = {
         **report.to_json(),
         "ok": report.ok,
@@ -66,6 +68,17 @@ def verify_release(
     path = report_path(patchset.name, result.version, result.distribution)
     atomic_write(path, json.dumps(data, indent=2).encode())
     return report
+
+
+def probe_model(patchset: Patchset) -> str | None:
+    """``MODULE:CAUSAL_LM:BACKBONE:ATTR`` of the patchset's ``eagle3-backbone`` patch, for the
+    probe's model checks."""
+    for patch in patchset.patches:
+        if patch.codemod == "eagle3-backbone":
+            options = patch.options
+            module = options.module.removesuffix(".py").replace("/", ".")
+            return f"{module}:{options.causal_lm}:{options.backbone}:{options.attribute}"
+    return None
 
 
 def patched_wheel(plan: WheelPlan) -> Path:

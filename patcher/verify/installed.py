@@ -28,7 +28,7 @@ class InPlace:
 
 
 def verify_in_place(
-    python: str, version: str, description: str, checks: Sequence[str]
+    python: str, version: str, description: str, checks: Sequence[str], model: str | None = None
 ) -> VerifyReport:
     """Each check's outcome in ``python``'s environment, in the report's ``before`` slot (the
     only side there is); the report's ``ok`` is then whether every check passes there."""
@@ -37,7 +37,7 @@ def verify_in_place(
         ThreadPoolExecutor(min(len(checks), os.cpu_count() or 1)) as pool,
     ):
         target = InPlace(Path(python), Path(tmp))
-        outcomes = list(pool.map(lambda c: run_probe(target, c, Path(tmp) / c), checks))
+        outcomes = list(pool.map(lambda c: run_probe(target, c, Path(tmp) / c, model), checks))
     return VerifyReport(
         vllm=version,
         wheel=description,

@@ -45,6 +45,13 @@ ENTRY_MODULES: dict[str, tuple[str, ...]] = {
     "mm-image-token": ("vllm.config", "vllm.v1.spec_decode.eagle", f"{_MODELS}.kimi_k25"),
     "aux-hidden-states": (f"{_MODELS}.deepseek_v2",),
     "mla-drafter": ("vllm.config", f"{_MODELS}.registry", f"{_MODELS}.deepseek_eagle3"),
+    "eagle3-backbone": (
+        f"{_MODELS}.interfaces",
+        f"{_MODELS}.glm4_moe",
+        f"{_MODELS}.gemma3",
+        f"{_MODELS}.ernie45_moe",
+        f"{_MODELS}.step3_text",
+    ),
 }
 """The vLLM modules each check loads (directly or through the model registry).
 
@@ -52,6 +59,13 @@ The venv builder reads this to decide which optional packages a release needs.
 """
 
 CHECKS = tuple(ENTRY_MODULES)
+
+MODEL_CHECKS = frozenset({"eagle3-backbone"})
+"""Checks about the patchset's own model, named with ``--model MODULE:CAUSAL_LM:BACKBONE:ATTR``
+(e.g. ``vllm.model_executor.models.glm4_moe:Glm4MoeForCausalLM:Glm4MoeModel:model``)."""
+
+BACKBONE_LAYERS = 8
+"""Decoder-layer stand-ins for ``eagle3-backbone``: default aux layers (2, 4, 5)."""
 
 
 class Barrier(Exception):
@@ -398,20 +412,116 @@ def check_mla_drafter(workdir: Path) -> str:
     return f"drafter use_mla True ({shape}), target use_mla True"
 
 
-RUNNERS: dict[str, Callable[[Path], str]] = {
+def check_eagle3_backbone(workdir: Path, model: str) -> str:
+    """The runner's EAGLE-3 setup on the patchset's causal-LM class, then the real backbone
+    forward: the aux states must be ``hidden_states + residual`` at the input of each requested
+    layer and, where the release's models use ``EagleModelMixin``, the last layer's output for
+    the id equal to the layer count."""
+    import importlib
+
+    import torch
+    import torch.nn as nn
+    from vllm.model_executor.models import interfaces
+
+    module_name, causal_name, backbone_name, attribute = model.split(":")
+    module: Any = importlib.import_module(module_name)
+    causal_cls, backbone_cls = getattr(module, causal_name), getattr(module, backbone_name)
+    if not interfaces.supports_eagle3(causal_cls):
+        raise Barrier(
+            f"supports_eagle3() is False for {causal_name}: vLLM's runner raises 'Model does "
+            "not support EAGLE3 interface but aux_hidden_state_outputs was requested'"
+        )
+    inputs: dict[int, Any] = {}
+    outputs: dict[int, Any] = {}
+
+    class Layer(nn.Module):
+        """A decoder-layer stand-in: records its input and output, returns distinct states."""
+
+        use_sequence_parallel_moe = False
+
+        def __init__(self, index: int) -> None:
+            super().__init__()
+            self.index = index
+
+        def forward(self, positions: Any, hidden_states: Any, residual: Any, *_: Any, **__: Any):
+            inputs[self.index] = hidden_states if residual is None else hidden_states + residual
+            residual = hidden_states if residual is None else residual + 1
+            hidden_states = hidden_states * 2 + self.index
+            outputs[self.index] = hidden_states + residual
+            return hidden_states, residual
+
+    class Norm(nn.Module):
+        def forward(self, hidden_states: Any, residual: Any) -> Any:
+            return hidden_states + residual, residual
+
+    n = BACKBONE_LAYERS
+    backbone = _bare(backbone_cls)
+    backbone.config = SimpleNamespace()
+    backbone.layers = nn.ModuleList(Layer(i) for i in range(n))
+    backbone.start_layer, backbone.end_layer = 0, n
+    backbone.hidden_size = 8
+    backbone.norm = Norm()
+    causal = _bare(causal_cls)
+    setattr(causal, attribute, backbone)
+
+    # The name the release's runner calls: 0.18.0 on, the protocol's default; before, the model's.
+    getter = getattr(causal_cls, "get_eagle3_default_aux_hidden_state_layers", None)
+    getter = getter or causal_cls.get_eagle3_aux_hidden_state_layers
+    default = tuple(getter(causal))
+    if default != (2, n // 2, n - 3):
+        raise Barrier(f"{causal_name}.{getter.__name__}() is {default}, expected (2, 4, 5)")
+    final = hasattr(interfaces, "EagleModelMixin")
+    wanted = (*default, n) if final else default
+    causal_cls.set_aux_hidden_state_layers(causal, wanted)
+
+    # Pipeline-parallel state needs an initialised process group; one rank is all of it.
+    module.get_pp_group = lambda: SimpleNamespace(
+        is_first_rank=True, is_last_rank=True, world_size=1, rank_in_group=0
+    )
+    embeds = torch.arange(3 * 8, dtype=torch.float32).reshape(3, 8)
+    out = backbone_cls.forward(
+        backbone,
+        input_ids=None,
+        positions=torch.arange(3),
+        intermediate_tensors=None,
+        inputs_embeds=embeds,
+    )
+    if isinstance(out, torch.Tensor):
+        raise Barrier(f"{backbone_name}.forward returned one Tensor, no aux states for {wanted}")
+    _, aux = out
+    expected = [inputs[i] if i < n else outputs[n - 1] for i in wanted]
+    if len(aux) != len(expected) or not all(
+        torch.equal(a, e) for a, e in zip(aux, expected, strict=False)
+    ):
+        raise Barrier(f"aux states are not hidden_states + residual at layers {wanted}")
+    last = f"; id {n} is the last layer's output" if final else ""
+    return (
+        f"supports_eagle3 True for {causal_name}; default aux layers {default}; "
+        f"{backbone_name}.forward returned {len(aux)} aux states equal to hidden_states + "
+        f"residual at the input of layers {default} of {n}{last} (replaced: {n} decoder layers "
+        "and the final norm by CPU stand-ins, get_pp_group by a single-rank stand-in, models "
+        "built with object.__new__)"
+    )
+
+
+RUNNERS: dict[str, Callable[..., str]] = {
     "speculative-config": check_speculative_config,
     "eagle3-interface": check_eagle3_interface,
     "mm-image-token": check_mm_image_token,
     "aux-hidden-states": check_aux_hidden_states,
     "mla-drafter": check_mla_drafter,
+    "eagle3-backbone": check_eagle3_backbone,
 }
 
 
-def run(check: str, workdir: Path) -> dict[str, Any]:
+def run(check: str, workdir: Path, model: str | None = None) -> dict[str, Any]:
     """Run one check and turn its outcome into the result record."""
     start = time.monotonic()
     try:
-        status, detail = "pass", RUNNERS[check](workdir)
+        if check in MODEL_CHECKS and (model is None or model.count(":") != 3):
+            raise ProbeError(f"{check} needs --model MODULE:CAUSAL_LM:BACKBONE:ATTRIBUTE")
+        args = (workdir, model) if check in MODEL_CHECKS else (workdir,)
+        status, detail = "pass", RUNNERS[check](*args)
     except Skip as exc:
         status, detail = "skip", str(exc)
     except Barrier as exc:
@@ -437,6 +547,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("check", choices=CHECKS)
     parser.add_argument("--workdir", type=Path, required=True)
+    parser.add_argument("--model", help="for model checks: MODULE:CAUSAL_LM:BACKBONE:ATTR")
     args = parser.parse_args(argv)
     # vLLM logs to stdout; keep stdout for the one result line by sending the rest,
     # including output from native code, to stderr.
@@ -444,7 +555,7 @@ def main(argv: list[str] | None = None) -> int:
     os.dup2(2, 1)
     sys.stdout = sys.stderr
     args.workdir.mkdir(parents=True, exist_ok=True)
-    result = run(args.check, args.workdir)
+    result = run(args.check, args.workdir, args.model)
     with os.fdopen(result_fd, "w") as out:
         out.write(json.dumps(result) + "\n")
     return 0

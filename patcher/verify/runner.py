@@ -42,8 +42,12 @@ def verify_wheels(
     patched_wheel: Path | None,
     version: str,
     checks: Sequence[str] | None = None,
+    model: str | None = None,
 ) -> VerifyReport:
-    """Run ``checks`` (all by default) on the official wheel and, if given, the patched one."""
+    """Run ``checks`` (all by default) on the official wheel and, if given, the patched one.
+
+    ``model`` names the patchset's model for the checks in ``probe.MODEL_CHECKS``.
+    """
     names = _select(checks)
     wheels = [official_wheel] if patched_wheel is None else [official_wheel, patched_wheel]
     for wheel in wheels:
@@ -60,7 +64,8 @@ def verify_wheels(
         ThreadPoolExecutor(min(len(jobs), os.cpu_count() or 1)) as pool,
     ):
         outcomes = pool.map(
-            lambda job: run_probe(venvs[job[0]], job[1], Path(tmp) / f"{job[0]}-{job[1]}"), jobs
+            lambda job: run_probe(venvs[job[0]], job[1], Path(tmp) / f"{job[0]}-{job[1]}", model),
+            jobs,
         )
         done = dict(zip(jobs, outcomes, strict=True))
     return VerifyReport(
@@ -71,14 +76,15 @@ def verify_wheels(
     )
 
 
-def run_probe(env: ProbeTarget, check: str, workdir: Path) -> Outcome:
+def run_probe(env: ProbeTarget, check: str, workdir: Path, model: str | None = None) -> Outcome:
     """Run one check in ``env``'s interpreter; a probe that dies is a failed check."""
     workdir.mkdir(parents=True, exist_ok=True)
+    extra = ["--model", model] if model and check in probe.MODEL_CHECKS else []
     try:
         # -I: neither the probe's own folder (patcher/verify) nor PYTHONPATH or the user
         # site may shadow anything the venv's vLLM imports.
         done = subprocess.run(
-            [str(env.python), "-I", str(PROBE), check, "--workdir", str(workdir)],
+            [str(env.python), "-I", str(PROBE), check, "--workdir", str(workdir), *extra],
             env=probe_environment(env),
             cwd=workdir,
             capture_output=True,
