@@ -208,7 +208,7 @@ def print_cpu_report(report: CpuReport, console: Console) -> None:
         table.add_row(label, *(cell(r) for r in report.results))
 
     row("server version", lambda r: r.server_version or "")
-    row("error", lambda r: r.error or "")
+    row("barrier (vLLM's words)", lambda r: r.barrier or "")
     row("start-up to /health", lambda r: f"{r.run.startup_seconds:.0f} s" if r.run else "")
     row("output tokens/s", lambda r: f"{r.run.tokens_per_second:.1f}" if r.run else "")
     row("drafts", lambda r: f"{r.spec_decode.drafts:.0f}" if r.spec_decode else "")

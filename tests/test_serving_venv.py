@@ -69,7 +69,7 @@ def test_a_venv_that_cannot_be_made_is_one_line_and_leaves_nothing(tmp_path, mon
 
 
 def test_the_barrier_is_the_last_error_line_of_vllms_log_without_its_prefixes(tmp_path):
-    from patcher.serving.preflight import barrier
+    from patcher.serving.process import barrier
 
     log = tmp_path / "preflight.log"
     log.write_text(
@@ -113,7 +113,7 @@ def test_serve_bench_on_cpu_refuses_bad_input_in_one_line(tmp_path, monkeypatch,
 
 
 def test_the_barrier_is_the_root_cause_not_the_errors_that_wrap_it(tmp_path):
-    from patcher.serving.preflight import barrier
+    from patcher.serving.process import barrier
 
     log = tmp_path / "preflight.log"
     log.write_text(

@@ -8,6 +8,7 @@ error and on Ctrl-C alike, because the ``with`` block's exit does it.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -34,6 +35,26 @@ class Server:
 
     base_url: str
     startup_seconds: float
+
+
+ERROR_LINE = re.compile(r"\b(\w+(Error|Exception)|error|Error)\b[:]")
+WRAPPERS = ("root cause above", "stack trace above", "Worker failed with error")
+"""Errors that only wrap the root cause, which vLLM logged before them."""
+
+
+def barrier(log: Path) -> str | None:
+    """vLLM's own words for why it stopped: the last error line in its log, trimmed."""
+    try:
+        lines = log.read_text(errors="replace").splitlines()
+    except OSError:
+        return None
+    for line in reversed(lines):
+        if any(wrapper in line for wrapper in WRAPPERS):
+            continue
+        if ERROR_LINE.search(line) and "Traceback" not in line:
+            text = re.sub(r"^\(\w+ pid=\d+\)\s*", "", line.strip())
+            return re.sub(r"^(ERROR|WARNING|INFO) \S+ \S+ \[[^\]]+\]\s*", "", text)
+    return None
 
 
 def log_tail(path: Path) -> str:
