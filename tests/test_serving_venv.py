@@ -147,3 +147,13 @@ def test_with_patched_refuses_a_release_with_nothing_to_patch_before_downloading
         "nothing to patch, so no patched run\n"
     )
     assert list((tmp_path / "cache").rglob("*.whl")) == []
+
+
+def test_a_server_gets_a_tmpdir_short_enough_for_vllms_ipc_sockets():
+    """nox's .nox/serve-cpu-vllm-0-32-0-patchset-glm4-moe-eagle3/tmp made the engine die with
+    'ipc path ... is longer than 107 characters'."""
+    from patcher.serving.process import socket_safe
+
+    nox_tmp = "/work/wt-serve2/.nox/serve-cpu-vllm-0-32-0-patchset-glm4-moe-eagle3/tmp"
+    assert socket_safe({"TMPDIR": nox_tmp, "A": "1"}) == {"TMPDIR": "/tmp", "A": "1"}
+    assert socket_safe({"TMPDIR": "/tmp/short"}) == {"TMPDIR": "/tmp/short"}

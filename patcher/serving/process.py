@@ -12,8 +12,9 @@ import re
 import signal
 import socket
 import subprocess
+import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
@@ -134,6 +135,17 @@ def wait_healthy(
             process.wait(timeout=max(0.0, min(timeouts.health_poll, deadline - time.monotonic())))
 
 
+SOCKET_DIR_LIMIT = 64
+"""vLLM binds ZMQ IPC sockets at ``$TMPDIR/<uuid4>`` (37 bytes more) and a Unix socket path holds
+107: nox's session TMPDIR (``.nox/SESSION/tmp``) left too little, and the engine died on it."""
+
+
+def socket_safe(env: Mapping[str, str]) -> dict[str, str]:
+    """``env`` with TMPDIR set to ``/tmp`` where its own is too long for vLLM's IPC sockets."""
+    tmp = env.get("TMPDIR") or tempfile.gettempdir()
+    return {**env, "TMPDIR": "/tmp"} if len(tmp) > SOCKET_DIR_LIMIT else dict(env)
+
+
 @contextmanager
 def running_server(
     command: Sequence[str],
@@ -154,7 +166,7 @@ def running_server(
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
-                env=env,
+                env=socket_safe(os.environ if env is None else env),
             )
         except OSError as error:
             raise PatcherError(f"cannot start {command[0]}: {error}") from error
