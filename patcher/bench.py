@@ -34,6 +34,8 @@ from patcher.outputs.wheel import WheelPlan, build_wheel
 from patcher.sources.download import download_wheel, sha256_of, verified_sha256
 from patcher.sources.index_wheel import IndexWheelSource
 from patcher.sources.wheel import WheelSource
+from patcher.venvs import ready_venv, uv_cache, venv_key, venvs_root
+from patcher.verify.environment import official_plan, patched_plan
 
 BASELINE_MODULE = "vllm/model_executor/models/deepseek_v2.py"
 
@@ -65,6 +67,82 @@ class Report:
         self.table.add_row(
             what, f"{seconds:.2f} s", f"{baseline} {base:.2f} s", f"{seconds / base:.1f}x", target
         )
+
+    def add_size(self, what: str, size: int, baseline: str, base: int, target: str) -> None:
+        self.table.add_row(
+            what,
+            f"{size / 1e6:.0f} MB",
+            f"{baseline} {base / 1e6:.0f} MB",
+            f"{size / base:.1f}x",
+            target,
+        )
+
+
+def own_bytes(tree: Path) -> int:
+    """Disk used by files that only ``tree`` links to: what deleting it would free."""
+    return disk_bytes(tree, only_own=True)
+
+
+def disk_bytes(tree: Path, only_own: bool = False) -> int:
+    """Disk used by the files under ``tree``, each inode counted once."""
+    total, seen = 0, set()
+    for folder, _, files in os.walk(tree):
+        for name in files:
+            st = os.lstat(os.path.join(folder, name))
+            if st.st_ino in seen or (only_own and st.st_nlink > 1):
+                continue
+            seen.add(st.st_ino)
+            total += st.st_blocks * 512
+    return total
+
+
+def bench_venvs(report: Report, index: PackageIndex, arch: str) -> None:
+    """Verify venvs for 0.16.0 (official, then patched over it) from an empty package cache
+    (cold) and again with the cache warm, beside a plain venv with pip installing one small
+    package."""
+    release = index.release("0.16.0")
+    wheel = download_wheel(pick_wheel(release, arch), index.client)
+    result = run_patchset(patchsets.load(), WheelSource(wheel))
+    with tempfile.TemporaryDirectory(dir=cache_dir(), prefix=".bench-venvs-") as work:
+        scratch = Path(work)
+        patched = build_wheel(WheelPlan(wheel, sha256_of(wheel), result, "bench"), scratch / "dist")
+        base_venv = scratch / "baseline"
+        baseline = timed(
+            lambda: (
+                subprocess.run([sys.executable, "-m", "venv", str(base_venv)], check=True),
+                subprocess.run(
+                    [str(base_venv / "bin" / "python"), "-m", "pip", "install", "-q", "six"],
+                    check=True,
+                ),
+            )
+        )
+        base_size = own_bytes(base_venv)
+        previous = os.environ.get(CACHE_ENV)
+        os.environ[CACHE_ENV] = str(scratch / "cache")
+        try:
+            official = official_plan(wheel)
+            layered = patched_plan(official, patched)
+            cold = timed(lambda: ready_venv(official))
+            cold_patched = timed(lambda: ready_venv(layered))
+            for plan in (layered, official):
+                shutil.rmtree(venvs_root() / venv_key(plan))
+            warm = timed(lambda: ready_venv(official))
+            warm_patched = timed(lambda: ready_venv(layered))
+            sizes = [own_bytes(ready_venv(plan).path) for plan in (official, layered)]
+            shared = disk_bytes(uv_cache())
+        finally:
+            if previous is None:
+                os.environ.pop(CACHE_ENV)
+            else:
+                os.environ[CACHE_ENV] = previous
+    plain = "venv + pip install six"
+    report.add("verify venv 0.16.0, official, cold", cold, plain, baseline, "")
+    report.add("verify venv 0.16.0, patched on it, cold", cold_patched, plain, baseline, "")
+    report.add("verify venv 0.16.0, official, warm", warm, plain, baseline, "<= 20 s")
+    report.add("verify venv 0.16.0, patched on it, warm", warm_patched, plain, baseline, "<= 20 s")
+    report.add_size("disk of the official venv alone", sizes[0], plain, base_size, "<= 400 MB")
+    report.add_size("disk of the patched venv alone", sizes[1], plain, base_size, "<= 400 MB")
+    report.add_size("disk of the package cache, shared", shared, plain, base_size, "once")
 
 
 def bench_matrix(report: Report, index: PackageIndex, arch: str, since: str) -> None:
@@ -311,6 +389,9 @@ def main(argv: list[str] | None = None) -> int:
         default=Path("reports/serve-cpu/0.32.0-glm4-moe-eagle3.json"),
         help="a serve-cpu session's report, read if present (default: %(default)s)",
     )
+    parser.add_argument(
+        "--venvs", action="store_true", help="also time verify venvs cold and warm (minutes)"
+    )
     args = parser.parse_args(argv)
     index = PackageIndex(args.index_url)
     arch = machine_platform()
@@ -325,6 +406,8 @@ def main(argv: list[str] | None = None) -> int:
             bench_serve_cpu(report, args.serve_cpu_report)
         bench_installed(report, index, arch)
         bench_integrity(report, index, arch)
+        if args.venvs:
+            bench_venvs(report, index, arch)
     console.print(report.table)
     return 0
 

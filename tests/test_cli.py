@@ -112,9 +112,11 @@ def test_matrix_flags_drift_and_writes_json_and_markdown(tmp_path, capsys):
         "eagle3-whitelist": "applied",
         "mm-image-token": "applied",
         "eagle3-interface": "applied",
+        "eagle-target-backbone": "not-needed",
     }
-    assert "| 0.16.0 | applied | applied | applied | needs-patch (drift) | upstream |" in (
-        table.read_text()
+    assert (
+        "| 0.16.0 | applied | applied | applied | not-needed | needs-patch (drift) | upstream |"
+        in (table.read_text())
     )
     assert "drifted" in capsys.readouterr().err
 

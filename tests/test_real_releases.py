@@ -41,6 +41,7 @@ def test_0_16_0_needs_all_three_patches(release):
         "eagle3-whitelist": Status.APPLIED,
         "mm-image-token": Status.APPLIED,
         "eagle3-interface": Status.APPLIED,
+        "eagle-target-backbone": Status.NOT_NEEDED,
     }
     assert sorted(result.changed) == [
         "vllm/config/speculative.py",
@@ -48,6 +49,15 @@ def test_0_16_0_needs_all_three_patches(release):
         "vllm/model_executor/models/kimi_k25.py",
         "vllm/v1/spec_decode/eagle.py",
     ]
+
+
+@pytest.mark.parametrize("version", ["0.15.0", "0.15.1"])
+def test_0_15_x_also_needs_the_proposer_to_read_kimis_bare_backbone(release, version):
+    result = run_patchset(patchsets.load("kimi-k2.5-eagle3"), release(version))
+    assert result.verdict == "needs-patch"
+    assert {o.status for o in result.outcomes.values()} == {Status.APPLIED}
+    guarded = 'getattr(target_language_model, "model", target_language_model).embed_tokens'
+    assert any(line.startswith("+") and guarded in line for line in result.diff().splitlines())
 
 
 @pytest.mark.parametrize("version", ["0.17.1", "0.18.0", "0.33.0"])

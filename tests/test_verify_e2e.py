@@ -1,8 +1,7 @@
 """verify end to end: real wheels, real venvs, real pip installs, vLLM's own code on CPU.
 
-A cold run downloads each official wheel, builds the patched one and a venv per wheel
-(about a minute each; 0.16.0 takes about four minutes from nothing). Later runs reuse
-wheels and venvs from the cache and take under a minute per release.
+A cold run downloads each official wheel, builds the patched one and the two venvs
+(patcher/venvs.py). Later runs reuse wheels and venvs from the cache.
 """
 
 from __future__ import annotations
@@ -19,7 +18,7 @@ from patcher.verify import VerifyReport, verify_wheels
 pytestmark = [pytest.mark.slow, pytest.mark.network]
 
 KIMI_CHECKS = ("speculative-config", "eagle3-interface", "mm-image-token", "aux-hidden-states")
-BARRIERS_0_16_0 = {
+BARRIERS = {  # the same words on 0.15.0 and 0.16.0
     "speculative-config": "Eagle3 is only supported for",
     "eagle3-interface": "supports_eagle3() is False for KimiK25ForConditionalGeneration",
     "mm-image-token": "AttributeError: 'KimiK25Config' object has no attribute 'image_token_index'",
@@ -47,13 +46,18 @@ def by_name(report: VerifyReport) -> dict[str, dict]:
     return {c["name"]: c for c in report.to_json()["checks"]}
 
 
-def test_0_16_0_every_barrier_fails_before_and_passes_after(tmp_path):
-    wheel = official("0.16.0")
-    report = verify_wheels(wheel, patched(wheel, tmp_path), "0.16.0")
+@pytest.mark.parametrize(
+    ("version", "held"), [("0.15.0", "DeepseekV2Model"), ("0.16.0", "DeepseekV2ForCausalLM")]
+)
+def test_every_barrier_fails_before_and_passes_after(tmp_path, version, held):
+    """0.15.x Kimi holds the bare backbone: the stand-ins follow, and so must the patch."""
+    wheel = official(version)
+    report = verify_wheels(wheel, patched(wheel, tmp_path), version)
     checks = by_name(report)
-    for name, barrier in BARRIERS_0_16_0.items():
+    for name, barrier in BARRIERS.items():
         assert (checks[name]["before"], checks[name]["after"]) == ("fail", "pass"), checks[name]
         assert f"before: barrier: {barrier}" in checks[name]["detail"]
+    assert f"shared the embedding of the {held} Kimi holds" in checks["mm-image-token"]["detail"]
     assert (checks["mla-drafter"]["before"], checks["mla-drafter"]["after"]) == ("skip", "skip")
     assert "no MLA EAGLE-3 drafter class" in checks["mla-drafter"]["detail"]
     assert report.ok

@@ -118,3 +118,48 @@ def test_a_model_check_without_its_model_cannot_run(tmp_path):
         "error: ProbeError: eagle3-backbone needs --model MODULE:CAUSAL_LM:BACKBONE:ATTRIBUTE"
         f" (at probe.py:{result['detail'].rsplit(':', 1)[1]}"
     )
+
+
+def test_one_line_per_check_in_order_from_one_process(tmp_path):
+    done = subprocess.run(
+        [sys.executable, "-S", str(PROBE), "mla-drafter", "speculative-config", "--workdir", "w"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert [json.loads(line)["check"] for line in done.stdout.splitlines()] == [
+        "mla-drafter",
+        "speculative-config",
+    ]
+
+
+class Held:
+    pass
+
+
+class Wrapper:
+    def __init__(self, config):
+        self.config = config
+        if config:
+            self.language_model = Held(
+                config,
+            )
+
+
+def test_the_class_a_wrapper_holds_is_read_from_its_own_init():
+    assert probe._assigned_class(Wrapper, "language_model") is Held
+    with pytest.raises(probe.ProbeError, match=r"cannot tell what Wrapper\.__init__ assigns"):
+        probe._assigned_class(Wrapper, "vision_tower")
+
+
+def test_a_replaced_module_attribute_is_put_back_after_the_check(monkeypatch):
+    def check(workdir):
+        probe.replace(json, "dumps", None)
+        probe.replace(json, "not_there", 1)
+        raise probe.Barrier("seen")
+
+    monkeypatch.setitem(probe.RUNNERS, "speculative-config", check)
+    dumps = json.dumps
+    assert probe.run("speculative-config", Path("."))["detail"] == "barrier: seen"
+    assert json.dumps is dumps and not hasattr(json, "not_there")

@@ -23,30 +23,43 @@ def fake_venv(tmp_path: Path, script: str, sha: str = "a" * 64) -> Venv:
     return Venv(python.parent.parent, sha[:20], VenvPlan(), created=False)
 
 
-def test_the_probe_result_line_is_read_after_any_noise(tmp_path):
-    line = json.dumps({"check": "x", "status": "pass", "detail": "fine", "seconds": 1.5})
-    env = fake_venv(tmp_path, f"echo 'INFO log line'\necho '{line}'\n")
-    assert runner.run_probe(env, "speculative-config", tmp_path / "w") == Outcome(
-        "pass", "fine", 1.5
+def test_each_check_s_result_line_is_read_after_any_noise(tmp_path):
+    lines = [
+        json.dumps({"check": name, "status": "pass", "detail": f"fine {name}", "seconds": 1.5})
+        for name in ("speculative-config", "mm-image-token")
+    ]
+    script = "echo 'INFO log line'\n" + "".join(f"echo '{line}'\n" for line in lines)
+    env = fake_venv(tmp_path, script)
+    got = runner.run_probe(env, ["speculative-config", "mm-image-token"], tmp_path / "w")
+    assert got == {
+        "speculative-config": Outcome("pass", "fine speculative-config", 1.5),
+        "mm-image-token": Outcome("pass", "fine mm-image-token", 1.5),
+    }
+
+
+def test_a_probe_that_dies_fails_the_checks_it_did_not_report_with_its_last_words(tmp_path):
+    line = json.dumps(
+        {"check": "speculative-config", "status": "pass", "detail": "ok", "seconds": 1}
     )
-
-
-def test_a_probe_that_dies_is_a_failure_with_its_last_words(tmp_path):
-    env = fake_venv(tmp_path, "echo 'Segmentation fault' >&2\nexit 139\n")
-    outcome = runner.run_probe(env, "speculative-config", tmp_path / "w")
-    assert outcome.status == "fail"
-    assert outcome.detail == "error: probe exited 139: Segmentation fault"
+    env = fake_venv(tmp_path, f"echo '{line}'\necho 'Segmentation fault' >&2\nexit 139\n")
+    got = runner.run_probe(env, ["speculative-config", "mm-image-token"], tmp_path / "w")
+    assert got["speculative-config"].status == "pass"
+    assert got["mm-image-token"] == Outcome(
+        "fail", "error: probe exited 139: Segmentation fault", 0.0
+    )
 
 
 def test_the_probe_runs_isolated_in_its_workdir_and_offline(tmp_path):
     env = fake_venv(
         tmp_path,
-        'printf \'{"status": "pass", "detail": "%s %s %s %s %s %s %s", "seconds": 0}\\n\' '
-        '"$1" "$2" "$3" "$4" "$5" "$PWD" "$HF_HUB_OFFLINE"\n',
+        'printf \'{"check": "%s", "status": "pass", "detail": "%s %s %s %s %s %s %s %s", '
+        '"seconds": 0}\\n\' "$3" "$1" "$2" "$3" "$4" "$5" "$6" "$PWD" "$HF_HUB_OFFLINE"\n',
     )
     workdir = tmp_path / "w"
-    outcome = runner.run_probe(env, "mm-image-token", workdir)
-    assert outcome.detail == f"-I {runner.PROBE} mm-image-token --workdir {workdir} {workdir} 1"
+    got = runner.run_probe(env, ["mm-image-token", "aux-hidden-states"], workdir)
+    assert got["mm-image-token"].detail == (
+        f"-I {runner.PROBE} mm-image-token aux-hidden-states --workdir {workdir} {workdir} 1"
+    )
 
 
 def test_probe_environment_keeps_vllm_caches_in_the_venv(tmp_path):
@@ -85,10 +98,12 @@ def fake_runs(tmp_path, monkeypatch):
     def verify_venvs(*wheels: Path | None) -> list[Venv]:
         return [Venv(tmp_path / w.name, keys[w], VenvPlan(), True) for w in wheels if w]
 
-    def run_probe(env: Venv, check: str, workdir: Path, model: str | None = None) -> Outcome:
+    def run_probe(
+        env: Venv, checks: list[str], workdir: Path, model: str | None = None
+    ) -> dict[str, Outcome]:
         if env.key == keys[official]:
-            return Outcome("fail", f"barrier: {check}", 1.0)
-        return Outcome("pass", f"fixed {check}", 1.0)
+            return {check: Outcome("fail", f"barrier: {check}", 1.0) for check in checks}
+        return {check: Outcome("pass", f"fixed {check}", 1.0) for check in checks}
 
     monkeypatch.setattr(runner, "verify_venvs", verify_venvs)
     monkeypatch.setattr(runner, "run_probe", run_probe)
@@ -128,13 +143,16 @@ def test_the_official_wheel_as_its_own_patch_is_refused(fake_runs):
 
 
 def test_a_model_check_gets_the_patchset_model_and_others_do_not(tmp_path):
+    """The stand-in probe echoes its arguments as the detail of each check it is given."""
     env = fake_venv(
         tmp_path,
-        'printf \'{"status": "pass", "detail": "%s", "seconds": 0}\\n\' "$*"\n',
+        'for c in "$@"; do case "$c" in --*) break;; esac;'
+        ' printf \'{"check": "%s", "status": "pass", "detail": "%s", "seconds": 0}\\n\''
+        ' "$c" "$*"; done\n',
     )
     model = "vllm.model_executor.models.glm4_moe:Glm4MoeForCausalLM:Glm4MoeModel:model"
     workdir = tmp_path / "w"
-    checked = runner.run_probe(env, "eagle3-backbone", workdir, model)
-    assert checked.detail.endswith(f"--workdir {workdir} --model {model}")
-    other = runner.run_probe(env, "mm-image-token", workdir, model)
-    assert other.detail.endswith(f"--workdir {workdir}")
+    checked = runner.run_probe(env, ["eagle3-backbone"], workdir, model)
+    assert checked["eagle3-backbone"].detail.endswith(f"--workdir {workdir} --model {model}")
+    other = runner.run_probe(env, ["mm-image-token"], workdir, model)
+    assert other["mm-image-token"].detail.endswith(f"--workdir {workdir}")

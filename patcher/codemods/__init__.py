@@ -16,6 +16,7 @@ from patcher.codemods.options import BackboneOptions, InterfaceOptions
 WHERE: dict[str, tuple[str, type[Any]]] = {
     "eagle3-whitelist": ("eagle3_whitelist:Eagle3Whitelist", FileOptions),
     "mm-image-token": ("mm_image_token:MmImageToken", FileOptions),
+    "eagle-target-backbone": ("eagle_target_backbone:EagleTargetBackbone", FileOptions),
     "eagle3-interface": ("eagle3_interface:Eagle3Interface", InterfaceOptions),
     "eagle-mla-detect": ("eagle_mla_detect:EagleMlaDetect", FileOptions),
     "eagle3-backbone": ("eagle3_backbone:Eagle3Backbone", BackboneOptions),

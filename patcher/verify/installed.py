@@ -1,17 +1,15 @@
 """``patcher verify --installed``: run a patchset's checks in an environment as it is.
 
 Where ``verify --vllm`` builds a venv per wheel and compares the official wheel with the patched
-one, this runs the same probe, check by check, with the interpreter given: it proves an
+one, this runs the same probe, every check in one process, with the interpreter given: it proves an
 environment patched in place (or shows what an unpatched one lacks). Nothing is installed;
 vLLM's caches for the run go to a temporary folder, not into the environment.
 """
 
 from __future__ import annotations
 
-import os
 import tempfile
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,15 +30,11 @@ def verify_in_place(
 ) -> VerifyReport:
     """Each check's outcome in ``python``'s environment, in the report's ``before`` slot (the
     only side there is); the report's ``ok`` is then whether every check passes there."""
-    with (
-        tempfile.TemporaryDirectory(prefix="patcher-verify-installed-") as tmp,
-        ThreadPoolExecutor(min(len(checks), os.cpu_count() or 1)) as pool,
-    ):
-        target = InPlace(Path(python), Path(tmp))
-        outcomes = list(pool.map(lambda c: run_probe(target, c, Path(tmp) / c, model), checks))
+    with tempfile.TemporaryDirectory(prefix="patcher-verify-installed-") as tmp:
+        outcomes = run_probe(InPlace(Path(python), Path(tmp)), checks, Path(tmp) / "probe", model)
     return VerifyReport(
         vllm=version,
         wheel=description,
-        checks=tuple(CheckResult(c, o, None) for c, o in zip(checks, outcomes, strict=True)),
+        checks=tuple(CheckResult(c, outcomes[c], None) for c in checks),
         setup_seconds=0.0,
     )

@@ -1,7 +1,9 @@
-"""The in-venv probe: runs one check against the vLLM installed beside it.
+"""The in-venv probe: runs checks against the vLLM installed beside it.
 
-Run as ``<venv>/bin/python probe.py CHECK --workdir DIR``; prints one JSON line
-``{"check", "status", "detail", "seconds"}`` on stdout. The venv has no patcher, so this
+Run as ``<venv>/bin/python probe.py CHECK [CHECK ...] --workdir DIR``; prints one JSON line
+``{"check", "status", "detail", "seconds"}`` per check on stdout, in order. The checks share
+one process, so vLLM is imported once; every module attribute a check replaces is put back
+before the next one starts (``replace``). The venv has no patcher, so this
 file imports only the standard library at top level; vLLM and torch are imported by the
 checks themselves. Each check drives vLLM's own code and replaces only what needs a GPU,
 a process group or weights, naming every replacement in its detail.
@@ -41,8 +43,15 @@ ENTRY_MODULES: dict[str, tuple[str, ...]] = {
         f"{_MODELS}.interfaces",
         f"{_MODELS}.kimi_k25",
         f"{_MODELS}.deepseek_v2",
+        f"{_MODELS}.registry",
     ),
-    "mm-image-token": ("vllm.config", "vllm.v1.spec_decode.eagle", f"{_MODELS}.kimi_k25"),
+    "mm-image-token": (
+        "vllm.config",
+        "vllm.v1.spec_decode.eagle",
+        f"{_MODELS}.kimi_k25",
+        f"{_MODELS}.registry",
+        f"{_MODELS}.llama_eagle3",
+    ),
     "aux-hidden-states": (f"{_MODELS}.deepseek_v2",),
     "mla-drafter": ("vllm.config", f"{_MODELS}.registry", f"{_MODELS}.deepseek_eagle3"),
     "eagle3-backbone": (
@@ -66,6 +75,25 @@ MODEL_CHECKS = frozenset({"eagle3-backbone"})
 
 BACKBONE_LAYERS = 8
 """Decoder-layer stand-ins for ``eagle3-backbone``: default aux layers (2, 4, 5)."""
+
+
+_REPLACED: list[tuple[Any, str, Any]] = []
+_MISSING = object()
+
+
+def replace(owner: Any, name: str, value: Any) -> None:
+    """Set ``owner.name`` for the current check only; ``run`` restores it afterwards."""
+    _REPLACED.append((owner, name, getattr(owner, name, _MISSING)))
+    setattr(owner, name, value)
+
+
+def _restore() -> None:
+    while _REPLACED:
+        owner, name, old = _REPLACED.pop()
+        if old is _MISSING:
+            delattr(owner, name)
+        else:
+            setattr(owner, name, old)
 
 
 class Barrier(Exception):
@@ -218,7 +246,6 @@ def check_speculative_config(workdir: Path) -> str:
 
 
 def check_eagle3_interface(workdir: Path) -> str:
-    import torch.nn as nn
     from vllm.model_executor.models import deepseek_v2, kimi_k25
     from vllm.model_executor.models.interfaces import supports_eagle3
 
@@ -228,27 +255,27 @@ def check_eagle3_interface(workdir: Path) -> str:
     if missing:
         raise Barrier(f"supports_eagle3() is False for {', '.join(missing)}")
 
-    # Build the models without __init__ (that would allocate the weights); only
-    # ``model.layers`` is read by the real get_eagle3_aux_hidden_state_layers.
+    # Models built without __init__ (that would allocate the weights); the real
+    # get_eagle3_aux_hidden_state_layers reads only the backbone's ``layers``.
     deepseek = _bare(deepseek_cls)
-    deepseek.model = _bare(deepseek_v2.DeepseekV2Model)
-    deepseek.model.layers = nn.ModuleList(nn.Identity() for _ in range(TARGET_LAYERS))
+    deepseek.model = _backbone(TARGET_LAYERS)
     kimi = _bare(kimi_cls)
-    kimi.language_model = deepseek
+    kimi.language_model, backbone = _language_model(kimi_cls, TARGET_LAYERS)
     expected = (2, TARGET_LAYERS // 2, TARGET_LAYERS - 3)
     for cls, model in ((deepseek_cls, deepseek), (kimi_cls, kimi)):
         got = tuple(cls.get_eagle3_aux_hidden_state_layers(model))
         if got != expected:
             raise Barrier(f"{cls.__name__} default aux layers {got}, expected {expected}")
     kimi_cls.set_aux_hidden_state_layers(kimi, (1, 2))
-    routed = getattr(deepseek.model, "aux_hidden_state_layers", None)
+    routed = getattr(backbone, "aux_hidden_state_layers", None)
     if tuple(routed or ()) != (1, 2):
         raise Barrier(f"{kimi_cls.__name__}.set_aux_hidden_state_layers did not reach the model")
+    held = type(kimi.language_model).__name__
     return (
         f"supports_eagle3 True for {kimi_cls.__name__} and {deepseek_cls.__name__}; "
-        f"default aux layers {expected} for {TARGET_LAYERS} layers, delegated by Kimi "
-        "(replaced: model built with object.__new__, model.layers = "
-        f"{TARGET_LAYERS} nn.Identity stand-ins)"
+        f"default aux layers {expected} for {TARGET_LAYERS} layers, delegated by Kimi to the "
+        f"{held} it holds in this release (replaced: models built with object.__new__, "
+        f"layers = {TARGET_LAYERS} nn.Identity stand-ins)"
     )
 
 
@@ -261,58 +288,154 @@ def _bare(cls: type) -> Any:
     return instance
 
 
+STAND_IN_WIDTH, STAND_IN_VOCAB = 8, 16
+
+
+def _backbone(num_layers: int) -> Any:
+    """A bare ``DeepseekV2Model`` with ``num_layers`` identity layers and an embedding."""
+    import torch.nn as nn
+    from vllm.model_executor.models import deepseek_v2
+
+    backbone = _bare(deepseek_v2.DeepseekV2Model)
+    backbone.layers = nn.ModuleList(nn.Identity() for _ in range(num_layers))
+    backbone.embed_tokens = nn.Embedding(STAND_IN_VOCAB, STAND_IN_WIDTH)
+    return backbone
+
+
+def _language_model(wrapper: type, num_layers: int) -> tuple[Any, Any]:
+    """(language model, its backbone), of the class this release's ``wrapper`` holds.
+
+    Kimi-K2.5 held the bare ``DeepseekV2Model`` in vLLM 0.15.x and a causal-LM class from
+    the registry since 0.16.0; the stand-in follows the release's own ``__init__``.
+    """
+    import torch.nn as nn
+    from vllm.model_executor.models import deepseek_v2
+
+    held = _assigned_class(wrapper, "language_model")
+    backbone = _backbone(num_layers)
+    if issubclass(held, deepseek_v2.DeepseekV2Model):
+        return backbone, backbone
+    model = _bare(held)
+    model.model = backbone
+    model.lm_head = nn.Linear(STAND_IN_WIDTH, STAND_IN_VOCAB, bias=False)
+    return model, backbone
+
+
+def _assigned_class(cls: type, attribute: str) -> type:
+    """The class that ``cls.__init__`` assigns to ``self.<attribute>``, read from its source.
+
+    ``init_vllm_registered_model(..., architectures=[NAME])`` resolves NAME through the
+    release's model registry, as vLLM does.
+    """
+    import ast
+    import inspect
+    import textwrap
+
+    init = vars(cls).get("__init__")
+    if init is None:
+        raise ProbeError(f"{cls.__name__} defines no __init__ of its own")
+    tree = ast.parse(textwrap.dedent(inspect.getsource(init)))
+    namespace = vars(sys.modules[cls.__module__])
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)):
+            continue
+        if not any(
+            isinstance(t, ast.Attribute)
+            and t.attr == attribute
+            and isinstance(t.value, ast.Name)
+            and t.value.id == "self"
+            for t in node.targets
+        ):
+            continue
+        func = node.value.func
+        name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", "")
+        if name == "init_vllm_registered_model":
+            archs = next((k.value for k in node.value.keywords if k.arg == "architectures"), None)
+            arch = _TEXT_CONFIG["architectures"][0] if archs is None else ast.literal_eval(archs)[0]
+            return _registered_class(arch)
+        found = namespace.get(name)
+        if isinstance(found, type):
+            return found
+    raise ProbeError(f"cannot tell what {cls.__name__}.__init__ assigns to self.{attribute}")
+
+
+def _registered_class(arch: str) -> type:
+    from vllm.model_executor.models import ModelRegistry
+
+    found = ModelRegistry._try_load_model_cls(arch)
+    if found is None:
+        raise ProbeError(f"{arch} is not in this release's model registry")
+    return found
+
+
+def _single_rank() -> Any:
+    """Pipeline-parallel state without a process group: one rank holds everything."""
+    return SimpleNamespace(is_first_rank=True, is_last_rank=True, world_size=1, rank_in_group=0)
+
+
 def check_mm_image_token(workdir: Path) -> str:
     import torch.nn as nn
     from transformers import AutoConfig
     from vllm.model_executor.models.kimi_k25 import KimiK25ForConditionalGeneration
-    from vllm.v1.spec_decode.eagle import EagleProposer
+    from vllm.v1.spec_decode import eagle
 
     target_config = _target_model_config(workdir).hf_config
     if hasattr(target_config, "image_token_index"):
         raise ProbeError("the Kimi-shaped target config already has image_token_index")
-
-    class LanguageModel(nn.Module):
-        """Stand-in for the text model: the real get_language_model() looks for this."""
-
-        def embed_input_ids(self, input_ids: Any) -> Any:
-            raise NotImplementedError
-
     target = _bare(KimiK25ForConditionalGeneration)
     target.config = target_config
-    target.language_model = LanguageModel()
+    target.language_model, backbone = _language_model(KimiK25ForConditionalGeneration, 4)
 
-    drafter = nn.Module()
+    # The real drafter class, bare: a config, an inner model with an embedding, an lm_head.
+    drafter = _bare(_registered_class(EAGLE3_DRAFTER_CONFIG["architectures"][0]))
     drafter.config = AutoConfig.from_pretrained(
         write_checkpoint(workdir, "eagle3-drafter", EAGLE3_DRAFTER_CONFIG)
     )
-    shared: list[Any] = []
-    proposer = object.__new__(EagleProposer)
+    drafter.model = nn.Module()
+    drafter.model.embed_tokens = nn.Embedding(STAND_IN_VOCAB, STAND_IN_WIDTH)
+    drafter.lm_head = nn.Linear(STAND_IN_WIDTH, 2 * STAND_IN_VOCAB, bias=False)
+    drafter.has_own_embed_tokens, drafter.has_own_lm_head = False, True
+
+    proposer = object.__new__(eagle.EagleProposer)
     proposer.__dict__.update(
-        vllm_config=SimpleNamespace(compilation_config=SimpleNamespace(static_forward_context={})),
+        vllm_config=SimpleNamespace(
+            compilation_config=SimpleNamespace(static_forward_context={}),
+            speculative_config=SimpleNamespace(
+                draft_model_config=SimpleNamespace(hf_config=drafter.config)
+            ),
+        ),
         supports_mm_inputs=False,
         parallel_drafting=False,
         pass_hidden_states_to_model=True,
-        _get_model=lambda: drafter,
-        _maybe_share_embeddings=shared.append,
-        _maybe_share_lm_head=shared.append,
+        use_local_argmax_reduction=False,  # read by 0.18.0 on; SpeculativeConfig's default
     )
+    replace(eagle, "get_pp_group", _single_rank)
+    if hasattr(eagle.EagleProposer, "_get_model"):  # 0.16.0 and later
+        proposer._get_model = lambda: drafter
+        loader = "EagleProposer._get_model"
+    else:
+        replace(eagle, "get_model", lambda **_: drafter)
+        loader = "eagle.get_model"
     try:
         proposer.load_model(target)
     except AttributeError as exc:
-        if "image_token_index" not in str(exc):
-            raise
+        if "SimpleNamespace" in str(exc) or "'EagleProposer' object" in str(exc):
+            raise ProbeError(f"a stand-in lacks what load_model reads: {exc}") from exc
         raise Barrier(f"AttributeError: {exc}") from exc
     got = getattr(drafter.config, "image_token_index", None)
     if got != MEDIA_PLACEHOLDER_TOKEN_ID:
         raise Barrier(f"drafter image_token_index is {got}, expected {MEDIA_PLACEHOLDER_TOKEN_ID}")
-    if not shared or shared[0] is not target.language_model:
-        raise ProbeError("load_model did not resolve the target's language model")
+    if drafter.model.embed_tokens is not backbone.embed_tokens:
+        raise Barrier("load_model did not share the target's embedding with the drafter")
+    held = type(target.language_model).__name__
     return (
         f"EagleProposer.load_model set the drafter's image_token_index to {got} from "
-        f"{KIMI_ARCH}.config.media_placeholder_token_id (replaced: _get_model returns a "
-        "config-only drafter, _maybe_share_embeddings/_maybe_share_lm_head record their "
-        "argument, vllm_config has an empty static_forward_context, supports_mm_inputs=False; "
-        "target built with object.__new__ and a stand-in language_model)"
+        f"{KIMI_ARCH}.config.media_placeholder_token_id and shared the embedding of the {held} "
+        f"Kimi holds in this release (replaced: {loader} returns a bare "
+        f"{type(drafter).__name__} with a config, a stand-in embedding and lm_head; "
+        "get_pp_group is single-rank; vllm_config holds only an empty static_forward_context "
+        "and the drafter's config; proposer and models built with object.__new__, "
+        "use_local_argmax_reduction=False)"
     )
 
 
@@ -351,9 +474,7 @@ def check_aux_hidden_states(workdir: Path) -> str:
     how = _request_aux_layers(deepseek_v2, model, wanted)
 
     # Pipeline-parallel state needs an initialised process group; one rank is all of it.
-    deepseek_v2.get_pp_group = lambda: SimpleNamespace(
-        is_first_rank=True, is_last_rank=True, world_size=1, rank_in_group=0
-    )
+    replace(deepseek_v2, "get_pp_group", _single_rank)
     embeds = torch.arange(3 * 8, dtype=torch.float32).reshape(3, 8)
     out = deepseek_v2.DeepseekV2Model.forward(
         model,
@@ -528,6 +649,8 @@ def run(check: str, workdir: Path, model: str | None = None) -> dict[str, Any]:
         status, detail = "fail", f"barrier: {exc}"
     except Exception as exc:
         status, detail = "fail", f"error: {_describe(exc)}"
+    finally:
+        _restore()
     return {
         "check": check,
         "status": status,
@@ -545,19 +668,21 @@ def _describe(exc: BaseException) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("check", choices=CHECKS)
+    parser.add_argument("checks", nargs="+", choices=CHECKS, metavar="CHECK")
     parser.add_argument("--workdir", type=Path, required=True)
     parser.add_argument("--model", help="for model checks: MODULE:CAUSAL_LM:BACKBONE:ATTR")
     args = parser.parse_args(argv)
-    # vLLM logs to stdout; keep stdout for the one result line by sending the rest,
+    # vLLM logs to stdout; keep stdout for the result lines by sending the rest,
     # including output from native code, to stderr.
     result_fd = os.dup(1)
     os.dup2(2, 1)
     sys.stdout = sys.stderr
-    args.workdir.mkdir(parents=True, exist_ok=True)
-    result = run(args.check, args.workdir, args.model)
     with os.fdopen(result_fd, "w") as out:
-        out.write(json.dumps(result) + "\n")
+        for check in dict.fromkeys(args.checks):
+            workdir = args.workdir / check
+            workdir.mkdir(parents=True, exist_ok=True)
+            out.write(json.dumps(run(check, workdir, args.model)) + "\n")
+            out.flush()
     return 0
 
 

@@ -22,8 +22,8 @@ from patcher.verify.report import CheckResult, Outcome, VerifyReport
 from patcher.verify.requirements import wheel_version
 
 PROBE = Path(probe.__file__)
-PROBE_TIMEOUT = 900
-"""Seconds for one check; a healthy one takes well under a minute on two cores."""
+PROBE_TIMEOUT = 1800
+"""Seconds for one wheel's probe; a healthy one takes about a minute on two idle cores."""
 
 
 class ProbeTarget(Protocol):
@@ -57,34 +57,38 @@ def verify_wheels(
     start = time.monotonic()
     venvs = verify_venvs(official_wheel, patched_wheel)
     setup = time.monotonic() - start
-    # (0, name) runs on the official wheel, (1, name) on the patched one.
-    jobs = [(side, name) for side in range(len(venvs)) for name in names]
+    # One probe process per wheel runs every check, so vLLM is imported once per wheel.
     with (
         tempfile.TemporaryDirectory(prefix="patcher-verify-") as tmp,
-        ThreadPoolExecutor(min(len(jobs), os.cpu_count() or 1)) as pool,
+        ThreadPoolExecutor(len(venvs)) as pool,
     ):
-        outcomes = pool.map(
-            lambda job: run_probe(venvs[job[0]], job[1], Path(tmp) / f"{job[0]}-{job[1]}", model),
-            jobs,
+        sides = list(
+            pool.map(
+                lambda i: run_probe(venvs[i], names, Path(tmp) / str(i), model), range(len(venvs))
+            )
         )
-        done = dict(zip(jobs, outcomes, strict=True))
     return VerifyReport(
         vllm=version,
         wheel=wheels[-1].name,
-        checks=tuple(CheckResult(name, done[(0, name)], done.get((1, name))) for name in names),
+        checks=tuple(
+            CheckResult(name, sides[0][name], sides[1][name] if len(sides) > 1 else None)
+            for name in names
+        ),
         setup_seconds=round(setup, 1),
     )
 
 
-def run_probe(env: ProbeTarget, check: str, workdir: Path, model: str | None = None) -> Outcome:
-    """Run one check in ``env``'s interpreter; a probe that dies is a failed check."""
+def run_probe(
+    env: ProbeTarget, checks: Sequence[str], workdir: Path, model: str | None = None
+) -> dict[str, Outcome]:
+    """Run ``checks`` in ``env``'s interpreter; a check the probe did not report failed."""
     workdir.mkdir(parents=True, exist_ok=True)
-    extra = ["--model", model] if model and check in probe.MODEL_CHECKS else []
+    extra = ["--model", model] if model and probe.MODEL_CHECKS & set(checks) else []
     try:
         # -I: neither the probe's own folder (patcher/verify) nor PYTHONPATH or the user
         # site may shadow anything the venv's vLLM imports.
         done = subprocess.run(
-            [str(env.python), "-I", str(PROBE), check, "--workdir", str(workdir), *extra],
+            [str(env.python), "-I", str(PROBE), *checks, "--workdir", str(workdir), *extra],
             env=probe_environment(env),
             cwd=workdir,
             capture_output=True,
@@ -92,15 +96,28 @@ def run_probe(env: ProbeTarget, check: str, workdir: Path, model: str | None = N
             timeout=PROBE_TIMEOUT,
             check=False,
         )
-    except subprocess.TimeoutExpired:
-        return Outcome("fail", f"error: probe timed out after {PROBE_TIMEOUT} s", PROBE_TIMEOUT)
-    lines = done.stdout.strip().splitlines()
-    try:
-        result = json.loads(lines[-1])
-        return Outcome(result["status"], result["detail"], float(result["seconds"]))
-    except (IndexError, ValueError, KeyError, TypeError):
-        tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        return Outcome("fail", f"error: probe exited {done.returncode}: {tail}", 0.0)
+    except subprocess.TimeoutExpired as exc:
+        stdout = exc.stdout.decode() if isinstance(exc.stdout, bytes) else exc.stdout or ""
+        why = f"error: probe timed out after {PROBE_TIMEOUT} s"
+        return _read_results(stdout, checks, why, PROBE_TIMEOUT)
+    tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
+    return _read_results(done.stdout, checks, f"error: probe exited {done.returncode}: {tail}")
+
+
+def _read_results(
+    stdout: str, checks: Sequence[str], why: str, seconds: float = 0.0
+) -> dict[str, Outcome]:
+    """The result line of each check; ``why`` for each check that has none."""
+    found: dict[str, Outcome] = {}
+    for line in stdout.splitlines():
+        try:
+            result = json.loads(line)
+            found[result["check"]] = Outcome(
+                result["status"], result["detail"], float(result["seconds"])
+            )
+        except (ValueError, KeyError, TypeError):
+            continue
+    return {name: found.get(name, Outcome("fail", why, seconds)) for name in checks}
 
 
 def probe_environment(env: ProbeTarget) -> dict[str, str]:

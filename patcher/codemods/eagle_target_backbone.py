@@ -1,0 +1,80 @@
+"""eagle-target-backbone: let the EAGLE proposer share embeddings with a bare-backbone target.
+
+``EagleProposer.load_model`` reads ``target_language_model.model.embed_tokens`` to share the
+target's embedding with the drafter. In vLLM 0.15.x, Kimi-K2.5's wrapper holds the bare
+``DeepseekV2Model`` as its language model: it has ``embed_tokens`` but no ``.model``, so
+loading an EAGLE-3 drafter stops with AttributeError. This reads
+``getattr(target_language_model, "model", target_language_model)`` there instead. From vLLM
+0.16.0 the wrapper holds a causal-LM class and the proposer reads ``.model`` with ``getattr``;
+nothing reads it as a plain attribute, and the codemod has nothing to do.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+import libcst.matchers as m
+
+from patcher.codemods._cst import find_compound
+from patcher.codemods.base import FileCodemod, Outcome, Tree, summarize
+
+DESCRIPTION = "Let the EAGLE proposer use a target language model that is its own backbone."
+
+CANDIDATE_FILES = ("vllm/v1/spec_decode/*.py",)
+
+TARGET = "target_language_model"
+LOAD_MODEL = m.FunctionDef(name=m.Name("load_model"))
+INNER_MODEL = m.Attribute(value=m.Name(TARGET), attr=m.Name("model"))
+GUARDED = m.Call(
+    func=m.Name("getattr"),
+    args=[m.Arg(m.Name(TARGET)), m.Arg(m.SimpleString()), m.Arg(m.Name(TARGET))],
+)
+REPLACEMENT = cst.parse_expression(f'getattr({TARGET}, "model", {TARGET})')
+
+
+class GuardInnerModel(cst.CSTTransformer):
+    """Replaces ``target_language_model.model`` inside the given functions."""
+
+    def __init__(self, functions: set[int]) -> None:
+        self.functions = functions
+        self.depth = 0
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        self.depth += id(node) in self.functions
+        return True
+
+    def leave_FunctionDef(
+        self, original_node: cst.FunctionDef, updated_node: cst.FunctionDef
+    ) -> cst.FunctionDef:
+        self.depth -= id(original_node) in self.functions
+        return updated_node
+
+    def leave_Attribute(
+        self, original_node: cst.Attribute, updated_node: cst.Attribute
+    ) -> cst.BaseExpression:
+        if self.depth and m.matches(original_node, INNER_MODEL):
+            return REPLACEMENT
+        return updated_node
+
+
+class EagleTargetBackbone(FileCodemod):
+    NAME = "eagle-target-backbone"
+    DESCRIPTION = DESCRIPTION
+    CANDIDATE_FILES = CANDIDATE_FILES
+
+    def transform(self, tree: Tree) -> Outcome:
+        applied, present = [], []
+        for path, module in tree.modules_mentioning(self.paths(tree.source.names()), TARGET):
+            functions = find_compound(module, LOAD_MODEL)
+            reading = {id(f) for f in functions if m.findall(f, INNER_MODEL)}
+            if reading:
+                module = module.visit(GuardInnerModel(reading))
+                tree.update(path, module)
+                applied.append(f"{path}: load_model reads the target's backbone with getattr")
+            elif any(m.findall(f, GUARDED) for f in functions):
+                present.append(path)
+        return summarize(
+            applied,
+            present,
+            "load_model already falls back to the target itself",
+            "no load_model reads target_language_model.model",
+        )
