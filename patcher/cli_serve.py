@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import shlex
 from pathlib import Path
 
@@ -78,9 +79,31 @@ def positive_int(text: str) -> int:
 
 def positive_float(text: str) -> float:
     value = float(text)
-    if value <= 0:
+    if not (math.isfinite(value) and value > 0):  # nan never passes a deadline: a hang
         raise argparse.ArgumentTypeError(f"{text} is not a positive number")
     return value
+
+
+def port_number(text: str) -> int:
+    value = int(text)
+    if not 0 < value < 65536:
+        raise argparse.ArgumentTypeError(f"{text} is not a TCP port (1-65535)")
+    return value
+
+
+def vllm_flags(text: str) -> tuple[str, ...]:
+    try:
+        return tuple(shlex.split(text))
+    except ValueError as error:  # an unclosed quote
+        raise argparse.ArgumentTypeError(f"{text!r} is not shell words ({error})") from error
+
+
+def refuse_unwritable_outputs(args: argparse.Namespace) -> None:
+    """Before a benchmark that takes half an hour, not when its results are written."""
+    if args.json is not None and args.json.is_dir():
+        raise PatcherError(f"--json {args.json} is a directory; give a file name")
+    if args.log_dir.exists() and not args.log_dir.is_dir():
+        raise PatcherError(f"--log-dir {args.log_dir} is not a directory")
 
 
 def progress(message: str) -> None:
@@ -88,6 +111,7 @@ def progress(message: str) -> None:
 
 
 def command_serve_bench(args: argparse.Namespace) -> int:
+    refuse_unwritable_outputs(args)
     if args.device == "cpu":
         return serve_bench_cpu(args)
     if not args.model or not args.drafter:
@@ -101,7 +125,7 @@ def command_serve_bench(args: argparse.Namespace) -> int:
         port=args.port,
         max_model_len=args.max_model_len or 32768,
         trust_remote_code=args.trust_remote_code,
-        extra_vllm_args=tuple(shlex.split(args.vllm_args)),
+        extra_vllm_args=args.vllm_args,
         server_program=VLLM_SERVE,
     )
     load = Load(prompts, args.max_tokens or GPU_MAX_TOKENS, args.concurrency, args.api)
@@ -172,7 +196,7 @@ def serve_bench_cpu(args: argparse.Namespace) -> int:
         drafter=drafter,
         num_speculative_tokens=args.num_speculative_tokens,
         max_model_len=args.max_model_len or 1024,
-        extra_args=(*extra, *shlex.split(args.vllm_args)),
+        extra_args=(*extra, *args.vllm_args),
         env={"VLLM_CPU_KVCACHE_SPACE": "1", **env},
     )
     prompts = read_prompts(args.prompts) if args.prompts else DEFAULT_PROMPTS
@@ -338,12 +362,13 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
     bench.add_argument("--trust-remote-code", action=argparse.BooleanOptionalAction, default=True)
     bench.add_argument(
         "--vllm-args",
+        type=vllm_flags,
         default="",
         metavar="'FLAGS'",
         help="more `vllm serve` flags for both servers, as one string: "
         "--vllm-args='--gpu-memory-utilization 0.92'",
     )
-    bench.add_argument("--port", type=positive_int, default=8000)
+    bench.add_argument("--port", type=port_number, default=8000)
     bench.add_argument(
         "--health-timeout",
         type=positive_float,

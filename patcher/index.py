@@ -19,8 +19,8 @@ from pathlib import Path
 import requests
 import urllib3
 from packaging.tags import Tag, sys_tags
-from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
-from packaging.version import InvalidVersion, Version
+from packaging.utils import canonicalize_name, parse_wheel_filename
+from packaging.version import Version
 
 from patcher import distributions
 from patcher.cache import checked_dir, read_checked, write_checked
@@ -32,6 +32,7 @@ RETRIES = 4
 BACKOFF_SECONDS = 0.5
 TIMEOUT_ENV = "PATCHER_HTTP_TIMEOUT"
 DEFAULT_TIMEOUT = 30.0
+MAX_TIMEOUT = 86400.0  # a day; sockets refuse a timeout past time_t (about 9.2e9 s)
 PIECE = 64 * 1024
 SHA256_HEX = re.compile(r"[0-9a-fA-F]{64}")
 
@@ -138,8 +139,10 @@ def timeout() -> float:
         seconds = float(raw)
     except ValueError:
         seconds = math.nan
-    if not (math.isfinite(seconds) and seconds > 0):
-        raise PatcherError(f"{TIMEOUT_ENV}={raw!r}: expected a positive number of seconds")
+    if not (math.isfinite(seconds) and 0 < seconds <= MAX_TIMEOUT):
+        raise PatcherError(
+            f"{TIMEOUT_ENV}={raw!r}: expected a positive number of seconds, at most {MAX_TIMEOUT:g}"
+        )
     return seconds
 
 
@@ -267,7 +270,7 @@ class HttpClient:
                 response._content = body
                 promised = expect_length
                 if promised is None and "Content-Length" in response.headers:
-                    promised = int(response.headers["Content-Length"])
+                    promised = content_length(url, response.headers["Content-Length"])
                 if promised is not None and len(body) < promised:
                     last = f"truncated response ({len(body)} of {promised} bytes)"
                     continue
@@ -281,6 +284,13 @@ class HttpClient:
                 f"{TIMEOUT_ENV} sets the limit)"
             )
         raise PatcherError(f"{url}: no good answer after {tries} tries ({last})")
+
+
+def content_length(url: str, value: str) -> int:
+    try:
+        return int(value)
+    except ValueError as error:
+        raise PatcherError(f"{url}: Content-Length {value!r} is not a number of bytes") from error
 
 
 class RangesRefused(PatcherError):
@@ -339,7 +349,7 @@ class PackageIndex:
                     continue
                 try:
                     name, version, _, _ = parse_wheel_filename(filename)
-                except (InvalidWheelFilename, InvalidVersion):
+                except ValueError:  # InvalidWheelFilename, InvalidVersion, or 4300+ digits
                     continue
                 if canonicalize_name(name) != self.distribution:
                     continue
@@ -361,7 +371,7 @@ class PackageIndex:
         releases = self.releases()
         try:
             wanted = Version(version)
-        except InvalidVersion as error:
+        except ValueError as error:  # InvalidVersion, or past Python's 4300-digit int limit
             raise PatcherError(f"{version!r} is not a valid version") from error
         if wanted in releases:
             return releases[wanted]
@@ -383,7 +393,7 @@ class PackageIndex:
         for name in names:
             try:
                 versions.add(str(parse_wheel_filename(name)[1]))
-            except (InvalidWheelFilename, InvalidVersion):
+            except ValueError:  # InvalidWheelFilename, InvalidVersion, or 4300+ digits
                 continue
         return versions
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
+import signal
+import threading
 from collections.abc import Mapping, Sequence, Set
 from concurrent.futures import (
     Executor,
@@ -14,9 +16,10 @@ from concurrent.futures import (
     as_completed,
 )
 from dataclasses import dataclass
+from multiprocessing import forkserver
 from pathlib import Path
 
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from patcher import distributions, results_cache
 from patcher.cache import atomic_write
@@ -125,6 +128,14 @@ def process_pool() -> Executor:
         return ThreadPoolExecutor(1)
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload(["patcher.matrix"])
+    # Ctrl-C reaches the whole process group; only this process handles it (and stops the
+    # pool). Started with SIGINT ignored, the fork server and its workers inherit that.
+    if threading.current_thread() is threading.main_thread():  # where signals may be set
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        try:
+            forkserver.ensure_running()
+        finally:
+            signal.signal(signal.SIGINT, previous)
     return ProcessPoolExecutor(workers, mp_context=context)
 
 
@@ -171,7 +182,7 @@ def select_releases(
         return [index.release(v) for v in versions]
     try:
         floor = Version(since) if since is not None else None
-    except InvalidVersion as error:
+    except ValueError as error:  # InvalidVersion, or past Python's 4300-digit int limit
         raise PatcherError(f"--since {since!r} is not a valid version") from error
     releases = list(index.iter_since(floor))
     if not releases:

@@ -22,6 +22,7 @@ from packaging.version import Version
 from patcher import schema
 from patcher.codemods import CODEMODS, OPTIONS
 from patcher.codemods.base import Codemod, Model
+from patcher.codemods.options import module_path, python_name
 from patcher.errors import PatcherError
 from patcher.verify.probe import CHECKS
 
@@ -40,8 +41,8 @@ def specifier(text: str) -> SpecifierSet:
 class Requirement:
     """A class the tree must define for the patchset to mean anything there."""
 
-    module: str
-    class_name: str = field(metadata={"key": "class"})
+    module: str = field(metadata={"parse": module_path})
+    class_name: str = field(metadata={"key": "class", "parse": python_name})
 
 
 @dataclass(frozen=True)

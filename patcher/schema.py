@@ -3,8 +3,9 @@
 A dataclass declares the schema: each field's type hint is the type its key must have
 (``str``, ``bool``, ``int``, ``tuple[str, ...]``, a nested dataclass or a tuple of them;
 ``X | None`` for an optional key). Field metadata adjusts it: ``key`` (the TOML key, when
-it is not a Python name), ``parse`` (a function from the string to the value, raising
-ValueError), ``choices`` (the values allowed) and ``empty`` (an empty string is allowed).
+it is not a Python name), ``parse`` (a function from the string, or from each string of a
+list, to the value, raising ValueError), ``choices`` (the values allowed) and ``empty`` (an
+empty string is allowed).
 """
 
 from __future__ import annotations
@@ -72,14 +73,6 @@ def _value(
     value: object, hint: Any, metadata: typing.Mapping[str, Any], where: str, problems: list[str]
 ) -> Any:
     hint = _without_none(hint)
-    parse: Callable[[str], Any] | None = metadata.get("parse")
-    if parse is not None:
-        text = _value(value, str, {}, where, problems)
-        try:
-            return parse(text)
-        except ValueError as error:
-            problems.append(f"{where}: {error}")
-            raise Invalid from error
     if dataclasses.is_dataclass(hint):
         return _table(typing.cast(type, hint), value, where, problems)
     if typing.get_origin(hint) is tuple:
@@ -96,6 +89,14 @@ def _value(
         if not valid:
             raise Invalid
         return tuple(items)
+    parse: Callable[[str], Any] | None = metadata.get("parse")
+    if parse is not None:
+        text = _value(value, str, {}, where, problems)
+        try:
+            return parse(text)
+        except ValueError as error:
+            problems.append(f"{where}: {error}")
+            raise Invalid from error
     if not _is(value, hint):
         problems.append(f"{where}: expected {_expected(hint)}, got {_got(value)}")
         raise Invalid

@@ -92,6 +92,7 @@ class Fault(StrEnum):
     SLOW = "slow"  # nothing is sent until the resource is released (or the hold limit passes)
     STALL = "stall"  # the headers and half the body are sent, then nothing until released
     TRICKLE = "trickle"  # the headers, then one byte every TRICKLE_SECONDS until released
+    BAD_LENGTH = "bad-length"  # the whole answer, under a Content-Length that is not a number
 
 
 @dataclass(frozen=True)
@@ -144,6 +145,11 @@ class Resource:
         if fault is Fault.CUT:
             response = self._answer(request, status, data[: len(data) // 2], headers)
             response.headers["Content-Length"] = str(len(data))
+            response.headers["Connection"] = "close"
+            return response
+        if fault is Fault.BAD_LENGTH:
+            response = self._answer(request, status, data, headers)
+            response.headers["Content-Length"] = "abc"
             response.headers["Connection"] = "close"
             return response
         if fault is Fault.SHORT:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import git
@@ -199,6 +201,15 @@ def test_an_empty_diff_says_why_on_stderr(tmp_path, capsys):
     assert out == "" and "the patchset empty has no patches" in err
 
 
+def test_a_tree_version_too_long_to_parse_is_one_line(tree_0_16, tmp_path, capsys):
+    root = copy_tree(tree_0_16, tmp_path / "long")
+    (root / "vllm/_version.py").write_text(f"__version__ = '{'9' * 5000}'\n")
+    assert main(["diff", "--source", str(root)]) == 2
+    assert "is not a valid version" in one_error_line(capsys)
+    assert main(["diff", "--source", str(tree_0_16), "--vllm-version", "9" * 5000]) == 2
+    assert "is not a valid version" in one_error_line(capsys)
+
+
 def test_apply_fails_where_it_applies_nothing_or_drifts(tree_0_16, tmp_path, capsys):
     bare = copy_tree(tree_0_16, tmp_path / "no-kimi")
     (bare / "vllm/model_executor/models/kimi_k25.py").unlink()
@@ -226,8 +237,35 @@ def test_apply_fails_where_it_applies_nothing_or_drifts(tree_0_16, tmp_path, cap
         (["matrix", "--since", "garbage"], "--since 'garbage' is not a valid version"),
         (["matrix", "--since", "99.0"], "no release on the index since 99.0"),
         (["diff", "--vllm", ""], "'' is not a valid version"),
+        # past Python's 4300-digit int limit Version() raises a plain ValueError
+        (["diff", "--vllm", "9" * 5000], "is not a valid version"),
+        (["matrix", "--since", "9" * 5000], "is not a valid version"),
+        (["matrix", "--versions", "0.16.0," + "9" * 5000], "is not a valid version"),
+        (
+            ["build-wheel", "--vllm", "0.16.0", "--local-label", "9" * 5000],
+            "is not a PEP 440 local version label",
+        ),
     ],
 )
 def test_flags_that_conflict_or_select_nothing_are_one_line_errors(argv, message, capsys):
     assert main(argv) == 2
     assert message in one_error_line(capsys)
+
+
+def test_ctrl_c_is_left_to_patcher_not_to_the_matrix_worker_processes():
+    """Ctrl-C reaches the whole process group: the forkserver, still importing patcher for
+    its preload, and its workers each printed a KeyboardInterrupt traceback under patcher's
+    one line. They ignore SIGINT; patcher itself stops them."""
+    probe = (
+        "import signal\n"
+        "from multiprocessing import forkserver\n"
+        "from patcher.matrix import process_pool\n"
+        "with process_pool() as pool:\n"
+        "    worker = pool.submit(signal.getsignal, signal.SIGINT).result()\n"
+        "    server = forkserver._forkserver._forkserver_pid\n"
+        "    status = open(f'/proc/{server}/status').read().split('SigIgn:')[1].split()[0]\n"
+        "    print(worker == signal.SIG_IGN, bool(int(status, 16) & (1 << (signal.SIGINT - 1))))\n"
+        "    print(signal.getsignal(signal.SIGINT) is signal.default_int_handler)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert done.stdout.split() == ["True", "True", "True"], done.stderr

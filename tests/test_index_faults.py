@@ -303,7 +303,7 @@ def test_a_trickling_download_is_cut_off(
     assert wheel_bytes.startswith(partial.read_bytes()), "what came is kept to resume"
 
 
-@pytest.mark.parametrize("value", ["abc", "-1", "0", "nan"])
+@pytest.mark.parametrize("value", ["abc", "-1", "0", "nan", "1e10"])  # 1e10: past time_t
 def test_a_bad_timeout_setting_is_one_line(
     fake: FakeIndex, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], value: str
 ) -> None:
@@ -311,7 +311,7 @@ def test_a_bad_timeout_setting_is_one_line(
     code = main(["diff", "--vllm", VERSION, "--index-url", fake.url, "--platform", "x86_64"])
     err = capsys.readouterr().err
     assert code == 2
-    expected = f"{TIMEOUT_ENV}={value!r}: expected a positive number of seconds"
+    expected = f"{TIMEOUT_ENV}={value!r}: expected a positive number of seconds, at most 86400"
     assert err == f"patcher: error: {expected}\n"
     assert fake.page.attempts == 0
 
@@ -386,6 +386,19 @@ def test_an_unknown_version_names_the_nearest_releases(make_index: MakeIndex) ->
     nearest = message.rpartition(": ")[2].split(", ")
     assert {"0.16.0", "0.17.0"} <= set(nearest)
     assert not {"0.14.0", "0.18.0"} & set(nearest)
+
+
+def test_a_content_length_that_is_not_a_number_is_one_line(fake: FakeIndex) -> None:
+    """int() of it raised ValueError, a traceback; every try gets the same, so it is an error."""
+    fake.page.always = Fault.BAD_LENGTH
+    with pytest.raises(PatcherError, match="Content-Length 'abc' is not a number of bytes"):
+        read_member(fake)
+
+
+def test_a_listed_version_too_long_to_parse_is_skipped(make_index: MakeIndex) -> None:
+    """5000 digits: Python refuses the int conversion (ValueError, not InvalidVersion)."""
+    fake = make_index(other_versions=("9" * 5000,))
+    assert str(PackageIndex(fake.url).release(VERSION).version) == VERSION
 
 
 def test_cli_diff_reads_the_release_from_the_index(

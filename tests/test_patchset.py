@@ -93,6 +93,45 @@ def test_the_builtin_patchsets_read_into_each_codemods_options():
         ),
         (('verify = ["speculative-config"', 'verify = ["speculative"'), "verify[0]: 'speculative'"),
         (("[[requires]]\nmodule", "[[requires]]\nmodul"), "requires[0].modul: unknown key"),
+        # codemods write these into code: a quote or a space would write broken or foreign code
+        (
+            ('types = ["kimi_k2", "deepseek_v3"]', 'types = ["kimi_k2", \'kimi", "x\']'),
+            "model.types[1]: 'kimi\", \"x' is not a model type",
+        ),
+        (
+            ('backbone_attribute = "model"', 'backbone_attribute = "model; import os"'),
+            "patches[2].backbone_attribute: 'model; import os' is not a Python identifier",
+        ),
+        (
+            ('wrapper_attribute = "language_model"', 'wrapper_attribute = "class"'),
+            "patches[2].wrapper_attribute: 'class' is not a Python identifier",
+        ),
+        (
+            (
+                'image_token_attribute = "media_placeholder_token_id"',
+                'image_token_attribute = "a b"',
+            ),
+            "model.image_token_attribute: 'a b' is not a Python identifier",
+        ),
+        (
+            ('text_class = "DeepseekV2ForCausalLM"', 'text_class = "Deepseek V2"'),
+            "patches[2].text_class: 'Deepseek V2' is not a Python identifier",
+        ),
+        # a module outside the tree would be read, and rewritten by apply, wherever it is
+        (
+            (
+                'text_module = "vllm/model_executor/models/deepseek_v2.py"',
+                'text_module = "../outside/deepseek_v2.py"',
+            ),
+            "patches[2].text_module: '../outside/deepseek_v2.py' is not a .py path inside the tree",
+        ),
+        (
+            (
+                'module = "vllm/model_executor/models/kimi_k25.py"',
+                'module = "/etc/kimi_k25.py"',
+            ),
+            "requires[0].module: '/etc/kimi_k25.py' is not a .py path inside the tree",
+        ),
     ],
 )
 def test_each_problem_is_one_line_naming_the_file_and_the_key(tmp_path, capsys, replacement, line):

@@ -153,9 +153,21 @@ def test_the_command_line_reaches_the_setup(tmp_path, monkeypatch):
     assert seen["log_dir"] == tmp_path / "logs"
 
 
-def test_bad_numbers_are_refused_by_the_parser():
-    with pytest.raises(SystemExit):
-        parse(["--model=m", "--drafter=d", "--concurrency=0"])
+@pytest.mark.parametrize(
+    "flag",
+    [
+        "--concurrency=0",
+        "--health-timeout=nan",  # never passes: a server that never gets healthy hangs it
+        "--health-timeout=inf",
+        "--port=65536",  # create_connection raised OverflowError, a traceback
+        "--vllm-args='unclosed",  # shlex.split raised ValueError, a traceback
+    ],
+)
+def test_bad_values_are_refused_by_the_parser(flag, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        parse(["--model=m", "--drafter=d", flag])
+    assert exit_.value.code == 2
+    assert f"argument {flag.split('=')[0]}: " in capsys.readouterr().err
 
 
 def test_a_prompts_file_with_a_bad_line_names_the_line(tmp_path):
@@ -166,6 +178,20 @@ def test_a_prompts_file_with_a_bad_line_names_the_line(tmp_path):
     path.write_text("\n")
     with pytest.raises(PatcherError, match="no prompts"):
         read_prompts(path)
+    path.write_bytes(b'{"prompt": "\xff"}\n')
+    with pytest.raises(PatcherError, match=r"p\.jsonl: not UTF-8 text"):
+        read_prompts(path)
+
+
+@pytest.mark.parametrize("which", ["json", "log-dir"])
+def test_an_output_that_cannot_be_written_is_refused_before_the_gpus(tmp_path, monkeypatch, which):
+    """Not after a 30-minute benchmark: a --json folder failed only at the very end."""
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    (tmp_path / "a-file").write_text("")
+    bad = {"json": tmp_path, "log-dir": tmp_path / "a-file"}[which]
+    args = parse(["--model=/m/k", "--drafter=/m/d", f"--{which}={bad}"])
+    with pytest.raises(PatcherError, match=f"^--{which} {bad} is "):
+        args.run(args)
 
 
 # --- metrics ---

@@ -6,6 +6,7 @@ import ast
 import json
 import subprocess
 import sys
+import types
 from pathlib import Path
 
 import pytest
@@ -163,3 +164,45 @@ def test_a_replaced_module_attribute_is_put_back_after_the_check(monkeypatch):
     dumps = json.dumps
     assert probe.run("speculative-config", Path("."))["detail"] == "barrier: seen"
     assert json.dumps is dumps and not hasattr(json, "not_there")
+
+
+def _module_with(name: str, **attributes) -> types.ModuleType:
+    module = types.ModuleType(name)
+    module.__dict__.update(attributes)
+    return module
+
+
+def test_pipeline_state_is_single_rank_where_the_inherited_method_looks_it_up(monkeypatch):
+    """vLLM 0.33.0's EagleProposer inherits load_model from llm_base_proposer, whose
+    get_pp_group the probe must replace; replacing only eagle's left a real process-group
+    lookup ('pipeline model parallel group is not initialized')."""
+
+    def uninitialised():
+        raise AssertionError("pipeline model parallel group is not initialized")
+
+    base = _module_with("fake_vllm_base_proposer", get_pp_group=uninitialised)
+    leaf = _module_with("fake_vllm_eagle")  # imports no get_pp_group, like 0.33.0's eagle.py
+    exec(
+        "class Base:\n    def load_model(self):\n        return get_pp_group().world_size\n",
+        base.__dict__,
+    )
+    leaf.Proposer = type("Proposer", (base.Base,), {"__module__": leaf.__name__})
+    for module in (base, leaf):
+        monkeypatch.setitem(sys.modules, module.__name__, module)
+
+    def check(workdir):
+        replaced = probe._single_rank_for(leaf.Proposer)
+        return f"{replaced} world size {leaf.Proposer().load_model()}"
+
+    monkeypatch.setitem(probe.RUNNERS, "mm-image-token", check)
+    result = probe.run("mm-image-token", Path("."))
+    assert result["detail"] == "['fake_vllm_base_proposer'] world size 1"
+    assert base.get_pp_group is uninitialised and not hasattr(leaf, "get_pp_group")
+
+
+def test_a_proposer_whose_modules_import_no_pipeline_state_cannot_be_probed(monkeypatch):
+    leaf = _module_with("fake_vllm_eagle_alone")
+    leaf.Proposer = type("Proposer", (), {"__module__": leaf.__name__})
+    monkeypatch.setitem(sys.modules, leaf.__name__, leaf)
+    with pytest.raises(probe.ProbeError, match="no module of Proposer's classes imports"):
+        probe._single_rank_for(leaf.Proposer)

@@ -6,11 +6,11 @@ import ast
 import fnmatch
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
-from patcher.codemods.options import FileOptions
+from patcher.codemods.options import FileOptions, model_type, python_name
 from patcher.sources.base import Source
 
 if TYPE_CHECKING:  # libcst takes seconds to import: only a run that parses pays for it
@@ -29,9 +29,9 @@ class Status(StrEnum):
 class Model:
     """The model a patchset is about, as the codemods need to know it."""
 
-    types: tuple[str, ...]
-    architecture: str | None = None
-    image_token_attribute: str | None = None
+    types: tuple[str, ...] = field(metadata={"parse": model_type})
+    architecture: str | None = field(default=None, metadata={"parse": python_name})
+    image_token_attribute: str | None = field(default=None, metadata={"parse": python_name})
 
     def __post_init__(self) -> None:
         if not self.types:

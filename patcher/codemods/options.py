@@ -6,9 +6,39 @@ patchset, and a matrix answered from the cache, never loads a parser.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import keyword
+import re
+from dataclasses import dataclass, field
 
 INTERFACES_MODULE = "vllm/model_executor/models/interfaces.py"
+MODEL_TYPE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+
+
+def python_name(text: str) -> str:
+    """A class or attribute name; codemods write it into code, so nothing else may pass."""
+    if not text.isidentifier() or keyword.iskeyword(text):
+        raise ValueError(f"{text!r} is not a Python identifier")
+    return text
+
+
+def model_type(text: str) -> str:
+    """A Hugging Face model type like ``kimi_k2``; codemods write it into a string literal."""
+    if not MODEL_TYPE.fullmatch(text):
+        raise ValueError(f"{text!r} is not a model type (letters, digits, '_', '.', '-')")
+    return text
+
+
+def module_path(text: str) -> str:
+    """A ``.py`` file's path inside the vLLM tree: relative, ``/``-separated, no ``..``."""
+    parts = text.split("/")
+    if (
+        text.startswith("/")
+        or "\\" in text
+        or not text.endswith(".py")
+        or not {"", ".", ".."}.isdisjoint(parts)
+    ):
+        raise ValueError(f"{text!r} is not a .py path inside the tree like 'vllm/config/model.py'")
+    return text
 
 
 @dataclass(frozen=True)
@@ -22,14 +52,14 @@ class FileOptions:
 class InterfaceOptions:
     """Where the text model and its multimodal wrapper are, and which attribute holds what."""
 
-    text_module: str
-    text_class: str
-    backbone_class: str
-    backbone_attribute: str = "model"
-    wrapper_module: str | None = None
-    wrapper_class: str | None = None
-    wrapper_attribute: str = "language_model"
-    interfaces_module: str = INTERFACES_MODULE
+    text_module: str = field(metadata={"parse": module_path})
+    text_class: str = field(metadata={"parse": python_name})
+    backbone_class: str = field(metadata={"parse": python_name})
+    backbone_attribute: str = field(default="model", metadata={"parse": python_name})
+    wrapper_module: str | None = field(default=None, metadata={"parse": module_path})
+    wrapper_class: str | None = field(default=None, metadata={"parse": python_name})
+    wrapper_attribute: str = field(default="language_model", metadata={"parse": python_name})
+    interfaces_module: str = field(default=INTERFACES_MODULE, metadata={"parse": module_path})
 
     def __post_init__(self) -> None:
         if (self.wrapper_module is None) != (self.wrapper_class is None):
@@ -41,10 +71,10 @@ class BackboneOptions:
     """Where the model is: its module, causal-LM class, backbone class, and the attribute of the
     causal-LM class holding the backbone."""
 
-    module: str
-    causal_lm: str
-    backbone: str
-    attribute: str = "model"
+    module: str = field(metadata={"parse": module_path})
+    causal_lm: str = field(metadata={"parse": python_name})
+    backbone: str = field(metadata={"parse": python_name})
+    attribute: str = field(default="model", metadata={"parse": python_name})
 
     def __post_init__(self) -> None:
         if not self.module.endswith(".py"):

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from packaging.utils import canonicalize_name
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from patcher import __version__
 from patcher.cache import remove_stale, temporary_beside
@@ -192,7 +192,7 @@ def local_version(version: str, label: str) -> Version:
     """``version+label``, or a one-line error if ``label`` is no PEP 440 local label."""
     try:
         return Version(f"{version}+{label}")
-    except InvalidVersion as error:
+    except ValueError as error:  # InvalidVersion, or past Python's 4300-digit int limit
         raise PatcherError(
             f"local label {label!r} is not a PEP 440 local version label "
             "(letters, digits and '.', '-', '_' between them)"

@@ -86,9 +86,11 @@ def percentile(values: Sequence[float], fraction: float) -> float:
 def read_prompts(path: Path) -> tuple[str, ...]:
     """A JSONL file, one ``{"prompt": "..."}`` a line."""
     try:
-        lines = path.read_text().splitlines()
+        lines = path.read_bytes().decode("utf-8").splitlines()
     except OSError as error:
         raise PatcherError(f"{path}: {error.strerror}") from error
+    except UnicodeDecodeError as error:
+        raise PatcherError(f"{path}: not UTF-8 text ({error.reason})") from error
     prompts = []
     for number, line in enumerate(lines, 1):
         if not line.strip():

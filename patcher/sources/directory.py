@@ -7,7 +7,7 @@ import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from patcher.errors import PatcherError
 from patcher.sources.base import Source
@@ -27,7 +27,7 @@ def version_from_module(text: str) -> str | None:
 def parse_version(text: str, where: str) -> Version:
     try:
         return Version(text)
-    except InvalidVersion as error:
+    except ValueError as error:  # InvalidVersion, or past Python's 4300-digit int limit
         raise PatcherError(f"{where}: {text!r} is not a valid version") from error
 
 

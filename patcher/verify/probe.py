@@ -373,6 +373,25 @@ def _single_rank() -> Any:
     return SimpleNamespace(is_first_rank=True, is_last_rank=True, world_size=1, rank_in_group=0)
 
 
+def _single_rank_for(cls: type) -> list[str]:
+    """Replace ``get_pp_group`` in the module of every class in ``cls``'s MRO that imports it.
+
+    A method looks the name up in the module that defines it, and releases move methods
+    between classes: ``EagleProposer.load_model`` is in ``eagle`` up to 0.18.0 and in
+    ``llm_base_proposer`` (``SpecDecodeBaseProposer``) by 0.33.0. Returns the modules replaced.
+    """
+    replaced: list[str] = []
+    for klass in cls.__mro__:
+        module = sys.modules.get(klass.__module__)
+        if module is None or module.__name__ in replaced or not hasattr(module, "get_pp_group"):
+            continue
+        replace(module, "get_pp_group", _single_rank)
+        replaced.append(module.__name__)
+    if not replaced:
+        raise ProbeError(f"no module of {cls.__name__}'s classes imports get_pp_group")
+    return replaced
+
+
 def check_mm_image_token(workdir: Path) -> str:
     import torch.nn as nn
     from transformers import AutoConfig
@@ -409,7 +428,7 @@ def check_mm_image_token(workdir: Path) -> str:
         pass_hidden_states_to_model=True,
         use_local_argmax_reduction=False,  # read by 0.18.0 on; SpeculativeConfig's default
     )
-    replace(eagle, "get_pp_group", _single_rank)
+    single_rank = ", ".join(f"{m}.get_pp_group" for m in _single_rank_for(eagle.EagleProposer))
     if hasattr(eagle.EagleProposer, "_get_model"):  # 0.16.0 and later
         proposer._get_model = lambda: drafter
         loader = "EagleProposer._get_model"
@@ -433,7 +452,7 @@ def check_mm_image_token(workdir: Path) -> str:
         f"{KIMI_ARCH}.config.media_placeholder_token_id and shared the embedding of the {held} "
         f"Kimi holds in this release (replaced: {loader} returns a bare "
         f"{type(drafter).__name__} with a config, a stand-in embedding and lm_head; "
-        "get_pp_group is single-rank; vllm_config holds only an empty static_forward_context "
+        f"{single_rank} single-rank; vllm_config holds only an empty static_forward_context "
         "and the drafter's config; proposer and models built with object.__new__, "
         "use_local_argmax_reduction=False)"
     )
@@ -596,9 +615,7 @@ def check_eagle3_backbone(workdir: Path, model: str) -> str:
     causal_cls.set_aux_hidden_state_layers(causal, wanted)
 
     # Pipeline-parallel state needs an initialised process group; one rank is all of it.
-    module.get_pp_group = lambda: SimpleNamespace(
-        is_first_rank=True, is_last_rank=True, world_size=1, rank_in_group=0
-    )
+    replace(module, "get_pp_group", _single_rank)
     embeds = torch.arange(3 * 8, dtype=torch.float32).reshape(3, 8)
     out = backbone_cls.forward(
         backbone,
