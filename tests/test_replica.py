@@ -10,6 +10,7 @@ import json
 import pytest
 from replica_helpers import KIMI, kimi_k25_user_dir
 
+from patcher import patchset as patchsets
 from patcher.cli import main
 from patcher.errors import PatcherError
 from patcher.replica.build import generate, shrink
@@ -62,6 +63,42 @@ def test_either_drafter_reads_the_targets_sizes(kind, architecture, model_type, 
         assert (drafter["kv_lora_rank"], drafter["qk_rope_head_dim"]) == (512, 64)
 
 
+def test_the_glm4_moe_replica_is_text_only_with_an_moe_and_a_llama_drafter():
+    replica = generate("Glm4MoeForCausalLM")
+    target = config(replica.target)
+    assert target["architectures"] == ["Glm4MoeForCausalLM"] and target["model_type"] == "glm4_moe"
+    assert target["num_hidden_layers"] >= 7  # the default aux layers (2, n // 2, n - 3) differ
+    assert (target["n_routed_experts"], target["torch_dtype"]) == (8, "float32")
+    assert target["first_k_dense_replace"] < target["num_hidden_layers"]  # MoE layers exist
+    tokens = vocabulary(for_architecture("Glm4MoeForCausalLM").tokenizer, target["vocab_size"])
+    assert tokens[target["eos_token_id"]] == "<|endoftext|>"
+    drafter = config(replica.drafter)
+    assert (replica.drafter_kind, drafter["architectures"]) == ("llama", ["LlamaForCausalLMEagle3"])
+    assert drafter["hidden_size"] == target["hidden_size"] and replica.env == {}
+    assert replica.serve_args == () and "preprocessor_config.json" not in replica.target
+
+
+@pytest.mark.parametrize(
+    "name", ["glm4-moe-eagle3", "gemma3-eagle3", "ernie4.5-moe-eagle3", "step3-eagle3"]
+)
+def test_each_backbone_patchsets_model_has_a_replica_eagle3_can_serve(name):
+    """Config level: 8 float32 layers (distinct default aux layers), a Llama-style drafter of the
+    target's width. tests/test_serving_cpu.py serves the GLM one for real."""
+    architecture = patchsets.load(name).model.architecture
+    replica = generate(architecture)
+    target = config(replica.target)
+    assert target["architectures"] == [architecture]
+    assert target["num_hidden_layers"] == 8 and target["torch_dtype"] == "float32"
+    drafter = config(replica.drafter)
+    assert drafter["architectures"] == ["LlamaForCausalLMEagle3"]
+    assert drafter["hidden_size"] == target["hidden_size"]
+    assert (
+        drafter["vocab_size"]
+        == target["vocab_size"]
+        == len(json.loads(replica.target["tokenizer.json"])["model"]["vocab"])
+    )
+
+
 def test_the_default_drafter_of_kimi_is_mla():
     assert generate(KIMI).drafter_kind == "mla"
 
@@ -72,8 +109,8 @@ def test_an_unknown_architecture_is_one_line_listing_the_supported_ones(tmp_path
     assert str(refusal.value) == (
         f"no replica for architecture 'GptOssForCausalLM'; supported: {', '.join(sorted(known()))}"
     )
-    (tmp_path / "config.json").write_text('{"architectures": ["Glm4MoeForCausalLM"]}')
-    with pytest.raises(PatcherError, match="no replica for architecture 'Glm4MoeForCausalLM'"):
+    (tmp_path / "config.json").write_text('{"architectures": ["Qwen3MoeForCausalLM"]}')
+    with pytest.raises(PatcherError, match="no replica for architecture 'Qwen3MoeForCausalLM'"):
         shrink(tmp_path, None, None)
 
 

