@@ -12,6 +12,8 @@ from patcher.cache import CACHE_ENV
 from patcher.codemods.base import Outcome, Status
 from patcher.engine import PatchResult
 from patcher.errors import PatcherError
+from patcher.outputs.wheel import WheelPlan
+from patcher.verify import command
 from patcher.verify.command import probe_model, report_path, verified, verify_release
 
 
@@ -71,3 +73,22 @@ def test_the_probe_model_is_the_patchset_backbone():
         "vllm.model_executor.models.glm4_moe:Glm4MoeForCausalLM:Glm4MoeModel:model"
     )
     assert probe_model(patchsets.load("kimi-k2.5-eagle3")) is None
+
+
+def test_a_cached_patched_wheel_is_reused_only_for_the_same_patched_texts(tmp_path, monkeypatch):
+    """A wheel patched by an older patchset or codemod must not stand in for a newer one."""
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "cache"))
+    built: list[Path] = []
+
+    def build_wheel(plan, dist):
+        built.append(dist)
+        return dist / plan.output_name()
+
+    monkeypatch.setattr(command, "build_wheel", build_wheel)
+    older, newer = result(Status.APPLIED), result(Status.APPLIED)
+    older.changed = {"vllm/a.py": "x = 1\n"}
+    newer.changed = {"vllm/a.py": "x = 2\n"}
+    source = tmp_path / "vllm-0.14.1-py3-none-any.whl"
+    command.patched_wheel(WheelPlan(source, "0" * 64, older, "kimi.eagle3"))
+    command.patched_wheel(WheelPlan(source, "0" * 64, newer, "kimi.eagle3"))
+    assert len(set(built)) == 2

@@ -6,6 +6,7 @@ The report is kept in the cache by patchset and release, so ``patcher matrix`` c
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -82,7 +83,14 @@ def probe_model(patchset: Patchset) -> str | None:
 
 
 def patched_wheel(plan: WheelPlan) -> Path:
-    """The patched wheel in the cache; builds are reproducible, so one made before is reused."""
-    dist = cache_dir() / "patched" / plan.source_sha256
+    """The patched wheel in the cache; builds are reproducible, so one made before is reused.
+
+    Keyed by the source wheel and by the patched texts, so a changed patchset or codemod
+    builds anew instead of reusing a wheel patched by an older one.
+    """
+    patched = hashlib.sha256()
+    for path in sorted(plan.result.changed):
+        patched.update(f"{path}\0{plan.result.changed[path]}\0".encode())
+    dist = cache_dir() / "patched" / plan.source_sha256 / patched.hexdigest()[:16]
     existing = dist / plan.output_name()
     return existing if existing.exists() else build_wheel(plan, dist)
