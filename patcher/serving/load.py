@@ -48,6 +48,16 @@ class Load:
     api: str = "chat"
     """``chat`` applies Kimi's chat template, the format its drafters are trained on."""
 
+    def to_json(self) -> dict[str, object]:
+        """The load as reports record it (greedy, so temperature is always 0)."""
+        return {
+            "prompts": len(self.prompts),
+            "max_tokens": self.max_tokens,
+            "concurrency": self.concurrency,
+            "api": self.api,
+            "temperature": 0,
+        }
+
 
 @dataclass(frozen=True)
 class ServerRun:
