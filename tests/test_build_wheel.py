@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import venv
 import zipfile
@@ -290,11 +291,16 @@ def run_cli(*args: str, limit_file_size: int | None = None) -> subprocess.Popen:
         if limit_file_size is not None:
             resource.setrlimit(resource.RLIMIT_FSIZE, (limit_file_size, limit_file_size))
 
+    env = dict(os.environ)
+    if limit_file_size is not None:  # coverage could not write its data: run unmeasured
+        env.pop("COVERAGE_PROCESS_CONFIG", None)
+        env.pop("COVERAGE_PROCESS_START", None)
     return subprocess.Popen(
         [PATCHER, *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        env=env,
         preexec_fn=cap,
     )
 
@@ -302,7 +308,6 @@ def run_cli(*args: str, limit_file_size: int | None = None) -> subprocess.Popen:
 def test_full_disk_is_a_clear_error_and_leaves_nothing(tmp_path):
     """The kernel refuses writes past RLIMIT_FSIZE, as a full disk refuses them (EFBIG)."""
     import base64
-    import os
 
     incompressible = base64.b64encode(os.urandom(300_000)).decode()
     wheel = small_wheel(tmp_path, {"vllm/blob.txt": incompressible})

@@ -267,7 +267,7 @@ def test_flags_that_conflict_or_select_nothing_are_one_line_errors(argv, message
     assert message in one_error_line(capsys)
 
 
-def test_ctrl_c_is_left_to_patcher_not_to_the_matrix_worker_processes():
+def test_ctrl_c_is_left_to_patcher_not_to_the_matrix_worker_processes(tmp_path):
     """Ctrl-C reaches the whole process group: the forkserver, still importing patcher for
     its preload, and its workers each printed a KeyboardInterrupt traceback under patcher's
     one line. They ignore SIGINT; patcher itself stops them."""
@@ -282,5 +282,8 @@ def test_ctrl_c_is_left_to_patcher_not_to_the_matrix_worker_processes():
         "    print(worker == signal.SIG_IGN, bool(int(status, 16) & (1 << (signal.SIGINT - 1))))\n"
         "    print(signal.getsignal(signal.SIGINT) is signal.default_int_handler)\n"
     )
-    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    # away from the source tree, which `python -c` would import instead of the installed patcher
+    done = subprocess.run(
+        [sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True, timeout=60
+    )
     assert done.stdout.split() == ["True", "True", "True"], done.stderr
