@@ -29,11 +29,12 @@ from fakeindex import (
     Fault,
     Resource,
     build_wheel,
+    loopback_server,
+    own_cache,
 )
 from pytest_httpserver import HTTPServer
 
 import patcher.index
-from patcher.cache import CACHE_ENV
 from patcher.cli import main
 from patcher.errors import PatcherError
 from patcher.index import RETRIES, TIMEOUT_ENV, PackageIndex
@@ -50,12 +51,7 @@ MakeIndex = Callable[..., FakeIndex]
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[HTTPServer]:
-    """A threaded loopback server, so an answer held back does not block the next request."""
-    server = HTTPServer(host="127.0.0.1", port=0, threaded=True)
-    server.start()
-    yield server
-    server.clear()
-    server.stop()
+    yield from loopback_server()
 
 
 @pytest.fixture(scope="module")
@@ -67,11 +63,7 @@ def wheel_bytes() -> bytes:
 @pytest.fixture(autouse=True)
 def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A cache dir of the test's own, a timeout no test can outwait, and a short backoff."""
-    root = tmp_path / "cache"
-    monkeypatch.setenv(CACHE_ENV, str(root))
-    monkeypatch.setenv(TIMEOUT_ENV, "5")
-    monkeypatch.setattr(patcher.index, "BACKOFF_SECONDS", 0.01)
-    return root
+    return own_cache(tmp_path, monkeypatch, timeout=5)
 
 
 @pytest.fixture
