@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 import requests
-from replica_helpers import kimi_k25_user_dir
+from replica_helpers import kimi_k25_mla_drafter_dir, kimi_k25_user_dir
 
 from patcher.cli import main
 from patcher.errors import PatcherError
@@ -158,22 +158,7 @@ def test_a_real_server_that_dies_while_loading_quotes_its_log_and_leaves_nothing
 def test_preflight_passes_a_kimi_k25_deployments_own_configs(wheel, tmp_path, capsys):
     """Configs shaped like Kimi-K2.5 INT4's and an MLA drafter's; no weights, no tokenizer."""
     model = kimi_k25_user_dir(tmp_path / "Kimi-K2.5", tokenizer=False)
-    drafter = tmp_path / "eagle3"
-    drafter.mkdir()
-    (drafter / "config.json").write_text(
-        json.dumps(
-            {
-                "architectures": ["Eagle3DeepseekV3ForCausalLM"],
-                "model_type": "kimi_k2",
-                "hidden_size": 7168,
-                "num_hidden_layers": 1,
-                "kv_lora_rank": 512,
-                "qk_rope_head_dim": 64,
-                "vocab_size": 163840,
-                "draft_vocab_size": 163840,
-            }
-        )
-    )
+    drafter = kimi_k25_mla_drafter_dir(tmp_path / "eagle3", 163840)
     argv = ["preflight", f"--model={model}", f"--drafter={drafter}", f"--wheel={wheel}"]
     assert main([*argv, f"--workdir={tmp_path / 'work'}"]) == 0
     printed = capsys.readouterr().out
