@@ -55,4 +55,7 @@ def test_the_matrix_step_runs_and_its_outputs_are_the_fan_out(tmp_path):
     needs_patch = {(r["patchset"], r["vllm"]) for r in rows if r["verdict"] == "needs-patch"}
     assert {(e["patchset"], e["vllm"]) for e in pairs["include"]} == needs_patch
     assert ("glm4-moe-eagle3", "0.33.0") in needs_patch
+    serving = {(e["patchset"], e["vllm"]) for e in pairs["include"] if e["serve_cpu"]}
+    assert ("glm4-moe-eagle3", "0.32.0") in serving
+    assert not {name for name, _ in serving} & {"kimi-k2-eagle3"}  # its model has no replica
     assert summary.read_text().startswith("# vLLM compatibility matrix")
