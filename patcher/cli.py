@@ -20,7 +20,7 @@ from patcher import patchset as patchsets
 from patcher.cache import atomic_write
 from patcher.cli_wheels import chosen_package, fail_on_errors, patch_official
 from patcher.codemods.base import Status
-from patcher.engine import PatchResult, run_patchset
+from patcher.engine import run_patchset
 from patcher.errors import DriftError, PatcherError
 from patcher.index import PackageIndex, machine_platform
 from patcher.matrix import (
@@ -39,8 +39,13 @@ from patcher.outputs.git_branch import commit_to_branch
 from patcher.outputs.tree import write_tree
 from patcher.outputs.wheel import WheelPlan, build_wheel, local_version, writable_folder
 from patcher.patchset import Patchset
-from patcher.sources import DirectorySource, GitSource, IndexWheelSource, Source, WheelSource
+from patcher.result import PatchResult
+from patcher.sources.base import Source
+from patcher.sources.directory import DirectorySource
+from patcher.sources.git import GitSource
+from patcher.sources.index_wheel import IndexWheelSource
 from patcher.sources.installed import Installation, InstalledSource, find_installation
+from patcher.sources.wheel import WheelSource
 from patcher.terminal import err, out
 from patcher.verify.command import check_verifiable, probe_model, verify_release
 from patcher.verify.installed import verify_in_place

@@ -14,7 +14,6 @@ from rich.table import Table
 from patcher import patchset as patchsets
 from patcher.cache import atomic_write
 from patcher.cli_wheels import official_wheel, patch_official
-from patcher.engine import PatchResult
 from patcher.errors import PatcherError
 from patcher.index import machine_platform
 from patcher.outputs.wheel import WheelPlan
@@ -22,6 +21,7 @@ from patcher.patchset import Patchset
 from patcher.replica.build import generate, shrink
 from patcher.replica.spec import DRAFTER_KINDS
 from patcher.replica.write import read_manifest, write_replica
+from patcher.result import PatchResult
 from patcher.serving import benchmark, host
 from patcher.serving.cpu import RANDOM_WEIGHTS_NOTE, CpuReport, CpuSetup, RunPlan, run_cpu
 from patcher.serving.load import DEFAULT_PROMPTS, Load, percentile, read_prompts

@@ -15,12 +15,14 @@ from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, Trans
 from patcher import distributions
 from patcher import patchset as patchsets
 from patcher.codemods.base import Status
-from patcher.engine import PatchResult, run_patchset
+from patcher.engine import run_patchset
 from patcher.errors import PatcherError
 from patcher.index import PackageIndex, WheelFile
 from patcher.patchset import Patchset
-from patcher.sources import IndexWheelSource, WheelSource
+from patcher.result import PatchResult
 from patcher.sources.download import download_wheel, sha256_of
+from patcher.sources.index_wheel import IndexWheelSource
+from patcher.sources.wheel import WheelSource
 from patcher.terminal import err
 
 Refusal = Callable[[Patchset, PatchResult], None]

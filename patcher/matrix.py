@@ -24,12 +24,13 @@ from packaging.version import Version
 from patcher import distributions, results_cache
 from patcher.cache import atomic_write
 from patcher.codemods.base import Outcome
-from patcher.engine import Judged, needed_paths, run_patchset
+from patcher.engine import needed_paths, run_patchset
 from patcher.errors import PatcherError
 from patcher.index import HttpClient, PackageIndex, Release, WheelFile
 from patcher.patchset import Patchset
+from patcher.result import Judged
 from patcher.sources.index_wheel import IndexWheelSource
-from patcher.verify.command import verified
+from patcher.verify_reports import verified
 
 PARALLEL_RELEASES = 8
 

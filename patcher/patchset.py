@@ -20,11 +20,11 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import Version
 
 from patcher import schema
-from patcher.codemods import CODEMODS, OPTIONS
+from patcher.checks import CHECKS
 from patcher.codemods.base import Codemod, Model
 from patcher.codemods.options import module_path, python_name
+from patcher.codemods.registry import CODEMODS, OPTIONS
 from patcher.errors import PatcherError
-from patcher.verify.probe import CHECKS
 
 DEFAULT_PATCHSET = "kimi-k2.5-eagle3"
 VERDICTS = ("needs-patch", "upstream", "unsupported", "broken")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from patcher.verify import CheckResult, Outcome, VerifyReport
+from patcher.verify.report import CheckResult, Outcome, VerifyReport
 
 FAIL = Outcome("fail", "barrier: Eagle3 is only supported for ['llama']", 12.0)
 PASS = Outcome("pass", "SpeculativeConfig accepted eagle3", 11.0)

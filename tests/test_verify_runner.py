@@ -9,9 +9,11 @@ from pathlib import Path
 import pytest
 from verify_helpers import fake_wheel
 
+from patcher.checks import CHECKS
 from patcher.errors import PatcherError
 from patcher.venvs import Venv, VenvPlan
-from patcher.verify import CHECKS, Outcome, probe, runner
+from patcher.verify import probe, runner
+from patcher.verify.report import Outcome
 
 
 def fake_venv(tmp_path: Path, script: str, sha: str = "a" * 64) -> Venv:
@@ -67,9 +69,7 @@ def test_probe_environment_keeps_vllm_caches_in_the_venv(tmp_path):
     assert runner.probe_environment(env)["VLLM_CACHE_ROOT"] == str(env.path / "vllm-cache")
 
 
-def test_unknown_checks_are_refused():
-    with pytest.raises(PatcherError, match="unknown check nope; known: speculative-config"):
-        runner._select(["speculative-config", "nope"], None)
+def test_checks_run_once_each_and_all_by_default():
     assert runner._select(None, "m:CausalLM:Backbone:model") == CHECKS
     assert runner._select(["aux-hidden-states", "aux-hidden-states"], None) == (
         "aux-hidden-states",

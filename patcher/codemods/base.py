@@ -8,10 +8,9 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar
 
 from patcher.codemods.options import FileOptions, model_type, python_name
-from patcher.sources.base import Source
 
 if TYPE_CHECKING:  # libcst takes seconds to import: only a run that parses pays for it
     import libcst as cst
@@ -61,10 +60,18 @@ def decode(data: bytes, path: str) -> str:
         ) from error
 
 
+class Files(Protocol):
+    """What a tree is read from: a source (``patcher.sources``), which codemods need not know."""
+
+    def names(self) -> Sequence[str]: ...
+
+    def read(self, path: str) -> bytes | None: ...
+
+
 class Tree:
     """The code a codemod sees: the source's files with earlier codemods' changes on top."""
 
-    def __init__(self, source: Source) -> None:
+    def __init__(self, source: Files) -> None:
         self.source = source
         self.overlay: dict[str, str] = {}
         self._modules: dict[str, cst.Module] = {}

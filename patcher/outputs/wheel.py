@@ -25,7 +25,6 @@ from packaging.version import Version
 
 from patcher import __version__
 from patcher.cache import create_new, name_beside, remove_stale
-from patcher.engine import PatchResult
 from patcher.errors import PatcherError
 from patcher.outputs.record import (
     PROVENANCE,
@@ -34,6 +33,7 @@ from patcher.outputs.record import (
     read_member,
     record_hash,
 )
+from patcher.result import PatchResult
 
 STALE_PARTIAL_SECONDS = 3600  # a build writes its .partial continuously and takes minutes
 CENTRAL_RECORD = struct.Struct("<4s6H3L5H2L")  # a central directory header, without names

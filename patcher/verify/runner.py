@@ -14,6 +14,7 @@ from typing import Protocol
 
 from packaging.version import InvalidVersion, Version
 
+from patcher.checks import CHECKS, MODEL_CHECKS
 from patcher.errors import PatcherError
 from patcher.venvs import wheel_sha256
 from patcher.verify import probe
@@ -46,7 +47,7 @@ def verify_wheels(
 ) -> VerifyReport:
     """Run ``checks`` (all by default) on the official wheel and, if given, the patched one.
 
-    ``model`` names the patchset's model for the checks in ``probe.MODEL_CHECKS``.
+    ``model`` names the patchset's model for the checks in ``MODEL_CHECKS``.
     """
     names = _select(checks, model)
     wheels = [official_wheel] if patched_wheel is None else [official_wheel, patched_wheel]
@@ -83,7 +84,7 @@ def run_probe(
 ) -> dict[str, Outcome]:
     """Run ``checks`` in ``env``'s interpreter; a check the probe did not report failed."""
     workdir.mkdir(parents=True, exist_ok=True)
-    extra = ["--model", model] if model and probe.MODEL_CHECKS & set(checks) else []
+    extra = ["--model", model] if model and MODEL_CHECKS & set(checks) else []
     try:
         # -I: neither the probe's own folder (patcher/verify) nor PYTHONPATH or the user
         # site may shadow anything the venv's vLLM imports.
@@ -134,13 +135,10 @@ def probe_environment(env: ProbeTarget) -> dict[str, str]:
 
 
 def _select(checks: Sequence[str] | None, model: str | None) -> tuple[str, ...]:
-    """The checks asked for; by default every check, less the model checks when no model is
-    named (they cannot run without one)."""
+    """The checks asked for (a patchset's, whose reading checked the names), each once; by
+    default every check, less the model checks when no model is named (they need one)."""
     if checks is None:
-        return tuple(c for c in probe.CHECKS if model or c not in probe.MODEL_CHECKS)
-    unknown = sorted(set(checks) - set(probe.CHECKS))
-    if unknown:
-        raise PatcherError(f"unknown check {', '.join(unknown)}; known: {', '.join(probe.CHECKS)}")
+        return tuple(c for c in CHECKS if model or c not in MODEL_CHECKS)
     return tuple(dict.fromkeys(checks))
 
 
