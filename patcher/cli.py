@@ -19,7 +19,7 @@ from patcher import __version__, cli_serve, distributions, results_cache
 from patcher import patchset as patchsets
 from patcher.cache import atomic_write
 from patcher.cli_wheels import chosen_package, fail_on_errors, patch_official
-from patcher.codemods.base import Status
+from patcher.codemods.base import Status, Verdict
 from patcher.engine import run_patchset
 from patcher.errors import DriftError, PatcherError
 from patcher.index import PackageIndex, machine_platform
@@ -59,10 +59,10 @@ STATUS_STYLE = {
 }
 
 VERDICT_STYLE = {
-    "needs-patch": "yellow",
-    "upstream": "green",
-    "unsupported": "dim",
-    "broken": "bold red",
+    Verdict.NEEDS_PATCH: "yellow",
+    Verdict.UPSTREAM: "green",
+    Verdict.UNSUPPORTED: "dim",
+    Verdict.BROKEN: "bold red",
 }
 
 
@@ -70,7 +70,7 @@ def styled_status(status: Status) -> str:
     return f"[{STATUS_STYLE[status]}]{status}[/]"
 
 
-def styled_verdict(verdict: str) -> str:
+def styled_verdict(verdict: Verdict) -> str:
     return f"[{VERDICT_STYLE[verdict]}]{verdict}[/]"
 
 
@@ -176,7 +176,7 @@ def why_unchanged(result: PatchResult) -> str:
     name, version = result.patchset.name, result.version
     if not result.patchset.patches:
         return f"the patchset {name} has no patches"
-    if result.verdict == "unsupported":
+    if result.verdict is Verdict.UNSUPPORTED:
         why = next(o.detail for o in result.outcomes.values() if o.status is Status.UNSUPPORTED)
         return f"{result.distribution} {version} is unsupported for {name}: {why}"
     statuses = ", ".join(f"{n} {o.status}" for n, o in result.outcomes.items())
@@ -185,7 +185,8 @@ def why_unchanged(result: PatchResult) -> str:
 
 def refuse_drift(result: PatchResult) -> None:
     """Drift fails ``apply``, except an already patched tree: upstream where a patch was due."""
-    if result.drift and not (result.expected == "needs-patch" and result.verdict == "upstream"):
+    already = result.expected is Verdict.NEEDS_PATCH and result.verdict is Verdict.UPSTREAM
+    if result.drift and not already:
         raise DriftError(
             f"vllm {result.version} came out {result.verdict}, but {result.patchset.name} "
             f"declares {result.expected} for it"
@@ -225,7 +226,7 @@ def command_apply(args: argparse.Namespace) -> int:
     result = run_patchset(patchset, source)
     fail_on_errors(result)
     out.print(status_table(result))
-    if result.verdict == "unsupported":
+    if result.verdict is Verdict.UNSUPPORTED:
         raise PatcherError(f"nothing applied: {why_unchanged(result)}")
     if not result.changed:
         out.print(f"nothing to patch: {why_unchanged(result)}", markup=False)
@@ -269,7 +270,7 @@ def apply_locked(args: argparse.Namespace, installation: Installation) -> int:
     result = run_patchset(patchset, InstalledSource(installation))
     fail_on_errors(result)
     out.print(status_table(result))
-    if result.verdict == "unsupported":
+    if result.verdict is Verdict.UNSUPPORTED:
         raise PatcherError(f"nothing applied: {why_unchanged(result)}")
     if not result.changed:
         message = f"nothing to patch in {installation.description}: {why_unchanged(result)}"
@@ -438,10 +439,10 @@ def command_build_wheel(args: argparse.Namespace) -> int:
 
     def refuse(patchset: Patchset, result: PatchResult) -> None:
         out.print(status_table(result))
-        if result.verdict != "needs-patch" and not args.allow_noop:
+        if result.verdict is not Verdict.NEEDS_PATCH and not args.allow_noop:
             reason = {
-                "upstream": "the official wheel already works; install it as it is",
-                "unsupported": "this release lacks what the patchset needs",
+                Verdict.UPSTREAM: "the official wheel already works; install it as it is",
+                Verdict.UNSUPPORTED: "this release lacks what the patchset needs",
             }[result.verdict]
             raise PatcherError(
                 f"{result.distribution} {result.version} is {result.verdict} for {patchset.name}: "

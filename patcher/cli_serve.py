@@ -14,6 +14,7 @@ from rich.table import Table
 from patcher import patchset as patchsets
 from patcher.cache import atomic_write
 from patcher.cli_wheels import official_wheel, patch_official
+from patcher.codemods.base import Verdict
 from patcher.errors import PatcherError
 from patcher.index import machine_platform
 from patcher.outputs.wheel import WheelPlan
@@ -211,7 +212,7 @@ def serve_bench_cpu(args: argparse.Namespace) -> int:
 
 def refuse_noop(patchset: Patchset, result: PatchResult) -> None:
     """Nothing to patch means nothing to serve as patched: say so before the download."""
-    if result.verdict != "needs-patch":
+    if result.verdict is not Verdict.NEEDS_PATCH:
         raise PatcherError(
             f"{result.distribution} {result.version} is {result.verdict} for {patchset.name}: "
             "nothing to patch, so no patched run"

@@ -17,7 +17,7 @@ from patcher import patchset as patchsets
 from patcher.codemods.base import Status
 from patcher.engine import run_patchset
 from patcher.errors import PatcherError
-from patcher.index import PackageIndex, WheelFile
+from patcher.index import IndexEntry, PackageIndex
 from patcher.patchset import Patchset
 from patcher.result import PatchResult
 from patcher.sources.download import download_wheel, sha256_of
@@ -46,7 +46,7 @@ def fail_on_errors(result: PatchResult) -> None:
         raise PatcherError(f"{failed[0]} failed: {detail}")
 
 
-def download_with_progress(wheel: WheelFile, index: PackageIndex) -> Path:
+def download_with_progress(wheel: IndexEntry, index: PackageIndex) -> Path:
     """The official wheel downloaded into the cache (or found there, verified)."""
     with Progress(
         TextColumn("{task.description}"),

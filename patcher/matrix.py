@@ -23,12 +23,11 @@ from packaging.version import Version
 
 from patcher import distributions, results_cache
 from patcher.cache import atomic_write
-from patcher.codemods.base import Outcome
+from patcher.codemods.base import Outcome, Verdict
 from patcher.engine import needed_paths, run_patchset
 from patcher.errors import PatcherError
-from patcher.index import HttpClient, PackageIndex, Release, WheelFile
+from patcher.index import HttpClient, IndexEntry, PackageIndex, Release
 from patcher.patchset import Patchset
-from patcher.result import Judged
 from patcher.sources.index_wheel import IndexWheelSource
 from patcher.verify_reports import verified
 
@@ -36,10 +35,12 @@ PARALLEL_RELEASES = 8
 
 
 @dataclass
-class Row(Judged):
+class Row:
+    """One release's outcomes for one patchset, and what the patchset declares for it."""
+
     version: Version
     outcomes: dict[str, Outcome]
-    expected: str | None
+    expected: Verdict | None
     bytes_fetched: int = 0
     wheel_size: int = 0
     verified: str | None = None
@@ -51,6 +52,14 @@ class Row(Judged):
         if self.package == distributions.DEFAULT:
             return str(self.version)
         return f"{self.package} {self.version}"
+
+    @property
+    def verdict(self) -> Verdict:
+        return Verdict.of(o.status for o in self.outcomes.values())
+
+    @property
+    def drift(self) -> bool:
+        return self.verdict.drifts_from(self.expected)
 
     def to_json(self) -> dict:
         data: dict[str, object] = {
@@ -72,11 +81,11 @@ class Pending:
     """A release whose outcomes for some patchsets are not cached yet."""
 
     release: Release
-    wheel: WheelFile
+    wheel: IndexEntry
     patchsets: list[Patchset]
 
 
-def pick_wheel(release: Release, arch: str) -> WheelFile:
+def pick_wheel(release: Release, arch: str) -> IndexEntry:
     """The wheel for ``arch``; else any, since the Python sources read are the same in each."""
     wheel = release.wheel_for(arch) or (release.wheels[0] if release.wheels else None)
     if wheel is None:
@@ -245,7 +254,7 @@ def fanout(patchsets_rows: Mapping[str, Sequence[Row]], cpu_releases: Set[str]) 
         {"patchset": name, "vllm": str(row.version), "serve_cpu": str(row.version) in cpu_releases}
         for name, rows in patchsets_rows.items()
         for row in rows
-        if row.verdict == "needs-patch"
+        if row.verdict is Verdict.NEEDS_PATCH
     ]
     return {"include": include}
 
@@ -261,12 +270,11 @@ def models_table(
 ) -> str:
     """One Markdown row per patchset: the model, and the releases of each verdict as ranges;
     ``verified`` lists the releases with a verify report, ``served`` those served for real."""
-    verdicts = ("needs-patch", "upstream", "unsupported", "broken")
-    header = ["patchset", "model", *verdicts, "verified", "served"]
+    header = ["patchset", "model", *Verdict, "verified", "served"]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for name, rows in patchsets_rows.items():
         cells = [f"`{name}`", f"`{models.get(name, '')}`"]
-        for verdict in verdicts:
+        for verdict in Verdict:
             cells.append(
                 _grouped(
                     [r.version for r in rows], {r.version for r in rows if r.verdict == verdict}

@@ -21,13 +21,12 @@ from packaging.version import Version
 
 from patcher import schema
 from patcher.checks import CHECKS
-from patcher.codemods.base import Codemod, Model
+from patcher.codemods.base import Codemod, Model, Verdict
 from patcher.codemods.options import module_path, python_name
 from patcher.codemods.registry import CODEMODS, OPTIONS
 from patcher.errors import PatcherError
 
 DEFAULT_PATCHSET = "kimi-k2.5-eagle3"
-VERDICTS = ("needs-patch", "upstream", "unsupported", "broken")
 
 
 def specifier(text: str) -> SpecifierSet:
@@ -48,7 +47,7 @@ class Requirement:
 @dataclass(frozen=True)
 class Expectation:
     versions: SpecifierSet = field(metadata={"parse": specifier})
-    verdict: str = field(metadata={"choices": VERDICTS})
+    verdict: Verdict = field(metadata={"parse": Verdict.parse})
 
 
 @dataclass(frozen=True)
@@ -89,7 +88,7 @@ class Patchset:
     def codemods(self) -> list[Codemod]:
         return [CODEMODS[p.codemod](self.model, p.options) for p in self.patches]
 
-    def expected(self, version: Version) -> str | None:
+    def expected(self, version: Version) -> Verdict | None:
         """The declared verdict for ``version``: the first range that contains it."""
         for expectation in self.expectations:
             if expectation.versions.contains(version, prereleases=True):

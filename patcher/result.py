@@ -8,27 +8,12 @@ from dataclasses import dataclass, field
 
 from packaging.version import Version
 
-from patcher.codemods.base import Outcome, Status
+from patcher.codemods.base import Outcome, Verdict
 from patcher.patchset import Patchset
 
 
-class Judged:
-    """The verdict a set of patch outcomes adds up to, and whether it is what was declared."""
-
-    outcomes: dict[str, Outcome]
-    expected: str | None
-
-    @property
-    def verdict(self) -> str:
-        return verdict_of([o.status for o in self.outcomes.values()])
-
-    @property
-    def drift(self) -> bool:
-        return self.expected is not None and self.expected != self.verdict
-
-
 @dataclass
-class PatchResult(Judged):
+class PatchResult:
     """Each patch's outcome on one tree, the files it changed, and the verdict they add up to."""
 
     version: str
@@ -39,8 +24,16 @@ class PatchResult(Judged):
     distribution: str = "vllm"
 
     @property
-    def expected(self) -> str | None:  # type: ignore[override]
+    def verdict(self) -> Verdict:
+        return Verdict.of(o.status for o in self.outcomes.values())
+
+    @property
+    def expected(self) -> Verdict | None:
         return self.patchset.expected(Version(self.version))
+
+    @property
+    def drift(self) -> bool:
+        return self.verdict.drifts_from(self.expected)
 
     def diff(self) -> str:
         """A unified diff of every changed file, ``a/`` and ``b/`` prefixed as git writes it."""
@@ -55,13 +48,3 @@ class PatchResult(Judged):
                 )
             )
         return "".join(chunks)
-
-
-def verdict_of(statuses: list[Status]) -> str:
-    if Status.FAILED in statuses:
-        return "broken"
-    if Status.UNSUPPORTED in statuses:
-        return "unsupported"
-    if Status.APPLIED in statuses:
-        return "needs-patch"
-    return "upstream"

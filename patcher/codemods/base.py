@@ -24,6 +24,38 @@ class Status(StrEnum):
     FAILED = "failed"  # the code has a shape this codemod does not know
 
 
+class Verdict(StrEnum):
+    """What a release comes out as for a patchset: its patches' statuses added up."""
+
+    NEEDS_PATCH = "needs-patch"  # a patch applied: the patched wheel is the one to use
+    UPSTREAM = "upstream"  # nothing to do: the release has the fix, or never had the gate
+    UNSUPPORTED = "unsupported"  # the release lacks what the patchset builds on
+    BROKEN = "broken"  # a patch met code of a shape it does not know
+
+    @classmethod
+    def of(cls, statuses: Iterable[Status]) -> Verdict:
+        found = set(statuses)
+        if Status.FAILED in found:
+            return cls.BROKEN
+        if Status.UNSUPPORTED in found:
+            return cls.UNSUPPORTED
+        if Status.APPLIED in found:
+            return cls.NEEDS_PATCH
+        return cls.UPSTREAM
+
+    @classmethod
+    def parse(cls, text: str) -> Verdict:
+        """The verdict a patchset names, or a ValueError listing the ones there are."""
+        try:
+            return cls(text)
+        except ValueError:
+            raise ValueError(f"{text!r} is not one of {', '.join(cls)}") from None
+
+    def drifts_from(self, expected: Verdict | None) -> bool:
+        """Whether a declared verdict exists and this is not it."""
+        return expected is not None and expected != self
+
+
 @dataclass(frozen=True)
 class Model:
     """The model a patchset is about, as the codemods need to know it."""

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from patcher import verify_reports
 from patcher.cache import cache_dir
+from patcher.codemods.base import Verdict
 from patcher.errors import PatcherError
 from patcher.outputs.wheel import PROVENANCE, WheelPlan, build_wheel
 from patcher.patchset import Patchset
@@ -24,7 +25,7 @@ def check_verifiable(patchset: Patchset, result: PatchResult) -> None:
     """Refuse what verify cannot prove; the CLI asks before it downloads the wheel."""
     if not patchset.verify:
         raise PatcherError(f"patchset {patchset.name} declares no verify checks")
-    if result.verdict == "unsupported":
+    if result.verdict is Verdict.UNSUPPORTED:
         raise PatcherError(
             f"{result.distribution} {result.version} is unsupported for {patchset.name}"
         )
@@ -38,7 +39,7 @@ def verify_release(
     if any(name.endswith(f".dist-info/{PROVENANCE}") for name in WheelSource(official).names()):
         raise PatcherError(f"{official.name} is a patched wheel; verify takes the official one")
     patched = None
-    if result.verdict == "needs-patch":
+    if result.verdict is Verdict.NEEDS_PATCH:
         patched = patched_wheel(WheelPlan(official, sha256, result, patchset.local_label))
     report = verify_wheels(
         official, patched, result.version, patchset.verify, probe_model(patchset)

@@ -19,7 +19,7 @@ from patcher.errors import PatcherError
 from patcher.venvs import wheel_sha256
 from patcher.verify import probe
 from patcher.verify.environment import verify_venvs
-from patcher.verify.report import CheckResult, Outcome, VerifyReport
+from patcher.verify.report import CheckOutcome, CheckResult, VerifyReport
 from patcher.verify.requirements import wheel_version
 
 PROBE = Path(probe.__file__)
@@ -81,7 +81,7 @@ def verify_wheels(
 
 def run_probe(
     env: ProbeTarget, checks: Sequence[str], workdir: Path, model: str | None = None
-) -> dict[str, Outcome]:
+) -> dict[str, CheckOutcome]:
     """Run ``checks`` in ``env``'s interpreter; a check the probe did not report failed."""
     workdir.mkdir(parents=True, exist_ok=True)
     extra = ["--model", model] if model and MODEL_CHECKS & set(checks) else []
@@ -107,18 +107,18 @@ def run_probe(
 
 def _read_results(
     stdout: str, checks: Sequence[str], why: str, seconds: float = 0.0
-) -> dict[str, Outcome]:
+) -> dict[str, CheckOutcome]:
     """The result line of each check; ``why`` for each check that has none."""
-    found: dict[str, Outcome] = {}
+    found: dict[str, CheckOutcome] = {}
     for line in stdout.splitlines():
         try:
             result = json.loads(line)
-            found[result["check"]] = Outcome(
+            found[result["check"]] = CheckOutcome(
                 result["status"], result["detail"], float(result["seconds"])
             )
         except (ValueError, KeyError, TypeError):
             continue
-    return {name: found.get(name, Outcome("fail", why, seconds)) for name in checks}
+    return {name: found.get(name, CheckOutcome("fail", why, seconds)) for name in checks}
 
 
 def probe_environment(env: ProbeTarget) -> dict[str, str]:
