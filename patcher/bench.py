@@ -25,13 +25,13 @@ from rich.console import Console
 from rich.table import Table
 
 from patcher import patchset as patchsets
-from patcher.cache import CACHE_ENV, cache_dir
+from patcher.cache import CACHE_ENV, cache_dir, sha256_of
 from patcher.engine import run_patchset
 from patcher.index import PackageIndex, machine_platform
 from patcher.matrix import build_matrix, pick_wheel, select_releases
 from patcher.outputs.record import check_source
 from patcher.outputs.wheel import WheelPlan, build_wheel
-from patcher.sources.download import download_wheel, sha256_of, verified_sha256
+from patcher.sources.download import download_wheel, verified_sha256
 from patcher.sources.index_wheel import IndexWheelSource
 from patcher.sources.wheel import WheelSource
 from patcher.venvs import ready_venv, uv_cache, venv_key, venvs_root

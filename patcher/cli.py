@@ -12,7 +12,6 @@ import sys
 import threading
 from pathlib import Path
 
-from rich import box
 from rich.table import Table
 
 from patcher import __version__, cli_serve, distributions, results_cache
@@ -27,6 +26,7 @@ from patcher.matrix import (
     Row,
     build_matrix,
     by_package,
+    columns,
     fanout,
     markdown,
     models_table,
@@ -46,7 +46,7 @@ from patcher.sources.git import GitSource
 from patcher.sources.index_wheel import IndexWheelSource
 from patcher.sources.installed import Installation, InstalledSource, find_installation
 from patcher.sources.wheel import WheelSource
-from patcher.terminal import err, out
+from patcher.terminal import err, new_table, out
 from patcher.verify.command import check_verifiable, probe_model, verify_release
 from patcher.verify.installed import verify_in_place
 
@@ -72,11 +72,6 @@ def styled_status(status: Status) -> str:
 
 def styled_verdict(verdict: Verdict) -> str:
     return f"[{VERDICT_STYLE[verdict]}]{verdict}[/]"
-
-
-def new_table(title: str) -> Table:
-    """Boxed in a terminal; piped, columns separated by spaces only, easy to grep."""
-    return Table(title=title, title_justify="left", box=box.HEAVY_HEAD if out.is_terminal else None)
 
 
 def add_source_options(
@@ -413,11 +408,10 @@ def command_matrix(args: argparse.Namespace) -> int:
 def matrix_table(name: str, rows: list[Row]) -> Table:
     table = new_table(name)
     table.add_column("vLLM")
-    patches = list(rows[0].outcomes) if rows else []
+    patches, with_verified = columns(rows)
     for patch in patches:
         table.add_column(patch)
     table.add_column("verdict")
-    with_verified = any(row.verified for row in rows)
     if with_verified:
         table.add_column("verified")
     for row in rows:

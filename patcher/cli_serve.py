@@ -7,9 +7,7 @@ import math
 import shlex
 from pathlib import Path
 
-from rich import box
 from rich.console import Console
-from rich.table import Table
 
 from patcher import patchset as patchsets
 from patcher.cache import atomic_write
@@ -30,7 +28,7 @@ from patcher.serving.preflight import preflight
 from patcher.serving.report import BenchReport
 from patcher.serving.setup import VLLM_SERVE, ServeSetup, Timeouts
 from patcher.serving.venv import serving_venv
-from patcher.terminal import err, out
+from patcher.terminal import err, new_table, out
 from patcher.verify.command import patched_wheel
 
 GPU_MAX_TOKENS = 512
@@ -40,11 +38,7 @@ CPU_MAX_TOKENS = 32
 
 def print_report(report: BenchReport, console: Console) -> None:
     title = f"Kimi-K2.5 EAGLE-3 on vllm {report.vllm_version or '(not installed here)'}"
-    table = Table(
-        title=title,
-        title_justify="left",
-        box=box.HEAVY_HEAD if console.is_terminal else None,
-    )
+    table = new_table(title, console)
     table.add_column("")
     table.add_column("baseline", justify="right")
     table.add_column("eagle3", justify="right")
@@ -220,11 +214,7 @@ def refuse_noop(patchset: Patchset, result: PatchResult) -> None:
 
 
 def print_cpu_report(report: CpuReport, console: Console) -> None:
-    table = Table(
-        title=f"EAGLE-3 on CPU: {report.setup.model}",
-        title_justify="left",
-        box=box.HEAVY_HEAD if console.is_terminal else None,
-    )
+    table = new_table(f"EAGLE-3 on CPU: {report.setup.model}", console)
     table.add_column("")
     for result in report.results:
         table.add_column(result.plan.label, justify="right", overflow="fold")

@@ -14,13 +14,14 @@ from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, Trans
 
 from patcher import distributions
 from patcher import patchset as patchsets
+from patcher.cache import sha256_of
 from patcher.codemods.base import Status
 from patcher.engine import run_patchset
 from patcher.errors import PatcherError
 from patcher.index import IndexEntry, PackageIndex
 from patcher.patchset import Patchset
 from patcher.result import PatchResult
-from patcher.sources.download import download_wheel, sha256_of
+from patcher.sources.download import download_wheel
 from patcher.sources.index_wheel import IndexWheelSource
 from patcher.sources.wheel import WheelSource
 from patcher.terminal import err

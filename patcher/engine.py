@@ -11,12 +11,12 @@ from patcher.result import PatchResult
 from patcher.sources.base import Source
 
 
-def needed_paths(patchset: Patchset, source: Source) -> list[str]:
-    names = source.names()
-    wanted = {r.module for r in patchset.requires}
+def needed_paths(patchset: Patchset, tree: Tree) -> list[str]:
+    """The files a run of ``patchset`` reads: its requirements' and its codemods'."""
+    wanted = {r.module for r in patchset.requires if tree.exists(r.module)}
     for codemod in patchset.codemods():
-        wanted.update(codemod.paths(names))
-    return sorted(wanted & set(names))
+        wanted.update(tree.files(codemod))
+    return sorted(wanted)
 
 
 def run_patchset(patchset: Patchset, source: Source, memo: bool = True) -> PatchResult:
@@ -24,8 +24,8 @@ def run_patchset(patchset: Patchset, source: Source, memo: bool = True) -> Patch
 
     With ``memo``, a codemod whose input texts were seen before replays its cached run.
     """
-    source.prefetch(needed_paths(patchset, source))
     tree = Tree(source)
+    source.prefetch(needed_paths(patchset, tree))
     version = str(source.version)
     try:
         missing = [r for r in patchset.requires if not tree.defines_class(r.module, r.class_name)]

@@ -23,7 +23,7 @@ from packaging.version import Version
 
 from patcher import distributions, results_cache
 from patcher.cache import atomic_write
-from patcher.codemods.base import Outcome, Verdict
+from patcher.codemods.base import Outcome, Tree, Verdict
 from patcher.engine import needed_paths, run_patchset
 from patcher.errors import PatcherError
 from patcher.index import HttpClient, IndexEntry, PackageIndex, Release
@@ -112,7 +112,8 @@ def fetch(
             found[patchset.name, release.version] = outcomes
     if not missing:
         return None, 0
-    source.prefetch({path for p in missing for path in needed_paths(p, source)})
+    tree = Tree(source)
+    source.prefetch({path for p in missing for path in needed_paths(p, tree)})
     return Pending(release, wheel, missing), source.bytes_fetched
 
 
@@ -226,10 +227,15 @@ def by_package(rows: Sequence[Row]) -> dict[str, list[Row]]:
     return groups
 
 
+def columns(rows: Sequence[Row]) -> tuple[list[str], bool]:
+    """A table's patch columns, and whether it needs a ``verified`` one: the terminal's and the
+    Markdown report's tables are the same columns, rendered each its own way."""
+    return (list(rows[0].outcomes) if rows else []), any(r.verified for r in rows)
+
+
 def markdown_table(name: str, package: str, rows: Sequence[Row]) -> list[str]:
     """One patchset's table for one distribution: a heading, then a row per release."""
-    patches = list(rows[0].outcomes) if rows else []
-    verified = any(r.verified for r in rows)
+    patches, verified = columns(rows)
     header = ["vLLM", *patches, "verdict", "expected"] + (["verified"] if verified else [])
     heading = f"## `{name}`" + ("" if package == distributions.DEFAULT else f" on {package}")
     lines = [heading, "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]

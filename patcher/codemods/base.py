@@ -108,12 +108,21 @@ class Tree:
         self.overlay: dict[str, str] = {}
         self._modules: dict[str, cst.Module] = {}
         self._names = set(source.names())
+        self._files: dict[tuple[str, Any], list[str]] = {}
 
     def exists(self, path: str) -> bool:
         return path in self._names
 
     def glob(self, pattern: str) -> list[str]:
         return sorted(n for n in self._names if fnmatch.fnmatchcase(n, pattern))
+
+    def files(self, codemod: Codemod[Any]) -> list[str]:
+        """The files ``codemod`` reads in this tree, worked out once: the engine prefetches them,
+        the results cache hashes them, the codemod reads them."""
+        key = (codemod.NAME, codemod.options)
+        if key not in self._files:
+            self._files[key] = codemod.paths(self._names)
+        return self._files[key]
 
     def text(self, path: str) -> str | None:
         """The file's text without a BOM, which ast rejects and libcst drops (the engine puts

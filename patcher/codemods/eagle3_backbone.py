@@ -40,8 +40,6 @@ from patcher.codemods.eagle3_interface import (
 )
 from patcher.codemods.options import INTERFACES_MODULE, BackboneOptions
 
-DESCRIPTION = "Implement SupportsEagle3 on a decoder backbone's causal-LM class."
-
 MIXIN = "EagleModelMixin"
 MIXIN_HOOK = "_maybe_add_hidden_state"
 AUX_FIELD = "aux_hidden_state_layers"
@@ -221,7 +219,7 @@ def replace_method(cls: cst.ClassDef, old: cst.FunctionDef, new: cst.FunctionDef
 
 class Eagle3Backbone(Codemod[BackboneOptions]):
     NAME = "eagle3-backbone"
-    DESCRIPTION = DESCRIPTION
+    DESCRIPTION = "Implement SupportsEagle3 on a decoder backbone's causal-LM class."
     Options = BackboneOptions
 
     def paths(self, names: Iterable[str]) -> list[str]:

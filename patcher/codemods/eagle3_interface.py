@@ -17,8 +17,6 @@ from patcher.codemods._cst import describe, extend_separated
 from patcher.codemods.base import Codemod, Outcome, ShapeError, Status, Tree
 from patcher.codemods.options import InterfaceOptions
 
-DESCRIPTION = "Implement SupportsEagle3 on the text model and its multimodal wrapper."
-
 INTERFACE = "SupportsEagle3"
 AUX_FIELD = "aux_hidden_state_layers"
 SETTER = "set_aux_hidden_state_layers"
@@ -216,7 +214,7 @@ class BackboneEdit:
 
 class Eagle3Interface(Codemod[InterfaceOptions]):
     NAME = "eagle3-interface"
-    DESCRIPTION = DESCRIPTION
+    DESCRIPTION = "Implement SupportsEagle3 on the text model and its multimodal wrapper."
     Options = InterfaceOptions
 
     def paths(self, names: Iterable[str]) -> list[str]:

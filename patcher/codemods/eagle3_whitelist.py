@@ -16,10 +16,6 @@ import libcst.matchers as m
 from patcher.codemods._cst import ExtendLiterals, describe, string_values
 from patcher.codemods.base import FileCodemod, Outcome, ShapeError, Tree, summarize
 
-DESCRIPTION = "Add the model types to the EAGLE-3 target model-type whitelist."
-
-CANDIDATE_FILES = ("vllm/config/speculative.py", "vllm/config/__init__.py", "vllm/config.py")
-
 MENTIONS_EAGLE3 = m.SimpleString(value=m.MatchIfTrue(lambda value: "eagle3" in value))
 MODEL_TYPE = m.Attribute(attr=m.Name("model_type"))
 SUBSTRING_OF_MODEL_TYPE = m.Comparison(
@@ -133,13 +129,13 @@ class WhitelistExtender(ExtendLiterals):
 
 class Eagle3Whitelist(FileCodemod):
     NAME = "eagle3-whitelist"
-    DESCRIPTION = DESCRIPTION
-    CANDIDATE_FILES = CANDIDATE_FILES
+    DESCRIPTION = "Add the model types to the EAGLE-3 target model-type whitelist."
+    CANDIDATE_FILES = ("vllm/config/speculative.py", "vllm/config/__init__.py", "vllm/config.py")
 
     def transform(self, tree: Tree) -> Outcome:
         applied: list[str] = []
         present: list[str] = []
-        for path in self.paths(tree.source.names()):
+        for path in tree.files(self):
             module = tree.module(path)
             if module is None:
                 continue

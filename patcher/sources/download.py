@@ -8,28 +8,19 @@ deleted and downloaded again.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Callable
 from pathlib import Path
 
 from filelock import FileLock
 
-from patcher.cache import cache_dir, read_checked, remove_stale, write_checked
+from patcher.cache import cache_dir, read_checked, remove_stale, sha256_of, write_checked
 from patcher.errors import PatcherError
 from patcher.index import Deadline, HttpClient, IndexEntry, iter_body, timeout
 
 CHUNK = 1024 * 1024
 STALE_PART_SECONDS = 24 * 3600  # a .part this old is from a download nobody came back to
 Progress = Callable[[int, int | None], None]
-
-
-def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        while chunk := handle.read(CHUNK):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def cached_wheel_path(wheel: IndexEntry) -> Path:
