@@ -31,6 +31,7 @@ from patcher.codemods.base import Codemod, Outcome, ShapeError, Status, Tree
 from patcher.codemods.eagle3_interface import (
     INTERFACE,
     base_names,
+    enumerated,
     find_class,
     find_method,
     method,
@@ -81,10 +82,6 @@ def read_protocol(text: str) -> Protocol | None:
     mixin = classes.get(MIXIN)
     hooks = {n.name for n in mixin.body if isinstance(n, ast.FunctionDef)} if mixin else set()
     return Protocol(getter, MIXIN_HOOK in hooks)
-
-
-def code(node: cst.CSTNode) -> str:
-    return cst.Module([]).code_for_node(node)
 
 
 @dataclass(frozen=True)
@@ -155,20 +152,7 @@ class BackboneForward:
         counter = loop.counter
         if counter is None:
             counter = "idx"
-            header = cst.ensure_type(
-                statement(
-                    f"for {counter}, {code(node.target)} in enumerate(\n"
-                    f"    {code(node.iter)},\n"
-                    f"    start=self.start_layer,\n"
-                    f"):\n    pass\n"
-                ),
-                cst.For,
-            )
-            node = node.with_changes(
-                target=header.target,
-                iter=header.iter,
-                whitespace_after_in=header.whitespace_after_in,
-            )
+            node = enumerated(node, counter)
         states = f"{loop.hidden}, {loop.residual}"
         if mixin:
             first = statement(

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 import libcst as cst
 import libcst.matchers as m
 
-from patcher.codemods._cst import describe, extend_separated
+from patcher.codemods._cst import code, describe, extend_separated
 from patcher.codemods.base import Codemod, Outcome, ShapeError, Status, Tree
 from patcher.codemods.options import InterfaceOptions
 
@@ -41,6 +41,23 @@ LAYER_CALL_ASSIGN = m.Assign(
 
 def statement(code: str) -> cst.BaseStatement:
     return cst.parse_statement(code)
+
+
+def enumerated(loop: cst.For, counter: str) -> cst.For:
+    """``loop`` counting its layers: ``for counter, target in enumerate(iter, start=...)``, the
+    way vLLM's own EAGLE-3 backbones write it."""
+    header = cst.ensure_type(
+        statement(
+            f"for {counter}, {code(loop.target)} in enumerate(\n"
+            f"    {code(loop.iter)},\n"
+            f"    start=self.start_layer,\n"
+            f"):\n    pass\n"
+        ),
+        cst.For,
+    )
+    return loop.with_changes(
+        target=header.target, iter=header.iter, whitespace_after_in=header.whitespace_after_in
+    )
 
 
 def method(code: str) -> cst.FunctionDef:
@@ -182,20 +199,8 @@ class BackboneEdit:
             f"if idx in self.{AUX_FIELD}:\n    aux_hidden_states.append({hidden} + {residual})\n"
         )
         loop_body = cst.ensure_type(loop.body, cst.IndentedBlock)
-        header = cst.ensure_type(
-            statement(
-                f"for idx, {loop.target.value} in enumerate(\n"
-                f"    {cst.Module([]).code_for_node(loop.iter)},\n"
-                f"    start=self.start_layer,\n"
-                f"):\n    pass\n"
-            ),
-            cst.For,
-        )
-        new_loop = loop.with_changes(
-            target=header.target,
-            iter=header.iter,
-            whitespace_after_in=header.whitespace_after_in,
-            body=loop_body.with_changes(body=[capture, *loop_body.body]),
+        new_loop = enumerated(loop, "idx").with_changes(
+            body=loop_body.with_changes(body=[capture, *loop_body.body])
         )
         early_return = statement(
             f"if len(aux_hidden_states) > 0:\n    return {hidden}, aux_hidden_states\n"

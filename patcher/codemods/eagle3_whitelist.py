@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import libcst as cst
 import libcst.matchers as m
 
-from patcher.codemods._cst import ExtendLiterals, describe, string_values
+from patcher.codemods._cst import ExtendLiterals, code, describe, string_values
 from patcher.codemods.base import FileCodemod, Outcome, ShapeError, Tree, summarize
 
 MENTIONS_EAGLE3 = m.SimpleString(value=m.MatchIfTrue(lambda value: "eagle3" in value))
@@ -122,7 +122,7 @@ class WhitelistExtender(ExtendLiterals):
         if not added:
             return updated_node
         first = cst.ensure_type(updated_node.left, cst.SimpleString)
-        subject = cst.Module([]).code_for_node(updated_node.comparisons[0].comparator)
+        subject = code(updated_node.comparisons[0].comparator)
         values = ", ".join([first.value, *(f'"{v}"' for v in added)])
         return cst.parse_expression(f"not any(supported in {subject} for supported in ({values}))")
 

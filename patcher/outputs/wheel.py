@@ -138,46 +138,14 @@ class RawZipWriter:
         dos_time = hour << 11 | minute << 5 | second // 2
         dos_date = (year - 1980) << 9 | month << 5 | day
         offset = self.out.tell()
-        flags = 0x800
-        self.out.write(
-            LOCAL_RECORD.pack(
-                b"PK\x03\x04",
-                20,
-                flags,
-                zipfile.ZIP_DEFLATED,
-                dos_time,
-                dos_date,
-                crc,
-                len(compressed),
-                len(data),
-                len(encoded),
-                0,
-            )
-        )
+        # from "version needed" to the name's length, the local and the central record agree
+        shared = (20, 0x800, zipfile.ZIP_DEFLATED, dos_time, dos_date, crc)
+        sizes = (len(compressed), len(data), len(encoded))
+        self.out.write(LOCAL_RECORD.pack(b"PK\x03\x04", *shared, *sizes, 0))
         self.out.write(encoded)
         self.out.write(compressed)
-        self.central.append(
-            CENTRAL_RECORD.pack(
-                b"PK\x01\x02",
-                like.create_version,
-                20,
-                flags,
-                zipfile.ZIP_DEFLATED,
-                dos_time,
-                dos_date,
-                crc,
-                len(compressed),
-                len(data),
-                len(encoded),
-                0,
-                0,
-                0,
-                0,
-                like.external_attr,
-                offset,
-            )
-            + encoded
-        )
+        central = (like.create_version, *shared, *sizes, 0, 0, 0, 0, like.external_attr, offset)
+        self.central.append(CENTRAL_RECORD.pack(b"PK\x01\x02", *central) + encoded)
 
     def finish(self) -> None:
         start = self.out.tell()
