@@ -423,7 +423,7 @@ def matrix_table(name: str, rows: list[Row]) -> Table:
             *(styled_status(row.outcomes[p].status) for p in patches),
             verdict,
         ]
-        table.add_row(*cells, *([row.verified or ""] if with_verified else []))
+        table.add_row(*cells, *([row.verify_label] if with_verified else []))
     return table
 
 

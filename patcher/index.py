@@ -88,7 +88,6 @@ class IndexEntry:
     url: str
     sha256: str
     size: int | None
-    yanked: bool
 
     @property
     def platform_tags(self) -> frozenset[str]:
@@ -358,7 +357,6 @@ class PackageIndex:
                     url=requests.compat.urljoin(f"{self.url}/{self.distribution}/", entry["url"]),
                     sha256=entry.get("hashes", {}).get("sha256", "").lower(),
                     size=entry.get("size"),
-                    yanked=bool(entry.get("yanked")),
                 )
                 by_version.setdefault(version, []).append(wheel)
             self._releases = {

@@ -41,9 +41,8 @@ class Row:
     version: Version
     outcomes: dict[str, Outcome]
     expected: Verdict | None
-    bytes_fetched: int = 0
-    wheel_size: int = 0
-    verified: str | None = None
+    verified: bool | None = None
+    """Whether the last ``patcher verify`` of the release passed; None if it was never run."""
     package: str = distributions.DEFAULT
 
     @property
@@ -61,6 +60,11 @@ class Row:
     def drift(self) -> bool:
         return self.verdict.drifts_from(self.expected)
 
+    @property
+    def verify_label(self) -> str:
+        """The ``verified`` cell: ``pass``, ``fail``, or empty where verify never ran."""
+        return "" if self.verified is None else "pass" if self.verified else "fail"
+
     def to_json(self) -> dict:
         data: dict[str, object] = {
             "package": self.package,
@@ -72,17 +76,19 @@ class Row:
             data["expected"] = self.expected
             data["drift"] = self.drift
         if self.verified is not None:
-            data["verified"] = self.verified
+            data["verified"] = self.verify_label
         return data
 
 
 @dataclass
-class Pending:
-    """A release whose outcomes for some patchsets are not cached yet."""
+class Fetched:
+    """A release's outcomes found in the cache, and the patchsets whose files are now fetched
+    but which are still to run (``missing``)."""
 
     release: Release
     wheel: IndexEntry
-    patchsets: list[Patchset]
+    cached: dict[str, dict[str, Outcome]]
+    missing: list[Patchset]
 
 
 def pick_wheel(release: Release, arch: str) -> IndexEntry:
@@ -94,34 +100,30 @@ def pick_wheel(release: Release, arch: str) -> IndexEntry:
 
 
 def fetch(
-    patchsets: Sequence[Patchset],
-    index: PackageIndex,
-    release: Release,
-    arch: str,
-    found: dict[tuple[str, Version], dict[str, Outcome]],
-) -> tuple[Pending | None, int]:
+    patchsets: Sequence[Patchset], index: PackageIndex, release: Release, arch: str
+) -> Fetched:
     """Take cached outcomes, and fetch what the rest need: the network-bound half of a row."""
     wheel = pick_wheel(release, arch)
     source = IndexWheelSource(release, wheel, index.client)
+    cached = {}
     missing = []
     for patchset in patchsets:
         outcomes = results_cache.load(patchset.digest, source.identity)
         if outcomes is None:
             missing.append(patchset)
         else:
-            found[patchset.name, release.version] = outcomes
-    if not missing:
-        return None, 0
-    tree = Tree(source)
-    source.prefetch({path for p in missing for path in needed_paths(p, tree)})
-    return Pending(release, wheel, missing), source.bytes_fetched
+            cached[patchset.name] = outcomes
+    if missing:
+        tree = Tree(source)
+        source.prefetch({path for p in missing for path in needed_paths(p, tree)})
+    return Fetched(release, wheel, cached, missing)
 
 
-def patch_outcomes(pending: Pending) -> list[dict[str, Outcome]]:
-    """The CPU-bound half: run each patchset over the fetched (now cached) members."""
-    source = IndexWheelSource(pending.release, pending.wheel, HttpClient())
+def patch_outcomes(fetched: Fetched) -> list[dict[str, Outcome]]:
+    """The CPU-bound half: run each missing patchset over the fetched (now cached) members."""
+    source = IndexWheelSource(fetched.release, fetched.wheel, HttpClient())
     results = []
-    for patchset in pending.patchsets:
+    for patchset in fetched.missing:
         outcomes = run_patchset(patchset, source).outcomes
         results_cache.store(patchset.digest, source.identity, outcomes)
         results.append(outcomes)
@@ -156,17 +158,18 @@ def build_matrix(
     """Rows per patchset for ``releases``: fetched side by side, each patched on a free core as
     soon as its files are in."""
     found: dict[tuple[str, Version], dict[str, Outcome]] = {}
-    fetched: dict[Version, int] = {}
-    patching: dict[Future, Pending] = {}
+    patching: dict[Future, Fetched] = {}
     with process_pool() as cores, ThreadPoolExecutor(PARALLEL_RELEASES) as network:
-        fetches = {network.submit(fetch, patchsets, index, r, arch, found): r for r in releases}
+        fetches = [network.submit(fetch, patchsets, index, r, arch) for r in releases]
         for future in as_completed(fetches):
-            job, fetched[fetches[future].version] = future.result()
-            if job:
+            job = future.result()
+            for name, outcomes in job.cached.items():
+                found[name, job.release.version] = outcomes
+            if job.missing:
                 patching[cores.submit(patch_outcomes, job)] = job
         for patched in as_completed(patching):
             job = patching[patched]
-            for patchset, outcomes in zip(job.patchsets, patched.result(), strict=True):
+            for patchset, outcomes in zip(job.missing, patched.result(), strict=True):
                 found[patchset.name, job.release.version] = outcomes
     return {
         patchset.name: [
@@ -174,8 +177,6 @@ def build_matrix(
                 release.version,
                 found[patchset.name, release.version],
                 patchset.expected(release.version),
-                fetched[release.version],
-                pick_wheel(release, arch).size or 0,
                 verified(patchset.name, str(release.version), index.distribution),
                 index.distribution,
             )
@@ -230,7 +231,7 @@ def by_package(rows: Sequence[Row]) -> dict[str, list[Row]]:
 def columns(rows: Sequence[Row]) -> tuple[list[str], bool]:
     """A table's patch columns, and whether it needs a ``verified`` one: the terminal's and the
     Markdown report's tables are the same columns, rendered each its own way."""
-    return (list(rows[0].outcomes) if rows else []), any(r.verified for r in rows)
+    return (list(rows[0].outcomes) if rows else []), any(r.verified is not None for r in rows)
 
 
 def markdown_table(name: str, package: str, rows: Sequence[Row]) -> list[str]:
@@ -247,7 +248,7 @@ def markdown_table(name: str, package: str, rows: Sequence[Row]) -> list[str]:
             row.expected or "",
         ]
         if verified:
-            cells.append(row.verified or "")
+            cells.append(row.verify_label)
         lines.append("| " + " | ".join(cells) + " |")
     return [*lines, ""]
 
@@ -286,7 +287,9 @@ def models_table(
                     [r.version for r in rows], {r.version for r in rows if r.verdict == verdict}
                 )
             )
-        cells.append(", ".join(f"{r.version} {r.verified}" for r in rows if r.verified))
+        cells.append(
+            ", ".join(f"{r.version} {r.verify_label}" for r in rows if r.verified is not None)
+        )
         cells.append(", ".join((served or {}).get(name, ())))
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"

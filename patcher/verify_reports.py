@@ -24,9 +24,9 @@ def store(patchset: str, version: str, package: str, report: dict[str, object]) 
     atomic_write(report_path(patchset, version, package), json.dumps(report, indent=2).encode())
 
 
-def verified(patchset: str, version: str, package: str = distributions.DEFAULT) -> str | None:
-    """``pass`` or ``fail`` from the last verify run of this release, if there was one."""
+def verified(patchset: str, version: str, package: str = distributions.DEFAULT) -> bool | None:
+    """Whether the last verify run of this release passed; None if there was none."""
     path = report_path(patchset, version, package)
     if not path.exists():
         return None
-    return "pass" if json.loads(path.read_bytes())["ok"] else "fail"
+    return bool(json.loads(path.read_bytes())["ok"])

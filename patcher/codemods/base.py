@@ -113,9 +113,6 @@ class Tree:
     def exists(self, path: str) -> bool:
         return path in self._names
 
-    def glob(self, pattern: str) -> list[str]:
-        return sorted(n for n in self._names if fnmatch.fnmatchcase(n, pattern))
-
     def files(self, codemod: Codemod[Any]) -> list[str]:
         """The files ``codemod`` reads in this tree, worked out once: the engine prefetches them,
         the results cache hashes them, the codemod reads them."""

@@ -154,7 +154,7 @@ class BackboneEdit:
             if isinstance(node, cst.FunctionDef) and node.name.value == "__init__":
                 node = self._init(node)
             elif isinstance(node, cst.FunctionDef) and node.name.value == "forward":
-                node = self._forward(node, node)
+                node = self._forward(node)
             statements.append(node)
         return cls.with_changes(body=body.with_changes(body=statements)) if self.changed else cls
 
@@ -166,7 +166,7 @@ class BackboneEdit:
         self.changed.append(f"{self.backbone}.__init__ sets {AUX_FIELD}")
         return node.with_changes(body=body.with_changes(body=[*body.body, line]))
 
-    def _forward(self, original: cst.FunctionDef, node: cst.FunctionDef) -> cst.FunctionDef:
+    def _forward(self, node: cst.FunctionDef) -> cst.FunctionDef:
         if m.findall(node, m.Name("aux_hidden_states")):
             return node
         body = list(cst.ensure_type(node.body, cst.IndentedBlock).body)
@@ -175,7 +175,7 @@ class BackboneEdit:
             raise ShapeError(
                 f"{self.path}: expected one loop over self.layers in {self.backbone}.forward, "
                 f"found {len(loops)}; nearest candidate: "
-                f"{describe(self.module, self.path, original)}"
+                f"{describe(self.module, self.path, node)}"
             )
         loop = cst.ensure_type(body[loops[0]], cst.For)
         calls = [s for s in m.findall(loop.body, LAYER_CALL_ASSIGN)]
@@ -183,7 +183,7 @@ class BackboneEdit:
             raise ShapeError(
                 f"{self.path}: expected `for layer in ...: hidden_states, residual = layer(...)` "
                 f"in {self.backbone}.forward; nearest candidate: "
-                f"{describe(self.module, self.path, original.body.body[loops[0]])}"
+                f"{describe(self.module, self.path, body[loops[0]])}"
             )
         hidden, residual = (
             cst.ensure_type(e.value, cst.Name).value
@@ -249,10 +249,9 @@ class Eagle3Interface(Codemod[InterfaceOptions]):
         module = tree.module(path)
         assert module is not None
         backbone = self.options.backbone_class
-        if find_class(module, backbone) is None:
-            raise ShapeError(f"{path}: no class {backbone}, the backbone named by the patchset")
         backbone_class = find_class(module, backbone)
-        assert backbone_class is not None
+        if backbone_class is None:
+            raise ShapeError(f"{path}: no class {backbone}, the backbone named by the patchset")
         editor = BackboneEdit(path, module, backbone)
         edited = editor.apply(backbone_class)
         if editor.changed:

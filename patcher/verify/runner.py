@@ -56,23 +56,25 @@ def verify_wheels(
     if patched_wheel is not None and wheel_sha256(official_wheel) == wheel_sha256(patched_wheel):
         raise PatcherError(f"{patched_wheel} is the official wheel itself, not a patched one")
     start = time.monotonic()
-    venvs = verify_venvs(official_wheel, patched_wheel)
+    sides = ("official",) if patched_wheel is None else ("official", "patched")
+    venvs = dict(zip(sides, verify_venvs(official_wheel, patched_wheel), strict=True))
     setup = time.monotonic() - start
     # One probe process per wheel runs every check, so vLLM is imported once per wheel.
     with (
         tempfile.TemporaryDirectory(prefix="patcher-verify-") as tmp,
         ThreadPoolExecutor(len(venvs)) as pool,
     ):
-        sides = list(
-            pool.map(
-                lambda i: run_probe(venvs[i], names, Path(tmp) / str(i), model), range(len(venvs))
-            )
-        )
+        runs = {
+            side: pool.submit(run_probe, venv, names, Path(tmp) / side, model)
+            for side, venv in venvs.items()
+        }
+        before = runs["official"].result()
+        after = runs["patched"].result() if "patched" in runs else None
     return VerifyReport(
         vllm=version,
         wheel=wheels[-1].name,
         checks=tuple(
-            CheckResult(name, sides[0][name], sides[1][name] if len(sides) > 1 else None)
+            CheckResult(name, before[name], None if after is None else after[name])
             for name in names
         ),
         setup_seconds=round(setup, 1),
