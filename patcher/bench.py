@@ -103,7 +103,8 @@ def bench_venvs(report: Report, index: PackageIndex, arch: str) -> None:
     package."""
     release = index.release("0.16.0")
     wheel = download_wheel(pick_wheel(release, arch), index.client)
-    result = run_patchset(patchsets.load(), WheelSource(wheel))
+    with WheelSource(wheel) as source:
+        result = run_patchset(patchsets.load(), source)
     with tempfile.TemporaryDirectory(dir=cache_dir(), prefix=".bench-venvs-") as work:
         scratch = Path(work)
         patched = build_wheel(WheelPlan(wheel, sha256_of(wheel), result, "bench"), scratch / "dist")
@@ -233,17 +234,18 @@ def bench_matrix_cli(report: Report, since: str) -> None:
 
 def parse_baseline(index: PackageIndex, arch: str) -> float:
     release = index.release("0.16.0")
-    text = IndexWheelSource(release, pick_wheel(release, arch), index.client).read(BASELINE_MODULE)
+    with IndexWheelSource(release, pick_wheel(release, arch), index.client) as source:
+        text = source.read(BASELINE_MODULE)
     assert text is not None
     return best_of(3, lambda: cst.parse_module(text.decode()))
 
 
 def bench_codemods(report: Report, index: PackageIndex, arch: str) -> None:
     release = index.release("0.16.0")
-    source = IndexWheelSource(release, pick_wheel(release, arch), index.client)
     patchset = patchsets.load()
-    run_patchset(patchset, source)  # members into the cache
-    seconds = best_of(3, lambda: run_patchset(patchset, source, memo=False))
+    with IndexWheelSource(release, pick_wheel(release, arch), index.client) as source:
+        run_patchset(patchset, source)  # members into the cache
+        seconds = best_of(3, lambda: run_patchset(patchset, source, memo=False))
     report.add(
         "all codemods on 0.16.0",
         seconds,
@@ -257,7 +259,8 @@ def bench_repack(report: Report, index: PackageIndex, arch: str, unpack_pack: bo
     release = index.release("0.16.0")
     wheel = pick_wheel(release, arch)
     path = download_wheel(wheel, index.client)
-    result = run_patchset(patchsets.load(), WheelSource(path))
+    with WheelSource(path) as source:
+        result = run_patchset(patchsets.load(), source)
     with tempfile.TemporaryDirectory(dir=path.parent) as work:
         scratch = Path(work)
         copy = best_of(

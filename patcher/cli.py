@@ -35,8 +35,9 @@ from patcher.matrix import (
     write_json,
 )
 from patcher.outputs import installed as in_place
-from patcher.outputs.git_branch import commit_to_branch
-from patcher.outputs.tree import write_tree
+from patcher.outputs.base import Output
+from patcher.outputs.git_branch import BranchOutput
+from patcher.outputs.tree import TreeOutput
 from patcher.outputs.wheel import WheelPlan, build_wheel, local_version, writable_folder
 from patcher.patchset import Patchset
 from patcher.result import PatchResult
@@ -138,10 +139,24 @@ def open_source(args: argparse.Namespace) -> Source:
         chosen_package(args)
         return WheelSource(args.wheel)
     if getattr(args, "git", None):
-        if not args.ref:
-            raise PatcherError("--git needs --ref")
-        return GitSource(args.git, args.ref, args.vllm_version)
+        return git_source(args)
     return DirectorySource(args.source, args.vllm_version)
+
+
+def git_source(args: argparse.Namespace) -> GitSource:
+    if not args.ref:
+        raise PatcherError("--git needs --ref")
+    return GitSource(args.git, args.ref, args.vllm_version)
+
+
+def apply_target(args: argparse.Namespace) -> tuple[Source, Output]:
+    """The tree ``apply`` reads, and where its patch goes: a new branch of ``--git``'s
+    repository, or the ``--source`` tree itself."""
+    refuse_conflicts(args)
+    if args.git:
+        source = git_source(args)
+        return source, BranchOutput(source, args.branch)
+    return DirectorySource(args.source, args.vllm_version), TreeOutput(args.source, args.force)
 
 
 def refuse_conflicts(args: argparse.Namespace) -> None:
@@ -202,7 +217,9 @@ def status_table(result: PatchResult) -> Table:
 
 
 def command_diff(args: argparse.Namespace) -> int:
-    result = run_patchset(patchsets.load(args.patchset), open_source(args))
+    patchset = patchsets.load(args.patchset)
+    with open_source(args) as source:
+        result = run_patchset(patchset, source)
     fail_on_errors(result)
     diff = result.diff()
     sys.stdout.write(diff)
@@ -217,23 +234,17 @@ def command_apply(args: argparse.Namespace) -> int:
     if args.git and not args.branch:
         raise PatcherError("--git needs --branch: the patch goes onto a new branch")
     patchset = patchsets.load(args.patchset)
-    source = open_source(args)
-    result = run_patchset(patchset, source)
-    fail_on_errors(result)
-    out.print(status_table(result))
-    if result.verdict is Verdict.UNSUPPORTED:
-        raise PatcherError(f"nothing applied: {why_unchanged(result)}")
-    if not result.changed:
-        out.print(f"nothing to patch: {why_unchanged(result)}", markup=False)
-    elif isinstance(source, GitSource):
-        message = f"patcher: {result.patchset.name} on vllm {result.version}\n\n" + "\n".join(
-            f"{name}: {o.status}" for name, o in result.outcomes.items()
-        )
-        sha = commit_to_branch(source, result.changed, args.branch, message)
-        out.print(f"committed {len(result.changed)} file(s) as {sha[:12]} on branch {args.branch}")
-    else:
-        written = write_tree(args.source, result.changed, force=args.force)
-        out.print(f"patched {len(written)} file(s) under {args.source}")
+    source, output = apply_target(args)
+    with source:
+        result = run_patchset(patchset, source)
+        fail_on_errors(result)
+        out.print(status_table(result))
+        if result.verdict is Verdict.UNSUPPORTED:
+            raise PatcherError(f"nothing applied: {why_unchanged(result)}")
+        if not result.changed:
+            out.print(f"nothing to patch: {why_unchanged(result)}", markup=False)
+        else:
+            out.print(output.write(result))
     refuse_drift(result)
     return 0
 
@@ -334,11 +345,12 @@ def matrix_verdict(installation: Installation, name: str | None, args: argparse.
         patchset = patchsets.load(name)
         index = PackageIndex(args.index_url)
         release = index.release(version)
-        source = IndexWheelSource(release, release.require_wheel(args.platform), index.client)
-        outcomes = results_cache.load(patchset.digest, source.identity)
-        if outcomes is None:
-            outcomes = run_patchset(patchset, source).outcomes
-            results_cache.store(patchset.digest, source.identity, outcomes)
+        wheel = release.require_wheel(args.platform)
+        with IndexWheelSource(release, wheel, index.client) as source:
+            outcomes = results_cache.load(patchset.digest, source.identity)
+            if outcomes is None:
+                outcomes = run_patchset(patchset, source).outcomes
+                results_cache.store(patchset.digest, source.identity, outcomes)
     except PatcherError as error:
         return f"unavailable: {error}"
     row = PatchResult(version, patchset, outcomes)

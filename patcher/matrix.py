@@ -104,29 +104,29 @@ def fetch(
 ) -> Fetched:
     """Take cached outcomes, and fetch what the rest need: the network-bound half of a row."""
     wheel = pick_wheel(release, arch)
-    source = IndexWheelSource(release, wheel, index.client)
     cached = {}
     missing = []
-    for patchset in patchsets:
-        outcomes = results_cache.load(patchset.digest, source.identity)
-        if outcomes is None:
-            missing.append(patchset)
-        else:
-            cached[patchset.name] = outcomes
-    if missing:
-        tree = Tree(source)
-        source.prefetch({path for p in missing for path in needed_paths(p, tree)})
+    with IndexWheelSource(release, wheel, index.client) as source:
+        for patchset in patchsets:
+            outcomes = results_cache.load(patchset.digest, source.identity)
+            if outcomes is None:
+                missing.append(patchset)
+            else:
+                cached[patchset.name] = outcomes
+        if missing:
+            tree = Tree(source)
+            source.prefetch({path for p in missing for path in needed_paths(p, tree)})
     return Fetched(release, wheel, cached, missing)
 
 
 def patch_outcomes(fetched: Fetched) -> list[dict[str, Outcome]]:
     """The CPU-bound half: run each missing patchset over the fetched (now cached) members."""
-    source = IndexWheelSource(fetched.release, fetched.wheel, HttpClient())
     results = []
-    for patchset in fetched.missing:
-        outcomes = run_patchset(patchset, source).outcomes
-        results_cache.store(patchset.digest, source.identity, outcomes)
-        results.append(outcomes)
+    with IndexWheelSource(fetched.release, fetched.wheel, HttpClient()) as source:
+        for patchset in fetched.missing:
+            outcomes = run_patchset(patchset, source).outcomes
+            results_cache.store(patchset.digest, source.identity, outcomes)
+            results.append(outcomes)
     return results
 
 

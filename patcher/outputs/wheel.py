@@ -34,6 +34,7 @@ from patcher.outputs.record import (
     record_hash,
 )
 from patcher.result import PatchResult
+from patcher.sources.wheel import open_wheel
 
 STALE_PARTIAL_SECONDS = 3600  # a build writes its .partial continuously and takes minutes
 CENTRAL_RECORD = struct.Struct("<4s6H3L5H2L")  # a central directory header, without names
@@ -209,7 +210,13 @@ class WheelPlan:
 
 def build_wheel(plan: WheelPlan, dist: Path) -> Path:
     """Write the patched wheel into ``dist`` beside its final name, then rename it into place."""
-    archive = zipfile.ZipFile(plan.source)
+    with open_wheel(plan.source) as archive:
+        return repack(plan, archive, dist)
+
+
+def repack(plan: WheelPlan, archive: zipfile.ZipFile, dist: Path) -> Path:
+    """The official wheel's members copied byte for byte, the patched ones and the dist-info
+    written anew, into a temporary file renamed into place once it checks out."""
     safe_members(archive, plan.source)
     old_info = f"{plan.distribution}-{plan.result.version}.dist-info"
     names = set(archive.namelist())
@@ -336,8 +343,7 @@ def check_wheel(path: Path, plan: WheelPlan, info: str) -> None:
         archive = zipfile.ZipFile(path)
     except zipfile.BadZipFile as error:
         raise PatcherError(f"the repacked wheel is not a valid zip: {error}") from error
-    with archive:
-        source = zipfile.ZipFile(plan.source)
+    with archive, zipfile.ZipFile(plan.source) as source:
         written = {i.filename: i for i in archive.infolist()}
         record = list(csv.reader(io.StringIO(archive.read(f"{info}/RECORD").decode())))
         for row in record:

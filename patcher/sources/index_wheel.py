@@ -68,6 +68,13 @@ class IndexWheelSource(Source):
         self._zip = self._fallback.zip
         return self._zip
 
+    def close(self) -> None:
+        """The zip read in place, and the downloaded wheel if ranges were refused."""
+        for held in (self._zip, self._remote, self._fallback):
+            if held is not None:
+                held.close()
+        self._zip = self._remote = self._fallback = None
+
     def _size(self) -> int:
         """The wheel's size from a HEAD request, for an index that lists no sizes."""
         head = self.client.head(self.wheel.url)

@@ -59,6 +59,9 @@ class WheelSource(Source):
         except (zipfile.BadZipFile, OSError, EOFError, zlib.error) as error:
             raise PatcherError(f"{self.path}: cannot read {path} ({error})") from error
 
+    def close(self) -> None:
+        self.zip.close()
+
     @property
     def identity(self) -> str:
         if self._sha256 is None:

@@ -36,7 +36,9 @@ def verify_release(
 ) -> VerifyReport:
     """Verify the official wheel against the patched one, or alone where upstream has the fix."""
     check_verifiable(patchset, result)
-    if any(name.endswith(f".dist-info/{PROVENANCE}") for name in WheelSource(official).names()):
+    with WheelSource(official) as wheel:
+        patched_already = any(n.endswith(f".dist-info/{PROVENANCE}") for n in wheel.names())
+    if patched_already:
         raise PatcherError(f"{official.name} is a patched wheel; verify takes the official one")
     patched = None
     if result.verdict is Verdict.NEEDS_PATCH:
