@@ -19,6 +19,7 @@ import time
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import libcst as cst
 import requests
@@ -155,25 +156,9 @@ class CountingClient(HttpClient):
         super().__init__()
         self.ranged_bytes = 0
 
-    def get(
-        self,
-        url: str,
-        *,
-        headers: dict[str, str] | None = None,
-        stream: bool = False,
-        expect_length: int | None = None,
-        ranged: bool = False,
-        accept: tuple[int, ...] = (),
-    ) -> requests.Response:
-        response = super().get(
-            url,
-            headers=headers,
-            stream=stream,
-            expect_length=expect_length,
-            ranged=ranged,
-            accept=accept,
-        )
-        if ranged:
+    def get(self, *args: Any, **options: Any) -> requests.Response:
+        response = super().get(*args, **options)
+        if options.get("ranged"):  # RangeFile asks by keyword, for a body already read
             self.ranged_bytes += len(response.content)
         return response
 
