@@ -21,6 +21,9 @@ def install_patcher(session: nox.Session, *extras: str) -> None:
     """
     dist = Path(session.create_tmp()) / "patcher-dist"
     shutil.rmtree(dist, ignore_errors=True)
+    # setuptools copies into build/lib and never deletes there: a module removed from the tree
+    # would still ship (a stale patcher/serving.py did, beside the serving/ package).
+    shutil.rmtree("build", ignore_errors=True)
     session.install("build")
     session.run("python", "-m", "build", "--wheel", "--outdir", str(dist), silent=True)
     (wheel,) = dist.glob("vllm_patcher-*.whl")

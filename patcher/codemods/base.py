@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import fnmatch
+import functools
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -100,6 +101,22 @@ class Files(Protocol):
     def read(self, path: str) -> bytes | None: ...
 
 
+@functools.lru_cache(maxsize=32)
+def parsed(text: str) -> cst.Module:
+    """libcst's tree of ``text``, parsed once per process: each patchset gets a tree of its own,
+    and the matrix runs several patchsets over the same files (libcst trees are immutable)."""
+    import libcst as cst
+
+    return cst.parse_module(text)
+
+
+@functools.lru_cache(maxsize=64)
+def top_level_classes(text: str) -> frozenset[str]:
+    """The classes ``text`` defines at module level; asked for each prerequisite of each
+    patchset, so the matrix would otherwise parse the same file dozens of times."""
+    return frozenset(node.name for node in ast.parse(text).body if isinstance(node, ast.ClassDef))
+
+
 class Tree:
     """The code a codemod sees: the source's files with earlier codemods' changes on top."""
 
@@ -137,7 +154,7 @@ class Tree:
             import libcst as cst
 
             try:
-                self._modules[path] = cst.parse_module(text)
+                self._modules[path] = parsed(text)
             except cst.ParserSyntaxError as error:
                 raise ShapeError(f"{path}: libcst cannot parse it ({error.message})") from error
         return self._modules[path]
@@ -184,14 +201,13 @@ class Tree:
         if text is None:
             return False
         try:
-            body = ast.parse(text).body
+            return name in top_level_classes(text)
         except (SyntaxError, ValueError) as error:
             line = getattr(error, "lineno", None)
             where = f"{path}:{line}" if line else path
             raise ShapeError(
                 f"{where}: not valid Python ({getattr(error, 'msg', error)})"
             ) from error
-        return any(isinstance(node, ast.ClassDef) and node.name == name for node in body)
 
 
 OptionsT = TypeVar("OptionsT")

@@ -8,6 +8,8 @@ several names, so the list is resolved from the generator the check iterates ove
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import libcst as cst
@@ -41,7 +43,7 @@ RAISES = m.If(
 )
 
 
-@dataclass
+@dataclass(frozen=True)
 class Gate:
     """One EAGLE-3 model-type check and the literal it compares against."""
 
@@ -99,6 +101,16 @@ class GateFinder(cst.CSTVisitor):
         self.unresolved.append(node)
 
 
+@functools.lru_cache(maxsize=16)
+def find_gates(module: cst.Module) -> tuple[tuple[Gate, ...], tuple[cst.If, ...]]:
+    """The module's gates, and the checks whose list was not found. They do not depend on the
+    model types, and a text's module is parsed once per process (``base.parsed``), so each
+    patchset of a matrix run reuses them."""
+    finder = GateFinder()
+    module.visit(finder)
+    return tuple(finder.gates), tuple(finder.unresolved)
+
+
 def covered(model_type: str, substrings: list[str]) -> bool:
     """vLLM's own rule: a model type passes when any listed substring occurs in it."""
     return any(s in model_type for s in substrings)
@@ -107,7 +119,7 @@ def covered(model_type: str, substrings: list[str]) -> bool:
 class WhitelistExtender(ExtendLiterals):
     """Extends the gates' literals, and turns the oldest single-string gate into a tuple."""
 
-    def __init__(self, gates: list[Gate], additions: dict[int, list[str]]) -> None:
+    def __init__(self, gates: Sequence[Gate], additions: dict[int, list[str]]) -> None:
         super().__init__(
             {id(g.literal): additions[i] for i, g in enumerate(gates) if g.literal is not None}
         )
@@ -139,26 +151,25 @@ class Eagle3Whitelist(FileCodemod):
             module = tree.module(path)
             if module is None:
                 continue
-            finder = GateFinder()
-            module.visit(finder)
-            if finder.unresolved and not finder.gates:
+            gates, unresolved = find_gates(module)
+            if unresolved and not gates:
                 raise ShapeError(
                     f"{path}: found the EAGLE-3 model-type check but no list of model-type "
                     f"substrings it iterates over; nearest candidate: "
-                    f"{describe(module, path, finder.unresolved[0])}"
+                    f"{describe(module, path, unresolved[0])}"
                 )
             additions: dict[int, list[str]] = {}
-            for i, gate in enumerate(finder.gates):
+            for i, gate in enumerate(gates):
                 substrings = string_values(gate.literal) if gate.literal is not None else []
                 missing = [t for t in self.model.types if not covered(t, substrings or [])]
                 if missing:
                     additions[i] = missing
-            if not finder.gates:
+            if not gates:
                 continue
             if not additions:
                 present.append(path)
                 continue
-            tree.update(path, module.visit(WhitelistExtender(finder.gates, additions)))
+            tree.update(path, module.visit(WhitelistExtender(gates, additions)))
             added = sorted({t for values in additions.values() for t in values})
             applied.append(f"{path}: added {', '.join(added)}")
         return summarize(

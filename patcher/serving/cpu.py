@@ -235,9 +235,9 @@ def run_cpu(
         except PatcherError as error:
             if not plan.may_fail:
                 raise PatcherError(f"{plan.label}: {error}") from error
-            progress(f"{plan.label}: failed, as an unpatched wheel may: {error}")
-            command = setup.command(plan.venv.python, 0, speculative=plan.speculative)
             said = barrier(log_dir / f"{plan.label}.log")
+            progress(f"{plan.label}: failed, as an unpatched wheel may: {said or error}")
+            command = setup.command(plan.venv.python, 0, speculative=plan.speculative)
             results.append(RunResult(plan, command, error=str(error), barrier=said))
             continue
         progress(f"{plan.label}: done in {time.monotonic() - started:.0f} s")
