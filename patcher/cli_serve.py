@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import shlex
 from pathlib import Path
@@ -10,6 +11,7 @@ from pathlib import Path
 from rich.console import Console
 
 from patcher import patchset as patchsets
+from patcher import proofs
 from patcher.cache import atomic_write
 from patcher.cli_wheels import official_wheel, patch_official
 from patcher.codemods.base import Verdict
@@ -22,7 +24,16 @@ from patcher.replica.spec import DRAFTER_KINDS
 from patcher.replica.write import read_manifest, write_replica
 from patcher.result import PatchResult
 from patcher.serving import benchmark, host
-from patcher.serving.cpu import RANDOM_WEIGHTS_NOTE, CpuReport, CpuSetup, RunPlan, run_cpu
+from patcher.serving.cpu import (
+    BASELINE_LABEL,
+    OFFICIAL_LABEL,
+    PATCHED_LABEL,
+    RANDOM_WEIGHTS_NOTE,
+    CpuReport,
+    CpuSetup,
+    RunPlan,
+    run_cpu,
+)
 from patcher.serving.load import DEFAULT_PROMPTS, Load, percentile, read_prompts
 from patcher.serving.preflight import preflight
 from patcher.serving.report import BenchReport
@@ -144,8 +155,10 @@ def serve_bench_cpu(args: argparse.Namespace) -> int:
         raise PatcherError("--patched-wheel and --with-patched both give the patched side")
     notes: list[str] = []
     built = None
+    proven: tuple[str, str, str] | None = None  # patchset, release, package of a wheel we built
     if args.with_patched:
         wheel, sha256, patchset, result = patch_official(args, refuse_noop)
+        proven = (patchset.name, str(result.version), result.distribution)
         built = patched_wheel(WheelPlan(wheel, sha256, result, patchset.local_label))
         notes.append(
             f"patched+eagle3 served {built.name}, built by build-wheel from {wheel.name} "
@@ -174,15 +187,15 @@ def serve_bench_cpu(args: argparse.Namespace) -> int:
             RANDOM_WEIGHTS_NOTE,
             *manifest["notes"],
         ]
-    plans = [RunPlan("baseline", official, False)]
+    plans = [RunPlan(BASELINE_LABEL, official, False)]
     patched_file = args.patched_wheel or built
     if patched_file is not None:
         progress(f"preparing the serving venv for {patched_file.name}")
         patched = serving_venv(patched_file)
         progress(f"venv {'built' if patched.created else 'found'} in {patched.seconds:.0f} s")
         plans += [
-            RunPlan("official+eagle3", official, True, may_fail=True),
-            RunPlan("patched+eagle3", patched, True),
+            RunPlan(OFFICIAL_LABEL, official, True, may_fail=True),
+            RunPlan(PATCHED_LABEL, patched, True),
         ]
     else:
         plans.append(RunPlan("eagle3", official, True))
@@ -201,7 +214,16 @@ def serve_bench_cpu(args: argparse.Namespace) -> int:
     print_cpu_report(report, out)
     if args.json:
         atomic_write(args.json, report.to_json().encode())
-    return 0
+    proof = report.served_proof()
+    if proof is None:
+        return 0
+    if proven is not None:  # the matrix's ``served`` column shows it
+        kind = proofs.ProofKind.SERVED
+        proofs.record(kind, *proven, proof.passed, json.loads(report.to_json()))
+    if proof.passed:
+        return 0
+    err.print(f"patcher: the patched wheel did not serve EAGLE-3: {'; '.join(proof.problems)}")
+    return 1
 
 
 def refuse_noop(patchset: Patchset, result: PatchResult) -> None:

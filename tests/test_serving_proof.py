@@ -1,0 +1,74 @@
+"""What a CPU serving run with a patched wheel proves, judged from its results.
+
+The results are built here as values (no server runs): the real server's runs are in
+test_serving_cpu.py and the serve-cpu sessions; this is the rule they are judged by."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from patcher.serving.cpu import (
+    BASELINE_LABEL,
+    OFFICIAL_LABEL,
+    PATCHED_LABEL,
+    CpuReport,
+    CpuSetup,
+    RunPlan,
+    RunResult,
+)
+from patcher.serving.load import Load, ServerRun
+from patcher.serving.metrics import SpecDecodeCounters
+from patcher.serving.venv import ServingVenv
+
+REFUSED = "RuntimeError: Model does not support EAGLE3 interface but aux_hidden_state_outputs"
+
+
+def venv(name: str) -> ServingVenv:
+    return ServingVenv(Path("/nonexistent") / name, Path(f"{name}.whl"), "0" * 64, False, 0.0)
+
+
+def served(label: str, drafts: float = 0, same: int | None = None) -> RunResult:
+    run = ServerRun(1.0, 1.0, (4,) * 8, (0.1,) * 8, ("x",) * 8)
+    spec = SpecDecodeCounters(drafts, 3 * drafts, 0) if label != BASELINE_LABEL else None
+    identical = None if same is None else (same, 8)
+    plan = RunPlan(label, venv(label), label != BASELINE_LABEL, label == OFFICIAL_LABEL)
+    return RunResult(plan, [], "0.32.0", run, spec, identical=identical)
+
+
+def died(label: str, barrier: str | None) -> RunResult:
+    plan = RunPlan(label, venv(label), True, label == OFFICIAL_LABEL)
+    return RunResult(plan, [], error="the server exited with code 1", barrier=barrier)
+
+
+def report(*results: RunResult) -> CpuReport:
+    return CpuReport(CpuSetup("target", "drafter"), Load(), results, ())
+
+
+def test_the_patched_wheel_drafting_with_every_greedy_output_as_baseline_passes():
+    proof = report(
+        served(BASELINE_LABEL), died(OFFICIAL_LABEL, REFUSED), served(PATCHED_LABEL, 12, 8)
+    ).served_proof()
+    assert proof is not None and proof.passed and proof.problems == ()
+    assert proof.official_refused == REFUSED
+
+
+@pytest.mark.parametrize(
+    ("patched", "problem"),
+    [
+        (served(PATCHED_LABEL, 0, 8), "patched+eagle3 served without a single draft"),
+        (served(PATCHED_LABEL, 12, 7), "patched+eagle3: 7 of 8 greedy outputs as baseline"),
+        (died(PATCHED_LABEL, REFUSED), f"patched+eagle3 did not serve: {REFUSED}"),
+        (died(PATCHED_LABEL, None), "patched+eagle3 did not serve: the server exited with code 1"),
+    ],
+)
+def test_a_patched_wheel_that_does_not_draft_or_changes_the_output_fails(patched, problem):
+    proof = report(served(BASELINE_LABEL), served(OFFICIAL_LABEL, 12, 8), patched).served_proof()
+    assert proof is not None and not proof.passed
+    assert proof.problems == (problem,)
+    assert proof.official_refused is None  # the official wheel served too
+
+
+def test_a_run_without_a_patched_wheel_proves_nothing():
+    assert report(served(BASELINE_LABEL), served("eagle3", 12, 8)).served_proof() is None
