@@ -32,11 +32,20 @@ def install_patcher(session: nox.Session, *extras: str) -> None:
     session.install(spec)
 
 
+COVERAGE = ["--cov", "--cov-report=term:skip-covered"]
+"""Coverage of the installed patcher (pyproject's [tool.coverage.run]), printed, no threshold."""
+
+
 @nox.session
 def tests(session: nox.Session) -> None:
-    """Unit tests and real-release tests (releases are fetched from the index and cached)."""
+    """Unit tests and real-release tests (releases are fetched from the index and cached), with
+    the coverage of installed patcher, the console script the tests run included.
+
+    The offline part: nox -s tests -- -m "not network and not slow" (README: its time)
+    """
     install_patcher(session, "test")
-    session.run("pytest", *session.posargs, env={"PATCHER_EXPECT_INSTALLED": "1"})
+    env = {"PATCHER_EXPECT_INSTALLED": "1"}
+    session.run("pytest", *COVERAGE, *session.posargs, env=env)
 
 
 @nox.session

@@ -1,64 +1,31 @@
-"""Shared helpers: an in-memory tree for snippet tests, real releases for the rest."""
+"""Shared fixtures: real releases from the index, and the offline guard for every other test."""
 
 from __future__ import annotations
 
-import textwrap
-from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
-from packaging.version import Version
 
 from patcher import patchset as patchsets
-from patcher.codemods.base import Codemod, Model, Outcome, Tree
+from patcher.codemods.base import Tree
 from patcher.engine import needed_paths
 from patcher.index import PackageIndex, machine_platform
-from patcher.sources.base import Source
 from patcher.sources.index_wheel import IndexWheelSource
 
-KIMI = Model(
-    types=("kimi_k2", "deepseek_v3"),
-    architecture="KimiK25ForConditionalGeneration",
-    image_token_attribute="media_placeholder_token_id",
-)
+pytest.register_assert_rewrite("codemod_helpers")  # its asserts show the text diff
+
+UNREACHABLE_INDEX = "http://127.0.0.1:9/simple/"
+"""Where a test without the ``network`` marker finds the index: a closed loopback port."""
 
 
-class MemorySource(Source):
-    """A tree of a few files written for a test."""
+@pytest.fixture(autouse=True)
+def offline_unless_marked(request, monkeypatch) -> None:
+    """A test not marked ``network`` that reaches the index fails instead of passing online.
 
-    def __init__(self, files: dict[str, str], version: str = "0.16.0") -> None:
-        self.files = {path: textwrap.dedent(text).lstrip("\n") for path, text in files.items()}
-        self.version = Version(version)
-        self.description = "test snippet"
-
-    def names(self) -> Sequence[str]:
-        return list(self.files)
-
-    def read(self, path: str) -> bytes | None:
-        text = self.files.get(path)
-        return None if text is None else text.encode()
-
-
-def run(
-    codemod: type[Codemod], files: dict[str, str], options: dict | None = None, model: Model = KIMI
-) -> tuple[Outcome, dict[str, str]]:
-    """The codemod's outcome on ``files`` and every file's text afterwards."""
-    source = MemorySource(files)
-    tree = Tree(source)
-    outcome = codemod(model, codemod.Options(**(options or {}))).run(tree)
-    return outcome, {path: tree.text(path) or "" for path in source.files}
-
-
-def rerun(
-    codemod: type[Codemod], files: dict[str, str], options: dict | None = None, model: Model = KIMI
-) -> tuple[Outcome, dict[str, str]]:
-    """Run twice: the second run on the first one's output."""
-    _, after = run(codemod, files, options, model)
-    source = MemorySource({})
-    source.files = after
-    tree = Tree(source)
-    outcome = codemod(model, codemod.Options(**(options or {}))).run(tree)
-    return outcome, {path: tree.text(path) or "" for path in after}
+    Tests with their own index (a loopback server, see fakeindex) pass its URL explicitly.
+    """
+    if request.node.get_closest_marker("network") is None:
+        monkeypatch.setenv("PIP_INDEX_URL", UNREACHABLE_INDEX)
 
 
 @pytest.fixture(scope="session")

@@ -19,11 +19,15 @@ import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from enum import StrEnum
+from pathlib import Path
 
+import pytest
 from pytest_httpserver import HTTPServer
 from werkzeug import Request, Response
 
-from patcher.index import SIMPLE_JSON
+import patcher.index
+from patcher.cache import CACHE_ENV
+from patcher.index import SIMPLE_JSON, TIMEOUT_ENV
 
 VERSION = "0.16.0"
 FILENAME = f"vllm-{VERSION}-cp38-abi3-manylinux_2_31_x86_64.whl"
@@ -44,6 +48,25 @@ KIMI_K25_PATH = "vllm/model_executor/models/kimi_k25.py"
 KIMI_K25 = "class KimiK25ForConditionalGeneration:\n    pass\n"
 HOLD_LIMIT_SECONDS = 10.0  # a SLOW, STALL or TRICKLE answer gives up after this: none hangs
 TRICKLE_SECONDS = 0.2
+
+
+def loopback_server() -> Iterator[HTTPServer]:
+    """A threaded loopback server, so an answer held back does not block the next request; the
+    body of a test module's ``server`` fixture."""
+    server = HTTPServer(host="127.0.0.1", port=0, threaded=True)
+    server.start()
+    yield server
+    server.clear()
+    server.stop()
+
+
+def own_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, timeout: float) -> Path:
+    """A cache dir of the test's own, an HTTP ``timeout`` and a short backoff between tries."""
+    root = tmp_path / "cache"
+    monkeypatch.setenv(CACHE_ENV, str(root))
+    monkeypatch.setenv(TIMEOUT_ENV, str(timeout))
+    monkeypatch.setattr(patcher.index, "BACKOFF_SECONDS", 0.01)
+    return root
 
 
 def build_wheel(padding: int) -> bytes:

@@ -1,4 +1,5 @@
-"""A deployment's model folder as a test writes it: configs only, shaped like the real ones."""
+"""A deployment's model and drafter folders as a test writes them: configs only, shaped like the
+real ones."""
 
 from __future__ import annotations
 
@@ -55,4 +56,28 @@ def kimi_k25_user_dir(folder: Path, tokenizer: bool = True) -> Path:
         (folder / "tiktoken.model").write_bytes(b"tokens")
         (folder / "tokenizer_config.json").write_text('{"tokenizer_class": "TikTokenTokenizer"}')
     (folder / "model-00001-of-00064.safetensors").write_bytes(b"weights")
+    return folder
+
+
+def kimi_k25_mla_drafter_dir(
+    folder: Path, draft_vocab_size: int, aux_layers: list[int] | None = None
+) -> Path:
+    """An EAGLE-3 drafter's folder shaped like an MLA drafter for Kimi-K2.5: its config only.
+
+    ``aux_layers``: the target layers it reads, written as its ``eagle_config`` if given.
+    """
+    folder.mkdir()
+    drafter = {
+        "architectures": ["Eagle3DeepseekV3ForCausalLM"],
+        "model_type": "kimi_k2",
+        "hidden_size": 7168,
+        "num_hidden_layers": 1,
+        "kv_lora_rank": 512,
+        "qk_rope_head_dim": 64,
+        "vocab_size": 163840,
+        "draft_vocab_size": draft_vocab_size,
+    }
+    if aux_layers is not None:
+        drafter["eagle_config"] = {"eagle_aux_hidden_state_layer_ids": aux_layers}
+    (folder / "config.json").write_text(json.dumps(drafter))
     return folder

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import venv
 import zipfile
@@ -73,19 +74,22 @@ def nothing_in(folder: Path) -> bool:
     return not folder.exists() or not any(folder.iterdir())
 
 
+def build_argv(wheel: Path, dist: Path, *extra: str) -> list[str]:
+    """``patcher build-wheel`` of ``wheel`` into ``dist`` with the kimi-k2-eagle3 patchset."""
+    return [
+        "build-wheel",
+        "--wheel",
+        str(wheel),
+        "--dist",
+        str(dist),
+        "--patchset",
+        "kimi-k2-eagle3",
+        *extra,
+    ]
+
+
 def build(wheel: Path, dist: Path, *extra: str) -> int:
-    return main(
-        [
-            "build-wheel",
-            "--wheel",
-            str(wheel),
-            "--dist",
-            str(dist),
-            "--patchset",
-            "kimi-k2-eagle3",
-            *extra,
-        ]
-    )
+    return main(build_argv(wheel, dist, *extra))
 
 
 def test_small_wheel_repacks_with_a_valid_record(tmp_path, capsys):
@@ -290,11 +294,16 @@ def run_cli(*args: str, limit_file_size: int | None = None) -> subprocess.Popen:
         if limit_file_size is not None:
             resource.setrlimit(resource.RLIMIT_FSIZE, (limit_file_size, limit_file_size))
 
+    env = dict(os.environ)
+    if limit_file_size is not None:  # coverage could not write its data: run unmeasured
+        env.pop("COVERAGE_PROCESS_CONFIG", None)
+        env.pop("COVERAGE_PROCESS_START", None)
     return subprocess.Popen(
         [PATCHER, *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        env=env,
         preexec_fn=cap,
     )
 
@@ -302,22 +311,11 @@ def run_cli(*args: str, limit_file_size: int | None = None) -> subprocess.Popen:
 def test_full_disk_is_a_clear_error_and_leaves_nothing(tmp_path):
     """The kernel refuses writes past RLIMIT_FSIZE, as a full disk refuses them (EFBIG)."""
     import base64
-    import os
 
     incompressible = base64.b64encode(os.urandom(300_000)).decode()
     wheel = small_wheel(tmp_path, {"vllm/blob.txt": incompressible})
     dist = tmp_path / "dist"
-    process = run_cli(
-        "build-wheel",
-        "--wheel",
-        str(wheel),
-        "--dist",
-        str(dist),
-        "--patchset",
-        "kimi-k2-eagle3",
-        "--allow-noop",
-        limit_file_size=100_000,
-    )
+    process = run_cli(*build_argv(wheel, dist, "--allow-noop"), limit_file_size=100_000)
     _, err = process.communicate(timeout=120)
     assert process.returncode == 2
     assert err.strip().startswith("patcher: error: cannot write") and "\n" not in err.strip()

@@ -14,9 +14,8 @@ from conftest import copy_tree, one_error_line
 from patcher import patchset as patchsets
 from patcher.cli import main
 
-pytestmark = pytest.mark.network
 
-
+@pytest.mark.network
 def test_diff_writes_a_unified_diff_and_nothing_else(capsys):
     assert main(["diff", "--vllm", "0.16.0"]) == 0
     out = capsys.readouterr().out
@@ -30,6 +29,7 @@ def test_diff_writes_a_unified_diff_and_nothing_else(capsys):
     ]
 
 
+@pytest.mark.network
 def test_source_dir_and_git_ref_give_the_same_diff_as_the_release(tree_0_16, tmp_path, capsys):
     assert main(["diff", "--vllm", "0.16.0"]) == 0
     from_index = capsys.readouterr().out
@@ -40,6 +40,7 @@ def test_source_dir_and_git_ref_give_the_same_diff_as_the_release(tree_0_16, tmp
     assert capsys.readouterr().out == from_index
 
 
+@pytest.mark.network
 def test_apply_patches_in_place_and_a_second_apply_changes_nothing(tree_0_16, tmp_path, capsys):
     root = copy_tree(tree_0_16, tmp_path / "vllm-tree")
     assert main(["apply", "--source", str(root)]) == 0
@@ -54,6 +55,7 @@ def test_apply_patches_in_place_and_a_second_apply_changes_nothing(tree_0_16, tm
     assert not list(root.rglob("*.patcher"))
 
 
+@pytest.mark.network
 def test_apply_refuses_a_tree_it_cannot_patch_and_writes_nothing(tree_0_16, tmp_path, capsys):
     root = copy_tree(tree_0_16, tmp_path / "odd")
     forward = root / "vllm/model_executor/models/deepseek_v2.py"
@@ -69,6 +71,7 @@ def test_apply_refuses_a_tree_it_cannot_patch_and_writes_nothing(tree_0_16, tmp_
     assert {p: p.read_bytes() for p in root.rglob("*.py")} == before
 
 
+@pytest.mark.network
 def test_unknown_version_names_the_nearest_releases(capsys):
     assert main(["diff", "--vllm", "0.16.5"]) == 2
     err = one_error_line(capsys)
@@ -87,6 +90,7 @@ def test_wheel_that_is_not_a_zip(tmp_path, capsys):
     assert "not a wheel" in one_error_line(capsys)
 
 
+@pytest.mark.network
 def test_matrix_flags_drift_and_writes_json_and_markdown(tmp_path, capsys):
     wrong = write_patchset(tmp_path / "wrong.toml", *DECLARED_UPSTREAM_SINCE_0_16)
     report, table = tmp_path / "m.json", tmp_path / "m.md"
@@ -123,6 +127,7 @@ def test_matrix_flags_drift_and_writes_json_and_markdown(tmp_path, capsys):
     assert "drifted" in capsys.readouterr().err
 
 
+@pytest.mark.network
 def test_matrix_without_drift_exits_zero(capsys):
     assert main(["matrix", "--versions", "0.16.0,0.33.0"]) == 0
     assert "needs-patch" in capsys.readouterr().out
@@ -139,6 +144,7 @@ def git_repo(tree: Path, into: Path) -> git.Repo:
     return repo
 
 
+@pytest.mark.network
 def test_apply_to_git_commits_on_a_new_branch_and_leaves_the_work_tree(tree_0_16, tmp_path, capsys):
     repo = git_repo(tree_0_16, tmp_path / "repo")
     work_tree = {p: p.read_bytes() for p in Path(repo.working_dir).rglob("*.py")}
@@ -183,6 +189,7 @@ DECLARED_UPSTREAM_SINCE_0_16 = (
 )
 
 
+@pytest.mark.network
 def test_an_empty_diff_says_why_on_stderr(tmp_path, capsys):
     assert main(["diff", "--vllm", "0.14.1"]) == 0
     out, err = capsys.readouterr()
@@ -201,6 +208,7 @@ def test_an_empty_diff_says_why_on_stderr(tmp_path, capsys):
     assert out == "" and "the patchset empty has no patches" in err
 
 
+@pytest.mark.network
 def test_a_tree_version_too_long_to_parse_is_one_line(tree_0_16, tmp_path, capsys):
     root = copy_tree(tree_0_16, tmp_path / "long")
     (root / "vllm/_version.py").write_text(f"__version__ = '{'9' * 5000}'\n")
@@ -210,6 +218,7 @@ def test_a_tree_version_too_long_to_parse_is_one_line(tree_0_16, tmp_path, capsy
     assert "is not a valid version" in one_error_line(capsys)
 
 
+@pytest.mark.network
 def test_apply_fails_where_it_applies_nothing_or_drifts(tree_0_16, tmp_path, capsys):
     bare = copy_tree(tree_0_16, tmp_path / "no-kimi")
     (bare / "vllm/model_executor/models/kimi_k25.py").unlink()
@@ -226,6 +235,11 @@ def test_apply_fails_where_it_applies_nothing_or_drifts(tree_0_16, tmp_path, cap
     assert "vllm 0.16.0 came out needs-patch, but kimi-k2.5-eagle3 declares upstream" in err
 
 
+def network(argv: list[str], message: str):
+    """A case that reads the index's list of releases before it refuses."""
+    return pytest.param(argv, message, marks=pytest.mark.network)
+
+
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
@@ -235,13 +249,14 @@ def test_apply_fails_where_it_applies_nothing_or_drifts(tree_0_16, tmp_path, cap
         (["diff", "--vllm", "0.16.0", "--vllm-version", "0.16.0"], "--vllm-version goes with"),
         (["matrix", "--versions", "0.16.0", "--since", "0.15.0"], "--versions and --since"),
         (["matrix", "--since", "garbage"], "--since 'garbage' is not a valid version"),
-        (["matrix", "--since", "99.0"], "no release on the index since 99.0"),
-        (["diff", "--vllm", ""], "'' is not a valid version"),
         # past Python's 4300-digit int limit Version() raises a plain ValueError
-        (["diff", "--vllm", "9" * 5000], "is not a valid version"),
         (["matrix", "--since", "9" * 5000], "is not a valid version"),
-        (["matrix", "--versions", "0.16.0," + "9" * 5000], "is not a valid version"),
-        (
+        # these list the index's releases before they can refuse
+        network(["matrix", "--since", "99.0"], "no release on the index since 99.0"),
+        network(["diff", "--vllm", ""], "'' is not a valid version"),
+        network(["diff", "--vllm", "9" * 5000], "is not a valid version"),
+        network(["matrix", "--versions", "0.16.0," + "9" * 5000], "is not a valid version"),
+        network(
             ["build-wheel", "--vllm", "0.16.0", "--local-label", "9" * 5000],
             "is not a PEP 440 local version label",
         ),
@@ -252,7 +267,7 @@ def test_flags_that_conflict_or_select_nothing_are_one_line_errors(argv, message
     assert message in one_error_line(capsys)
 
 
-def test_ctrl_c_is_left_to_patcher_not_to_the_matrix_worker_processes():
+def test_ctrl_c_is_left_to_patcher_not_to_the_matrix_worker_processes(tmp_path):
     """Ctrl-C reaches the whole process group: the forkserver, still importing patcher for
     its preload, and its workers each printed a KeyboardInterrupt traceback under patcher's
     one line. They ignore SIGINT; patcher itself stops them."""
@@ -267,5 +282,8 @@ def test_ctrl_c_is_left_to_patcher_not_to_the_matrix_worker_processes():
         "    print(worker == signal.SIG_IGN, bool(int(status, 16) & (1 << (signal.SIGINT - 1))))\n"
         "    print(signal.getsignal(signal.SIGINT) is signal.default_int_handler)\n"
     )
-    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    # away from the source tree, which `python -c` would import instead of the installed patcher
+    done = subprocess.run(
+        [sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True, timeout=60
+    )
     assert done.stdout.split() == ["True", "True", "True"], done.stderr

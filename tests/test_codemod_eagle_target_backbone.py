@@ -1,11 +1,10 @@
-"""eagle-target-backbone on before/after snippets of EagleProposer.load_model."""
+"""eagle-target-backbone on literal before/after snippets of EagleProposer.load_model."""
+# ruff: noqa: E501 - an after snippet keeps the long lines the codemod writes
 
 from __future__ import annotations
 
-import textwrap
-
 import pytest
-from conftest import rerun, run
+from codemod_helpers import UNCHANGED, assert_codemod
 
 from patcher.codemods.base import Status
 from patcher.codemods.eagle_target_backbone import EagleTargetBackbone
@@ -25,34 +24,35 @@ class EagleProposer:
         return target_language_model.model
 """
 
-GUARD = 'getattr(target_language_model, "model", target_language_model)'
+LOAD_MODEL_0_15_PATCHED = """
+class EagleProposer:
+    def load_model(self, target_model):
+        target_language_model = target_model.get_language_model()
+        if get_pp_group().world_size == 1:
+            if hasattr(getattr(target_language_model, "model", target_language_model), "embed_tokens"):
+                target_embed_tokens = getattr(target_language_model, "model", target_language_model).embed_tokens
+            self.model.model.embed_tokens = target_embed_tokens
 
-
-def after(source: str) -> str:
-    return textwrap.dedent(source).lstrip("\n")
+    def other(self, target_language_model):
+        return target_language_model.model
+"""
 
 
 def test_load_model_reads_the_backbone_with_a_fallback_and_nothing_else_changes():
-    outcome, files = run(EagleTargetBackbone, {PATH: LOAD_MODEL_0_15})
-    assert outcome.status is Status.APPLIED
-    expected = (
-        after(LOAD_MODEL_0_15)
-        .replace("hasattr(target_language_model.model,", f"hasattr({GUARD},")
-        .replace("= target_language_model.model.embed_tokens", f"= {GUARD}.embed_tokens")
+    assert_codemod(
+        EagleTargetBackbone,
+        {PATH: LOAD_MODEL_0_15},
+        {PATH: LOAD_MODEL_0_15_PATCHED},
+        Status.APPLIED,
     )
-    assert files[PATH] == expected
-    assert "        return target_language_model.model\n" in files[PATH]
 
 
 def test_reapplying_is_a_no_op():
-    _, first = run(EagleTargetBackbone, {PATH: LOAD_MODEL_0_15})
-    outcome, second = rerun(EagleTargetBackbone, {PATH: LOAD_MODEL_0_15})
-    assert outcome.status is Status.PRESENT
-    assert first == second
+    assert_codemod(EagleTargetBackbone, {PATH: LOAD_MODEL_0_15_PATCHED}, UNCHANGED, Status.PRESENT)
 
 
 @pytest.mark.parametrize(
-    "source",
+    "before",
     [
         # vLLM 0.16.0 on: the inner model is read with getattr and a None default.
         """
@@ -63,10 +63,11 @@ def test_reapplying_is_a_no_op():
             def _maybe_share_embeddings(self, target_language_model):
                 inner_model = getattr(target_language_model, "model", None)
         """,
-        "class EagleProposer:\n    pass\n",
+        """
+        class EagleProposer:
+            pass
+        """,
     ],
 )
-def test_without_a_plain_read_in_load_model_it_is_not_needed(source):
-    outcome, files = run(EagleTargetBackbone, {PATH: source})
-    assert outcome.status is Status.NOT_NEEDED
-    assert files[PATH] == textwrap.dedent(source).lstrip("\n")
+def test_without_a_plain_read_in_load_model_it_is_not_needed(before):
+    assert_codemod(EagleTargetBackbone, {PATH: before}, UNCHANGED, Status.NOT_NEEDED)

@@ -29,14 +29,15 @@ from fakeindex import (
     Fault,
     Resource,
     build_wheel,
+    loopback_server,
+    own_cache,
 )
 from pytest_httpserver import HTTPServer
 
 import patcher.index
-from patcher.cache import CACHE_ENV
 from patcher.cli import main
 from patcher.errors import PatcherError
-from patcher.index import RETRIES, TIMEOUT_ENV, PackageIndex
+from patcher.index import RETRIES, TIMEOUT_ENV, IndexEntry, PackageIndex
 from patcher.sources.download import cached_wheel_path, download_wheel
 from patcher.sources.index_wheel import IndexWheelSource
 
@@ -50,12 +51,7 @@ MakeIndex = Callable[..., FakeIndex]
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[HTTPServer]:
-    """A threaded loopback server, so an answer held back does not block the next request."""
-    server = HTTPServer(host="127.0.0.1", port=0, threaded=True)
-    server.start()
-    yield server
-    server.clear()
-    server.stop()
+    yield from loopback_server()
 
 
 @pytest.fixture(scope="module")
@@ -67,11 +63,7 @@ def wheel_bytes() -> bytes:
 @pytest.fixture(autouse=True)
 def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A cache dir of the test's own, a timeout no test can outwait, and a short backoff."""
-    root = tmp_path / "cache"
-    monkeypatch.setenv(CACHE_ENV, str(root))
-    monkeypatch.setenv(TIMEOUT_ENV, "5")
-    monkeypatch.setattr(patcher.index, "BACKOFF_SECONDS", 0.01)
-    return root
+    return own_cache(tmp_path, monkeypatch, timeout=5)
 
 
 @pytest.fixture
@@ -96,13 +88,18 @@ def fake(make_index: MakeIndex) -> FakeIndex:
     return make_index()
 
 
+def fake_wheel(fake: FakeIndex) -> tuple[PackageIndex, IndexEntry]:
+    """The fake index and its listing's entry for the release's wheel."""
+    index = PackageIndex(fake.url)
+    wheel = index.release(VERSION).wheel_for("x86_64")
+    assert wheel is not None
+    return index, wheel
+
+
 def open_source(fake: FakeIndex) -> IndexWheelSource:
     """The fake release read in place, the way ``patcher diff --vllm`` opens it."""
-    index = PackageIndex(fake.url)
-    release = index.release(VERSION)
-    wheel = release.wheel_for("x86_64")
-    assert wheel is not None
-    return IndexWheelSource(release, wheel, index.client)
+    index, wheel = fake_wheel(fake)
+    return IndexWheelSource(index.release(VERSION), wheel, index.client)
 
 
 def read_member(fake: FakeIndex) -> bytes | None:
@@ -158,9 +155,7 @@ def test_a_download_that_fails_its_sha256_is_refused_and_removed(
 def test_an_interrupted_download_resumes_where_it_stopped(
     fake: FakeIndex, wheel_bytes: bytes
 ) -> None:
-    index = PackageIndex(fake.url)
-    wheel = index.release(VERSION).wheel_for("x86_64")
-    assert wheel is not None
+    index, wheel = fake_wheel(fake)
     fake.wheel.faults = [Fault.CUT]
     with pytest.raises(PatcherError, match="interrupted at"):
         download_wheel(wheel, index.client)
@@ -179,9 +174,7 @@ def test_an_interrupted_download_resumes_where_it_stopped(
 def test_a_complete_part_file_is_not_resumed_past_its_end(
     fake: FakeIndex, wheel_bytes: bytes
 ) -> None:
-    index = PackageIndex(fake.url)
-    wheel = index.release(VERSION).wheel_for("x86_64")
-    assert wheel is not None
+    index, wheel = fake_wheel(fake)
     partial = cached_wheel_path(wheel).with_name(FILENAME + ".part")
     partial.parent.mkdir(parents=True)
     partial.write_bytes(wheel_bytes)  # a run stopped between the last byte and the rename
@@ -291,9 +284,7 @@ def test_a_trickling_download_is_cut_off(
 ) -> None:
     """Each MiB of a download must come within the timeout; one byte every 0.2 s does not."""
     monkeypatch.setenv(TIMEOUT_ENV, str(SLOW_TIMEOUT))
-    index = PackageIndex(fake.url)
-    wheel = index.release(VERSION).wheel_for("x86_64")
-    assert wheel is not None
+    index, wheel = fake_wheel(fake)
     fake.wheel.always = Fault.TRICKLE
     started = time.monotonic()
     with pytest.raises(PatcherError, match=r"interrupted at \d+ bytes \(body not received within"):
@@ -345,9 +336,8 @@ def test_a_complete_part_file_without_a_listed_size_is_not_a_416(
     make_index: MakeIndex, wheel_bytes: bytes
 ) -> None:
     fake = make_index(with_size=False)
-    index = PackageIndex(fake.url)
-    wheel = index.release(VERSION).wheel_for("x86_64")
-    assert wheel is not None and wheel.size is None
+    index, wheel = fake_wheel(fake)
+    assert wheel.size is None
     partial = cached_wheel_path(wheel).with_name(FILENAME + ".part")
     partial.parent.mkdir(parents=True)
     partial.write_bytes(wheel_bytes)  # a run stopped between the last byte and the rename

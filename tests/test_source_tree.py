@@ -3,10 +3,12 @@ files that are not Python or cannot be read. Real 0.16.0 files, faults made on d
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import os
 import shutil
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -38,6 +40,17 @@ def temporaries(root: Path) -> list[Path]:
     return [p for p in root.rglob(".*") if p.name.endswith(".patcher")]
 
 
+@contextlib.contextmanager
+def immutable(path: Path) -> Iterator[Path]:
+    """``path`` with the immutable attribute (root too cannot change it) for the block."""
+    if subprocess.run(["chattr", "+i", str(path)], check=False).returncode != 0:
+        pytest.skip("this filesystem has no immutable attribute")
+    try:
+        yield path
+    finally:
+        subprocess.run(["chattr", "-i", str(path)], check=True)
+
+
 @pytest.fixture
 def tree(tree_0_16, tmp_path) -> Path:
     return copy_tree(tree_0_16, tmp_path / "vllm-tree")
@@ -47,37 +60,27 @@ def tree(tree_0_16, tmp_path) -> Path:
 def test_a_failed_rename_puts_back_every_file_already_renamed(tree, capsys):
     """An immutable eagle.py (the last of the four in order): refused as read-only, and with
     --force its rename fails after the other three, as root too."""
-    immutable = tree / EAGLE
-    if subprocess.run(["chattr", "+i", str(immutable)], check=False).returncode != 0:
-        pytest.skip("this filesystem has no immutable attribute")
-    try:
+    with immutable(tree / EAGLE) as eagle:
         before = snapshot(tree)
         assert main(["apply", "--source", str(tree)]) == 2
-        assert f"{immutable} is read-only" in one_error_line(capsys)
+        assert f"{eagle} is read-only" in one_error_line(capsys)
         assert main(["apply", "--source", str(tree), "--force"]) == 2
         error = one_error_line(capsys)
-        assert f"cannot replace {immutable}" in error and "the tree is as it was" in error
+        assert f"cannot replace {eagle}" in error and "the tree is as it was" in error
         assert snapshot(tree) == before
         assert temporaries(tree) == []
-    finally:
-        subprocess.run(["chattr", "-i", str(immutable)], check=True)
 
 
 @pytest.mark.skipif(shutil.which("chattr") is None, reason="needs chattr")
 def test_a_folder_that_takes_no_new_file_leaves_no_temporary_file(tree, capsys):
     """An immutable spec_decode/ folder: eagle.py itself is writable, but no file can be made
     beside it, after the three others have their temporary files."""
-    folder = (tree / EAGLE).parent
-    if subprocess.run(["chattr", "+i", str(folder)], check=False).returncode != 0:
-        pytest.skip("this filesystem has no immutable attribute")
-    try:
+    with immutable((tree / EAGLE).parent):
         before = snapshot(tree)
         assert main(["apply", "--source", str(tree)]) == 2
         assert f"cannot write the patched files under {tree}" in one_error_line(capsys)
         assert snapshot(tree) == before
         assert temporaries(tree) == []
-    finally:
-        subprocess.run(["chattr", "-i", str(folder)], check=True)
 
 
 def test_a_symlinked_folder_is_read_through_and_written_only_with_force(tree, tmp_path, capsys):
