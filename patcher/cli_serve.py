@@ -156,9 +156,11 @@ def serve_bench_cpu(args: argparse.Namespace) -> int:
     notes: list[str] = []
     built = None
     proven: tuple[str, str, str] | None = None  # patchset, release, package of a wheel we built
+    official_refuses = None
     if args.with_patched:
         wheel, sha256, patchset, result = patch_official(args, refuse_noop)
         proven = (patchset.name, str(result.version), result.distribution)
+        official_refuses = patchset.serve.official_refuses if patchset.serve else None
         built = patched_wheel(WheelPlan(wheel, sha256, result, patchset.local_label))
         notes.append(
             f"patched+eagle3 served {built.name}, built by build-wheel from {wheel.name} "
@@ -212,17 +214,17 @@ def serve_bench_cpu(args: argparse.Namespace) -> int:
     timeouts = Timeouts(health=args.health_timeout, health_poll=0.5, stop_grace=20, request=600)
     report = run_cpu(setup, load, plans, args.log_dir, timeouts, progress, notes)
     print_cpu_report(report, out)
+    proof = report.served_proof(official_refuses)
     if args.json:
-        atomic_write(args.json, report.to_json().encode())
-    proof = report.served_proof()
+        atomic_write(args.json, report.to_json(proof).encode())
     if proof is None:
         return 0
     if proven is not None:  # the matrix's ``served`` column shows it
         kind = proofs.ProofKind.SERVED
-        proofs.record(kind, *proven, proof.passed, json.loads(report.to_json()))
+        proofs.record(kind, *proven, proof.passed, json.loads(report.to_json(proof)))
     if proof.passed:
         return 0
-    err.print(f"patcher: the patched wheel did not serve EAGLE-3: {'; '.join(proof.problems)}")
+    err.print(f"patcher: the patched wheel did not prove EAGLE-3: {'; '.join(proof.problems)}")
     return 1
 
 

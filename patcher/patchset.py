@@ -51,6 +51,14 @@ class Expectation:
 
 
 @dataclass(frozen=True)
+class ServeExpectation:
+    """What serving the official wheel with EAGLE-3 must show, beside the patched one serving."""
+
+    official_refuses: str
+    """vLLM's own words (a part of its root-cause line) that the official wheel dies with."""
+
+
+@dataclass(frozen=True)
 class PatchSpec:
     codemod: str
     options: Any  # the codemod's Options dataclass
@@ -67,6 +75,7 @@ class Header:
     verify: tuple[str, ...] = field(default=(), metadata={"choices": tuple(CHECKS)})
     requires: tuple[Requirement, ...] = ()
     expect: tuple[Expectation, ...] = ()
+    serve: ServeExpectation | None = None
 
 
 @dataclass(frozen=True)
@@ -79,6 +88,7 @@ class Patchset:
     patches: tuple[PatchSpec, ...]
     expectations: tuple[Expectation, ...]
     verify: tuple[str, ...]  # the CPU checks that prove this patchset's wheel
+    serve: ServeExpectation | None  # what serving it on CPU must show of the official wheel
     digest: str  # of the file's content, to key cached results
 
     @property
@@ -150,6 +160,7 @@ def parse(content: bytes, where: str) -> Patchset:
         patches=patches,
         expectations=header.expect,
         verify=header.verify,
+        serve=header.serve,
         digest=hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest(),
     )
 

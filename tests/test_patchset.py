@@ -188,3 +188,26 @@ def test_a_patchset_that_is_not_a_readable_file(tmp_path):
     folder.mkdir()
     with pytest.raises(PatcherError, match="cannot read it"):
         patchsets.load(str(folder))
+
+
+def test_the_backbone_patchsets_expect_the_official_wheel_to_refuse_in_vllms_words():
+    for name in ("glm4-moe-eagle3", "gemma3-eagle3", "ernie4.5-moe-eagle3", "step3-eagle3"):
+        serve = patchsets.load(name).serve
+        assert serve is not None and "does not support EAGLE3" in serve.official_refuses
+    assert patchsets.load("kimi-k2.5-eagle3-mla").serve is None  # the official wheel serves it
+
+
+@pytest.mark.parametrize(
+    ("table", "line"),
+    [
+        ("[serve]\nofficial_refuses = 3\n", "serve.official_refuses: expected a string"),
+        ('[serve]\nofficial_refuses = ""\n', "serve.official_refuses: expected a non-empty"),
+        ("[serve]\n", "serve.official_refuses: missing"),
+        ('[serve]\nofficial = "x"\n', "serve.official: unknown key"),
+    ],
+)
+def test_a_serve_table_that_is_wrong_is_one_line(table, line):
+    text = 'name = "small"\npatches = []\n\n[model]\ntypes = ["glm4_moe"]\n\n' + table
+    with pytest.raises(PatcherError) as error:
+        patchsets.parse(text.encode(), "small.toml")
+    assert any(found.startswith(f"small.toml: {line}") for found in str(error.value).splitlines())

@@ -72,3 +72,22 @@ def test_a_patched_wheel_that_does_not_draft_or_changes_the_output_fails(patched
 
 def test_a_run_without_a_patched_wheel_proves_nothing():
     assert report(served(BASELINE_LABEL), served("eagle3", 12, 8)).served_proof() is None
+
+
+@pytest.mark.parametrize(
+    ("official", "problem"),
+    [
+        (served(OFFICIAL_LABEL, 12, 8), "official+eagle3 did not die, not 'no EAGLE3'"),
+        (
+            died(OFFICIAL_LABEL, "ValueError: out of memory"),
+            "official+eagle3 died saying 'ValueError: out of memory', not 'no EAGLE3'",
+        ),
+    ],
+)
+def test_a_patchset_that_expects_the_official_refusal_fails_without_it(official, problem):
+    results = (served(BASELINE_LABEL), official, served(PATCHED_LABEL, 12, 8))
+    proof = report(*results).served_proof(official_refuses="no EAGLE3")
+    assert proof is not None and not proof.passed and proof.problems == (problem,)
+    refused = report(served(BASELINE_LABEL), died(OFFICIAL_LABEL, REFUSED), results[2])
+    assert refused.served_proof(official_refuses="does not support EAGLE3").passed
+    assert not refused.served_proof(official_refuses="no EAGLE3").passed

@@ -175,9 +175,10 @@ class CpuReport:
         """Runs that failed and were not allowed to."""
         return [r for r in self.results if r.error is not None and not r.plan.may_fail]
 
-    def served_proof(self) -> ServedProof | None:
+    def served_proof(self, official_refuses: str | None = None) -> ServedProof | None:
         """What a run with a patched wheel proves: the patched server drafted and answered every
-        greedy request exactly as the baseline did. None without a patched run."""
+        greedy request exactly as the baseline did; and, given ``official_refuses``, the
+        official wheel died in those words of vLLM's. None without a patched run."""
         runs = {r.plan.label: r for r in self.results}
         patched = runs.get(PATCHED_LABEL)
         if patched is None:
@@ -193,9 +194,12 @@ class CpuReport:
                 problems.append(f"{PATCHED_LABEL}: {same} of {total} greedy outputs as baseline")
         official = runs.get(OFFICIAL_LABEL)
         refused = None if official is None or official.error is None else official.barrier
+        if official_refuses is not None and official_refuses not in (refused or ""):
+            said = f"died saying {refused!r}" if refused else "did not die"
+            problems.append(f"{OFFICIAL_LABEL} {said}, not {official_refuses!r}")
         return ServedProof(not problems, tuple(problems), official_refused=refused or None)
 
-    def to_json(self) -> str:
+    def to_json(self, proof: ServedProof | None = None) -> str:
         return json.dumps(
             {
                 "device": "cpu",
@@ -207,7 +211,7 @@ class CpuReport:
                 "load": self.load.to_json(),
                 "notes": list(self.notes),
                 "runs": [result.to_json() for result in self.results],
-                **({"proof": proof.to_json()} if (proof := self.served_proof()) else {}),
+                **({"proof": proof.to_json()} if proof is not None else {}),
             },
             indent=2,
         )
