@@ -127,35 +127,45 @@ def build_wheel(session: nox.Session) -> None:
 
 VERIFY_RELEASES = ["0.15.0", "0.15.1", "0.16.0", "0.17.0", "0.17.1", "0.18.0"]
 """kimi-k2.5-eagle3's needs-patch releases, and official 0.18.0 as the upstream reference.
-tests/test_noxfile.py checks this list against the matrix."""
+tests/test_noxfile.py checks this list, and the two below, against the matrix."""
 
 VERIFY_MLA_RELEASES = ["0.18.0", "0.33.0"]
 """kimi-k2.5-eagle3-mla: the first and the newest release with the MLA drafter."""
+
+VERIFY_MODEL_PATCHSETS = ["glm4-moe-eagle3", "gemma3-eagle3", "ernie4.5-moe-eagle3", "step3-eagle3"]
+"""The backbone patchsets, verified on the newest release (needs-patch since 0.10.1)."""
+
+VERIFY_MODELS_RELEASE = "0.33.0"
+
+
+def run_verify(session: nox.Session, patchset: str, vllm: str, report: str) -> None:
+    """The one shape of the verify sessions: each barrier before and after, running vLLM's own
+    code from the official and the patched wheel on CPU, into reports/verify/REPORT.json."""
+    install_patcher(session)
+    json_path = f"reports/verify/{report}.json"
+    session.run("patcher", "verify", "--vllm", vllm, "--patchset", patchset, "--json", json_path)
 
 
 @nox.session
 @nox.parametrize("vllm", VERIFY_RELEASES)
 def verify(session: nox.Session, vllm: str) -> None:
-    """Each barrier before and after, running vLLM's own code from the wheels on CPU."""
-    install_patcher(session)
-    session.run("patcher", "verify", "--vllm", vllm, "--json", f"reports/verify/{vllm}.json")
+    """kimi-k2.5-eagle3's barriers before and after, on CPU."""
+    run_verify(session, "kimi-k2.5-eagle3", vllm, vllm)
 
 
 @nox.session(name="verify-mla")
 @nox.parametrize("vllm", VERIFY_MLA_RELEASES)
 def verify_mla(session: nox.Session, vllm: str) -> None:
     """The MLA drafter's detection before and after, on CPU."""
-    install_patcher(session)
-    session.run(
-        "patcher",
-        "verify",
-        "--vllm",
-        vllm,
-        "--patchset",
-        "kimi-k2.5-eagle3-mla",
-        "--json",
-        f"reports/verify/mla-{vllm}.json",
-    )
+    run_verify(session, "kimi-k2.5-eagle3-mla", vllm, f"mla-{vllm}")
+
+
+@nox.session(name="verify-models")
+@nox.parametrize("patchset", VERIFY_MODEL_PATCHSETS)
+def verify_models(session: nox.Session, patchset: str) -> None:
+    """Each backbone's aux states and interface before and after, on CPU."""
+    vllm = VERIFY_MODELS_RELEASE
+    run_verify(session, patchset, vllm, f"{patchset}-{vllm}")
 
 
 SERVE_CPU_RELEASES = ["0.28.0", "0.29.0", "0.30.0", "0.31.0", "0.32.0"]
@@ -190,22 +200,6 @@ def serve_cpu(session: nox.Session, vllm: str, patchset: str) -> None:
         f"--json=reports/serve-cpu/{vllm}-{patchset}.json",
         *session.posargs,
     )
-
-
-VERIFY_MODEL_PATCHSETS = ["glm4-moe-eagle3", "gemma3-eagle3", "ernie4.5-moe-eagle3", "step3-eagle3"]
-"""The backbone patchsets, verified on the newest release (needs-patch since 0.10.1)."""
-
-VERIFY_MODELS_RELEASE = "0.33.0"
-
-
-@nox.session(name="verify-models")
-@nox.parametrize("patchset", VERIFY_MODEL_PATCHSETS)
-def verify_models(session: nox.Session, patchset: str) -> None:
-    """Each backbone's aux states and interface before and after, on CPU."""
-    install_patcher(session)
-    vllm = VERIFY_MODELS_RELEASE
-    json_path = f"reports/verify/{patchset}-{vllm}.json"
-    session.run("patcher", "verify", "--vllm", vllm, "--patchset", patchset, "--json", json_path)
 
 
 @nox.session

@@ -19,19 +19,21 @@ import time
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import libcst as cst
+import requests
 from rich.console import Console
 from rich.table import Table
 
 from patcher import patchset as patchsets
-from patcher.cache import CACHE_ENV, cache_dir
+from patcher.cache import CACHE_ENV, cache_dir, sha256_of
 from patcher.engine import run_patchset
-from patcher.index import PackageIndex, machine_platform
+from patcher.index import HttpClient, PackageIndex, machine_platform
 from patcher.matrix import build_matrix, pick_wheel, select_releases
 from patcher.outputs.record import check_source
 from patcher.outputs.wheel import WheelPlan, build_wheel
-from patcher.sources.download import download_wheel, sha256_of, verified_sha256
+from patcher.sources.download import download_wheel, verified_sha256
 from patcher.sources.index_wheel import IndexWheelSource
 from patcher.sources.wheel import WheelSource
 from patcher.venvs import ready_venv, uv_cache, venv_key, venvs_root
@@ -102,7 +104,8 @@ def bench_venvs(report: Report, index: PackageIndex, arch: str) -> None:
     package."""
     release = index.release("0.16.0")
     wheel = download_wheel(pick_wheel(release, arch), index.client)
-    result = run_patchset(patchsets.load(), WheelSource(wheel))
+    with WheelSource(wheel) as source:
+        result = run_patchset(patchsets.load(), source)
     with tempfile.TemporaryDirectory(dir=cache_dir(), prefix=".bench-venvs-") as work:
         scratch = Path(work)
         patched = build_wheel(WheelPlan(wheel, sha256_of(wheel), result, "bench"), scratch / "dist")
@@ -145,6 +148,21 @@ def bench_venvs(report: Report, index: PackageIndex, arch: str) -> None:
     report.add_size("disk of the package cache, shared", shared, plain, base_size, "once")
 
 
+class CountingClient(HttpClient):
+    """The index's client, counting the bytes that range requests bring: a cold matrix reads
+    a few members of each wheel, never the wheel."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ranged_bytes = 0
+
+    def get(self, *args: Any, **options: Any) -> requests.Response:
+        response = super().get(*args, **options)
+        if options.get("ranged"):  # RangeFile asks by keyword, for a body already read
+            self.ranged_bytes += len(response.content)
+        return response
+
+
 def bench_matrix(report: Report, index: PackageIndex, arch: str, since: str) -> None:
     """Cold (an empty cache of its own) and warm, over every release since ``since``."""
     patchset = patchsets.load()
@@ -153,17 +171,17 @@ def bench_matrix(report: Report, index: PackageIndex, arch: str, since: str) -> 
         previous = os.environ.get(CACHE_ENV)
         os.environ[CACHE_ENV] = empty
         try:
-            fresh = PackageIndex(index.url)
-            rows: dict = {}
-            cold = timed(lambda: rows.update(build_matrix([patchset], fresh, releases, arch)))
+            counting = CountingClient()
+            fresh = PackageIndex(index.url, counting)
+            cold = timed(lambda: build_matrix([patchset], fresh, releases, arch))
             warm = timed(lambda: build_matrix([patchset], PackageIndex(index.url), releases, arch))
         finally:
             if previous is None:
                 os.environ.pop(CACHE_ENV)
             else:
                 os.environ[CACHE_ENV] = previous
-    fetched = sum(r.bytes_fetched for r in rows[patchset.name])
-    total = sum(r.wheel_size for r in rows[patchset.name])
+    fetched = counting.ranged_bytes
+    total = sum(pick_wheel(release, arch).size or 0 for release in releases)
     parse = parse_baseline(index, arch)
     report.add(
         f"matrix, {len(releases)} releases, cold", cold, "one parse of deepseek_v2", parse, "< 15 s"
@@ -201,17 +219,18 @@ def bench_matrix_cli(report: Report, since: str) -> None:
 
 def parse_baseline(index: PackageIndex, arch: str) -> float:
     release = index.release("0.16.0")
-    text = IndexWheelSource(release, pick_wheel(release, arch), index.client).read(BASELINE_MODULE)
+    with IndexWheelSource(release, pick_wheel(release, arch), index.client) as source:
+        text = source.read(BASELINE_MODULE)
     assert text is not None
     return best_of(3, lambda: cst.parse_module(text.decode()))
 
 
 def bench_codemods(report: Report, index: PackageIndex, arch: str) -> None:
     release = index.release("0.16.0")
-    source = IndexWheelSource(release, pick_wheel(release, arch), index.client)
     patchset = patchsets.load()
-    run_patchset(patchset, source)  # members into the cache
-    seconds = best_of(3, lambda: run_patchset(patchset, source, memo=False))
+    with IndexWheelSource(release, pick_wheel(release, arch), index.client) as source:
+        run_patchset(patchset, source)  # members into the cache
+        seconds = best_of(3, lambda: run_patchset(patchset, source, memo=False))
     report.add(
         "all codemods on 0.16.0",
         seconds,
@@ -225,7 +244,8 @@ def bench_repack(report: Report, index: PackageIndex, arch: str, unpack_pack: bo
     release = index.release("0.16.0")
     wheel = pick_wheel(release, arch)
     path = download_wheel(wheel, index.client)
-    result = run_patchset(patchsets.load(), WheelSource(path))
+    with WheelSource(path) as source:
+        result = run_patchset(patchsets.load(), source)
     with tempfile.TemporaryDirectory(dir=path.parent) as work:
         scratch = Path(work)
         copy = best_of(

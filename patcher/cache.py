@@ -36,6 +36,15 @@ def cache_dir() -> Path:
     return path
 
 
+def sha256_of(path: Path) -> str:
+    """The sha256 of a file's bytes, read a megabyte at a time (wheels run to 500 MB)."""
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        while chunk := handle.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
 def file_mode() -> int:
     """The mode ``open()`` would give a new file under this process's umask (0644 typically)."""
     try:

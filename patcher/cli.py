@@ -12,37 +12,44 @@ import sys
 import threading
 from pathlib import Path
 
-from rich import box
 from rich.table import Table
 
 from patcher import __version__, cli_serve, distributions, results_cache
 from patcher import patchset as patchsets
 from patcher.cache import atomic_write
 from patcher.cli_wheels import chosen_package, fail_on_errors, patch_official
-from patcher.codemods.base import Status
-from patcher.engine import PatchResult, run_patchset
+from patcher.codemods.base import Status, Verdict
+from patcher.engine import run_patchset
 from patcher.errors import DriftError, PatcherError
 from patcher.index import PackageIndex, machine_platform
 from patcher.matrix import (
     Row,
     build_matrix,
     by_package,
+    columns,
     fanout,
     markdown,
     models_table,
+    proof_label,
     select_releases,
     splice,
     write_json,
 )
 from patcher.outputs import installed as in_place
-from patcher.outputs.git_branch import commit_to_branch
-from patcher.outputs.tree import write_tree
+from patcher.outputs.base import Output
+from patcher.outputs.git_branch import BranchOutput
+from patcher.outputs.tree import TreeOutput
 from patcher.outputs.wheel import WheelPlan, build_wheel, local_version, writable_folder
 from patcher.patchset import Patchset
 from patcher.replica import spec as replica_specs
-from patcher.sources import DirectorySource, GitSource, IndexWheelSource, Source, WheelSource
+from patcher.result import PatchResult
+from patcher.sources.base import Source
+from patcher.sources.directory import DirectorySource
+from patcher.sources.git import GitSource
+from patcher.sources.index_wheel import IndexWheelSource
 from patcher.sources.installed import Installation, InstalledSource, find_installation
-from patcher.terminal import err, out
+from patcher.sources.wheel import WheelSource
+from patcher.terminal import err, new_table, out
 from patcher.verify.command import check_verifiable, probe_model, verify_release
 from patcher.verify.installed import verify_in_place
 
@@ -55,10 +62,10 @@ STATUS_STYLE = {
 }
 
 VERDICT_STYLE = {
-    "needs-patch": "yellow",
-    "upstream": "green",
-    "unsupported": "dim",
-    "broken": "bold red",
+    Verdict.NEEDS_PATCH: "yellow",
+    Verdict.UPSTREAM: "green",
+    Verdict.UNSUPPORTED: "dim",
+    Verdict.BROKEN: "bold red",
 }
 
 
@@ -66,13 +73,8 @@ def styled_status(status: Status) -> str:
     return f"[{STATUS_STYLE[status]}]{status}[/]"
 
 
-def styled_verdict(verdict: str) -> str:
+def styled_verdict(verdict: Verdict) -> str:
     return f"[{VERDICT_STYLE[verdict]}]{verdict}[/]"
-
-
-def new_table(title: str) -> Table:
-    """Boxed in a terminal; piped, columns separated by spaces only, easy to grep."""
-    return Table(title=title, title_justify="left", box=box.HEAVY_HEAD if out.is_terminal else None)
 
 
 def add_source_options(
@@ -139,10 +141,24 @@ def open_source(args: argparse.Namespace) -> Source:
         chosen_package(args)
         return WheelSource(args.wheel)
     if getattr(args, "git", None):
-        if not args.ref:
-            raise PatcherError("--git needs --ref")
-        return GitSource(args.git, args.ref, args.vllm_version)
+        return git_source(args)
     return DirectorySource(args.source, args.vllm_version)
+
+
+def git_source(args: argparse.Namespace) -> GitSource:
+    if not args.ref:
+        raise PatcherError("--git needs --ref")
+    return GitSource(args.git, args.ref, args.vllm_version)
+
+
+def apply_target(args: argparse.Namespace) -> tuple[Source, Output]:
+    """The tree ``apply`` reads, and where its patch goes: a new branch of ``--git``'s
+    repository, or the ``--source`` tree itself."""
+    refuse_conflicts(args)
+    if args.git:
+        source = git_source(args)
+        return source, BranchOutput(source, args.branch)
+    return DirectorySource(args.source, args.vllm_version), TreeOutput(args.source, args.force)
 
 
 def refuse_conflicts(args: argparse.Namespace) -> None:
@@ -172,7 +188,7 @@ def why_unchanged(result: PatchResult) -> str:
     name, version = result.patchset.name, result.version
     if not result.patchset.patches:
         return f"the patchset {name} has no patches"
-    if result.verdict == "unsupported":
+    if result.verdict is Verdict.UNSUPPORTED:
         why = next(o.detail for o in result.outcomes.values() if o.status is Status.UNSUPPORTED)
         return f"{result.distribution} {version} is unsupported for {name}: {why}"
     statuses = ", ".join(f"{n} {o.status}" for n, o in result.outcomes.items())
@@ -181,7 +197,8 @@ def why_unchanged(result: PatchResult) -> str:
 
 def refuse_drift(result: PatchResult) -> None:
     """Drift fails ``apply``, except an already patched tree: upstream where a patch was due."""
-    if result.drift and not (result.expected == "needs-patch" and result.verdict == "upstream"):
+    already = result.expected is Verdict.NEEDS_PATCH and result.verdict is Verdict.UPSTREAM
+    if result.drift and not already:
         raise DriftError(
             f"vllm {result.version} came out {result.verdict}, but {result.patchset.name} "
             f"declares {result.expected} for it"
@@ -202,7 +219,9 @@ def status_table(result: PatchResult) -> Table:
 
 
 def command_diff(args: argparse.Namespace) -> int:
-    result = run_patchset(patchsets.load(args.patchset), open_source(args))
+    patchset = patchsets.load(args.patchset)
+    with open_source(args) as source:
+        result = run_patchset(patchset, source)
     fail_on_errors(result)
     diff = result.diff()
     sys.stdout.write(diff)
@@ -217,23 +236,17 @@ def command_apply(args: argparse.Namespace) -> int:
     if args.git and not args.branch:
         raise PatcherError("--git needs --branch: the patch goes onto a new branch")
     patchset = patchsets.load(args.patchset)
-    source = open_source(args)
-    result = run_patchset(patchset, source)
-    fail_on_errors(result)
-    out.print(status_table(result))
-    if result.verdict == "unsupported":
-        raise PatcherError(f"nothing applied: {why_unchanged(result)}")
-    if not result.changed:
-        out.print(f"nothing to patch: {why_unchanged(result)}", markup=False)
-    elif isinstance(source, GitSource):
-        message = f"patcher: {result.patchset.name} on vllm {result.version}\n\n" + "\n".join(
-            f"{name}: {o.status}" for name, o in result.outcomes.items()
-        )
-        sha = commit_to_branch(source, result.changed, args.branch, message)
-        out.print(f"committed {len(result.changed)} file(s) as {sha[:12]} on branch {args.branch}")
-    else:
-        written = write_tree(args.source, result.changed, force=args.force)
-        out.print(f"patched {len(written)} file(s) under {args.source}")
+    source, output = apply_target(args)
+    with source:
+        result = run_patchset(patchset, source)
+        fail_on_errors(result)
+        out.print(status_table(result))
+        if result.verdict is Verdict.UNSUPPORTED:
+            raise PatcherError(f"nothing applied: {why_unchanged(result)}")
+        if not result.changed:
+            out.print(f"nothing to patch: {why_unchanged(result)}", markup=False)
+        else:
+            out.print(output.write(result))
     refuse_drift(result)
     return 0
 
@@ -265,7 +278,7 @@ def apply_locked(args: argparse.Namespace, installation: Installation) -> int:
     result = run_patchset(patchset, InstalledSource(installation))
     fail_on_errors(result)
     out.print(status_table(result))
-    if result.verdict == "unsupported":
+    if result.verdict is Verdict.UNSUPPORTED:
         raise PatcherError(f"nothing applied: {why_unchanged(result)}")
     if not result.changed:
         message = f"nothing to patch in {installation.description}: {why_unchanged(result)}"
@@ -334,11 +347,12 @@ def matrix_verdict(installation: Installation, name: str | None, args: argparse.
         patchset = patchsets.load(name)
         index = PackageIndex(args.index_url)
         release = index.release(version)
-        source = IndexWheelSource(release, release.require_wheel(args.platform), index.client)
-        outcomes = results_cache.load(patchset.digest, source.identity)
-        if outcomes is None:
-            outcomes = run_patchset(patchset, source).outcomes
-            results_cache.store(patchset.digest, source.identity, outcomes)
+        wheel = release.require_wheel(args.platform)
+        with IndexWheelSource(release, wheel, index.client) as source:
+            outcomes = results_cache.load(patchset.digest, source.identity)
+            if outcomes is None:
+                outcomes = run_patchset(patchset, source).outcomes
+                results_cache.store(patchset.digest, source.identity, outcomes)
     except PatcherError as error:
         return f"unavailable: {error}"
     row = PatchResult(version, patchset, outcomes)
@@ -404,11 +418,10 @@ def command_matrix(args: argparse.Namespace) -> int:
 def matrix_table(name: str, rows: list[Row]) -> Table:
     table = new_table(name)
     table.add_column("vLLM")
-    patches = list(rows[0].outcomes) if rows else []
+    patches, with_verified = columns(rows)
     for patch in patches:
         table.add_column(patch)
     table.add_column("verdict")
-    with_verified = any(row.verified for row in rows)
     if with_verified:
         table.add_column("verified")
     for row in rows:
@@ -420,7 +433,7 @@ def matrix_table(name: str, rows: list[Row]) -> Table:
             *(styled_status(row.outcomes[p].status) for p in patches),
             verdict,
         ]
-        table.add_row(*cells, *([row.verified or ""] if with_verified else []))
+        table.add_row(*cells, *([proof_label(row.verified)] if with_verified else []))
     return table
 
 
@@ -430,10 +443,10 @@ def command_build_wheel(args: argparse.Namespace) -> int:
 
     def refuse(patchset: Patchset, result: PatchResult) -> None:
         out.print(status_table(result))
-        if result.verdict != "needs-patch" and not args.allow_noop:
+        if result.verdict is not Verdict.NEEDS_PATCH and not args.allow_noop:
             reason = {
-                "upstream": "the official wheel already works; install it as it is",
-                "unsupported": "this release lacks what the patchset needs",
+                Verdict.UPSTREAM: "the official wheel already works; install it as it is",
+                Verdict.UNSUPPORTED: "this release lacks what the patchset needs",
             }[result.verdict]
             raise PatcherError(
                 f"{result.distribution} {result.version} is {result.verdict} for {patchset.name}: "

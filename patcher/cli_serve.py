@@ -8,15 +8,13 @@ import math
 import shlex
 from pathlib import Path
 
-from rich import box
 from rich.console import Console
-from rich.table import Table
 
 from patcher import patchset as patchsets
 from patcher import proofs
 from patcher.cache import atomic_write
 from patcher.cli_wheels import official_wheel, patch_official
-from patcher.engine import PatchResult
+from patcher.codemods.base import Verdict
 from patcher.errors import PatcherError
 from patcher.index import machine_platform
 from patcher.outputs.wheel import WheelPlan
@@ -24,6 +22,7 @@ from patcher.patchset import Patchset
 from patcher.replica.build import generate, shrink
 from patcher.replica.spec import DRAFTER_KINDS
 from patcher.replica.write import read_manifest, write_replica
+from patcher.result import PatchResult
 from patcher.serving import benchmark, host
 from patcher.serving.cpu import (
     BASELINE_LABEL,
@@ -40,7 +39,7 @@ from patcher.serving.preflight import preflight
 from patcher.serving.report import BenchReport
 from patcher.serving.setup import VLLM_SERVE, ServeSetup, Timeouts
 from patcher.serving.venv import serving_venv
-from patcher.terminal import err, out
+from patcher.terminal import err, new_table, out
 from patcher.verify.command import patched_wheel
 
 GPU_MAX_TOKENS = 512
@@ -50,11 +49,7 @@ CPU_MAX_TOKENS = 32
 
 def print_report(report: BenchReport, console: Console) -> None:
     title = f"Kimi-K2.5 EAGLE-3 on vllm {report.vllm_version or '(not installed here)'}"
-    table = Table(
-        title=title,
-        title_justify="left",
-        box=box.HEAVY_HEAD if console.is_terminal else None,
-    )
+    table = new_table(title, console)
     table.add_column("")
     table.add_column("baseline", justify="right")
     table.add_column("eagle3", justify="right")
@@ -235,7 +230,7 @@ def serve_bench_cpu(args: argparse.Namespace) -> int:
 
 def refuse_noop(patchset: Patchset, result: PatchResult) -> None:
     """Nothing to patch means nothing to serve as patched: say so before the download."""
-    if result.verdict != "needs-patch":
+    if result.verdict is not Verdict.NEEDS_PATCH:
         raise PatcherError(
             f"{result.distribution} {result.version} is {result.verdict} for {patchset.name}: "
             "nothing to patch, so no patched run"
@@ -243,11 +238,7 @@ def refuse_noop(patchset: Patchset, result: PatchResult) -> None:
 
 
 def print_cpu_report(report: CpuReport, console: Console) -> None:
-    table = Table(
-        title=f"EAGLE-3 on CPU: {report.setup.model}",
-        title_justify="left",
-        box=box.HEAVY_HEAD if console.is_terminal else None,
-    )
+    table = new_table(f"EAGLE-3 on CPU: {report.setup.model}", console)
     table.add_column("")
     for result in report.results:
         table.add_column(result.plan.label, justify="right", overflow="fold")

@@ -14,13 +14,16 @@ from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, Trans
 
 from patcher import distributions
 from patcher import patchset as patchsets
+from patcher.cache import sha256_of
 from patcher.codemods.base import Status
-from patcher.engine import PatchResult, run_patchset
+from patcher.engine import run_patchset
 from patcher.errors import PatcherError
-from patcher.index import PackageIndex, WheelFile
+from patcher.index import IndexEntry, PackageIndex
 from patcher.patchset import Patchset
-from patcher.sources import IndexWheelSource, WheelSource
-from patcher.sources.download import download_wheel, sha256_of
+from patcher.result import PatchResult
+from patcher.sources.download import download_wheel
+from patcher.sources.index_wheel import IndexWheelSource
+from patcher.sources.wheel import WheelSource
 from patcher.terminal import err
 
 Refusal = Callable[[Patchset, PatchResult], None]
@@ -30,7 +33,8 @@ def chosen_package(args: argparse.Namespace) -> str:
     """The ``--package`` a release is read from; with ``--wheel``, the wheel's own must match."""
     package = distributions.check(args.package or distributions.DEFAULT)
     if getattr(args, "wheel", None):
-        own = WheelSource(args.wheel).distribution  # a clear error if it is not a vLLM wheel
+        with WheelSource(args.wheel) as wheel:  # a clear error if it is not a vLLM wheel
+            own = wheel.distribution
         if args.package and own != package:
             raise PatcherError(f"{args.wheel.name} is a wheel of {own}, not of {package}")
         return own
@@ -44,7 +48,7 @@ def fail_on_errors(result: PatchResult) -> None:
         raise PatcherError(f"{failed[0]} failed: {detail}")
 
 
-def download_with_progress(wheel: WheelFile, index: PackageIndex) -> Path:
+def download_with_progress(wheel: IndexEntry, index: PackageIndex) -> Path:
     """The official wheel downloaded into the cache (or found there, verified)."""
     with Progress(
         TextColumn("{task.description}"),
@@ -85,18 +89,21 @@ def patch_official(
     package = chosen_package(args)  # with --wheel, a clear error if it is not a vLLM wheel
     if args.wheel:
         sha256 = sha256_of(args.wheel)
-        result = run_patchset(patchset, WheelSource(args.wheel, sha256))
+        with WheelSource(args.wheel, sha256) as source:
+            result = run_patchset(patchset, source)
         fail_on_errors(result)
         refuse(patchset, result)
         return args.wheel, sha256, patchset, result
     index = PackageIndex(args.index_url, distribution=package)
     release = index.release(args.vllm)
     wheel = release.require_wheel(args.platform)
-    early = run_patchset(patchset, IndexWheelSource(release, wheel, index.client))
+    with IndexWheelSource(release, wheel, index.client) as remote:
+        early = run_patchset(patchset, remote)
     fail_on_errors(early)
     refuse(patchset, early)
     path = download_with_progress(wheel, index)
-    result = run_patchset(patchset, WheelSource(path, wheel.sha256))
+    with WheelSource(path, wheel.sha256) as downloaded:
+        result = run_patchset(patchset, downloaded)
     fail_on_errors(result)
     if (result.outcomes, result.changed) != (early.outcomes, early.changed):
         raise PatcherError(f"{wheel.filename}: the download disagrees with the range reads of it")

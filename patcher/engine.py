@@ -3,77 +3,20 @@
 from __future__ import annotations
 
 import difflib
-from dataclasses import dataclass, field
-
-from packaging.version import Version
 
 from patcher import results_cache
 from patcher.codemods.base import BOM, Codemod, Outcome, ShapeError, Status, Tree, decode
 from patcher.patchset import Patchset
+from patcher.result import PatchResult
 from patcher.sources.base import Source
 
 
-class Judged:
-    """The verdict a set of patch outcomes adds up to, and whether it is what was declared."""
-
-    outcomes: dict[str, Outcome]
-    expected: str | None
-
-    @property
-    def verdict(self) -> str:
-        return verdict_of([o.status for o in self.outcomes.values()])
-
-    @property
-    def drift(self) -> bool:
-        return self.expected is not None and self.expected != self.verdict
-
-
-@dataclass
-class PatchResult(Judged):
-    """Each patch's outcome on one tree, the files it changed, and the verdict they add up to."""
-
-    version: str
-    patchset: Patchset
-    outcomes: dict[str, Outcome]
-    originals: dict[str, str] = field(default_factory=dict)
-    changed: dict[str, str] = field(default_factory=dict)
-    distribution: str = "vllm"
-
-    @property
-    def expected(self) -> str | None:  # type: ignore[override]
-        return self.patchset.expected(Version(self.version))
-
-    def diff(self) -> str:
-        """A unified diff of every changed file, ``a/`` and ``b/`` prefixed as git writes it."""
-        chunks: list[str] = []
-        for path in sorted(self.changed):
-            chunks.extend(
-                difflib.unified_diff(
-                    self.originals[path].splitlines(keepends=True),
-                    self.changed[path].splitlines(keepends=True),
-                    f"a/{path}",
-                    f"b/{path}",
-                )
-            )
-        return "".join(chunks)
-
-
-def verdict_of(statuses: list[Status]) -> str:
-    if Status.FAILED in statuses:
-        return "broken"
-    if Status.UNSUPPORTED in statuses:
-        return "unsupported"
-    if Status.APPLIED in statuses:
-        return "needs-patch"
-    return "upstream"
-
-
-def needed_paths(patchset: Patchset, source: Source) -> list[str]:
-    names = source.names()
-    wanted = {r.module for r in patchset.requires}
+def needed_paths(patchset: Patchset, tree: Tree) -> list[str]:
+    """The files a run of ``patchset`` reads: its requirements' and its codemods'."""
+    wanted = {r.module for r in patchset.requires if tree.exists(r.module)}
     for codemod in patchset.codemods():
-        wanted.update(codemod.paths(names))
-    return sorted(wanted & set(names))
+        wanted.update(tree.files(codemod))
+    return sorted(wanted)
 
 
 def run_patchset(patchset: Patchset, source: Source, memo: bool = True) -> PatchResult:
@@ -81,8 +24,8 @@ def run_patchset(patchset: Patchset, source: Source, memo: bool = True) -> Patch
 
     With ``memo``, a codemod whose input texts were seen before replays its cached run.
     """
-    source.prefetch(needed_paths(patchset, source))
     tree = Tree(source)
+    source.prefetch(needed_paths(patchset, tree))
     version = str(source.version)
     try:
         missing = [r for r in patchset.requires if not tree.defines_class(r.module, r.class_name)]

@@ -85,14 +85,13 @@ def installable_tags(arch: str) -> Mapping[Tag, int]:
 
 
 @dataclass(frozen=True)
-class WheelFile:
-    """One wheel file of a release, as the index lists it."""
+class IndexEntry:
+    """One wheel of a release as the index lists it: its name, where it is, what it hashes to."""
 
     filename: str
     url: str
     sha256: str
     size: int | None
-    yanked: bool
 
     @property
     def platform_tags(self) -> frozenset[str]:
@@ -110,10 +109,10 @@ class WheelFile:
 @dataclass(frozen=True)
 class Release:
     version: Version
-    wheels: tuple[WheelFile, ...]
+    wheels: tuple[IndexEntry, ...]
     distribution: str = distributions.DEFAULT
 
-    def wheel_for(self, arch: str) -> WheelFile | None:
+    def wheel_for(self, arch: str) -> IndexEntry | None:
         """The wheel pip would pick for ``arch``: the best tag this interpreter installs, then
         the highest build tag. Where it installs none, the ``arch`` wheel with the highest build
         tag (its Python sources are the same)."""
@@ -121,12 +120,12 @@ class Release:
         ranked = installable_tags(arch)
         worst = len(ranked)
 
-        def preference(wheel: WheelFile) -> tuple[int, tuple]:
+        def preference(wheel: IndexEntry) -> tuple[int, tuple]:
             return -min((ranked.get(tag, worst) for tag in wheel.tags), default=worst), wheel.build
 
         return max(matching, key=preference, default=None)
 
-    def require_wheel(self, arch: str) -> WheelFile:
+    def require_wheel(self, arch: str) -> IndexEntry:
         """``wheel_for(arch)``, or a one-line error saying there is none."""
         wheel = self.wheel_for(arch)
         if wheel is None:
@@ -346,7 +345,7 @@ class PackageIndex:
     def releases(self) -> dict[Version, Release]:
         """Every release with at least one wheel, by version."""
         if self._releases is None:
-            by_version: dict[Version, list[WheelFile]] = {}
+            by_version: dict[Version, list[IndexEntry]] = {}
             for entry in self._listing()["files"]:
                 filename = entry.get("filename", "")
                 if not filename.endswith(".whl"):
@@ -357,12 +356,11 @@ class PackageIndex:
                     continue
                 if canonicalize_name(name) != self.distribution:
                     continue
-                wheel = WheelFile(
+                wheel = IndexEntry(
                     filename=filename,
                     url=requests.compat.urljoin(f"{self.url}/{self.distribution}/", entry["url"]),
                     sha256=entry.get("hashes", {}).get("sha256", "").lower(),
                     size=entry.get("size"),
-                    yanked=bool(entry.get("yanked")),
                 )
                 by_version.setdefault(version, []).append(wheel)
             self._releases = {

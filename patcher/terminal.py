@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from rich import box
 from rich.console import Console
+from rich.table import Table
 
 
 def console(stderr: bool = False) -> Console:
@@ -15,3 +17,8 @@ def console(stderr: bool = False) -> Console:
 
 out = console()
 err = console(stderr=True)
+
+
+def new_table(title: str, on: Console = out) -> Table:
+    """Boxed in a terminal; piped, columns separated by spaces only, easy to grep."""
+    return Table(title=title, title_justify="left", box=box.HEAVY_HEAD if on.is_terminal else None)

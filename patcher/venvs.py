@@ -37,7 +37,7 @@ from typing import IO, Any
 from filelock import FileLock
 from packaging.requirements import InvalidRequirement, Requirement
 
-from patcher.cache import cache_dir
+from patcher.cache import cache_dir, sha256_of
 from patcher.elf import needed_libraries
 from patcher.errors import PatcherError
 from patcher.pipconfig import PipSources
@@ -135,14 +135,6 @@ def uv_cache() -> Path:
     return cache_dir() / "uv"
 
 
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        while chunk := handle.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 _SHA_MEMO: dict[tuple[str, int, int, int], str] = {}
 
 
@@ -154,7 +146,7 @@ def wheel_sha256(wheel: Path) -> str:
         raise PatcherError(f"no such wheel: {wheel}") from exc
     memo = (str(wheel.resolve()), st.st_ino, st.st_size, st.st_mtime_ns)
     if memo not in _SHA_MEMO:
-        _SHA_MEMO[memo] = sha256_file(wheel)
+        _SHA_MEMO[memo] = sha256_of(wheel)
     return _SHA_MEMO[memo]
 
 

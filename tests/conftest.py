@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from patcher import patchset as patchsets
+from patcher.codemods.base import Tree
 from patcher.engine import needed_paths
 from patcher.index import PackageIndex, machine_platform
 from patcher.sources.index_wheel import IndexWheelSource
@@ -57,7 +58,8 @@ def tree_0_16(release, tmp_path_factory) -> Path:
     """A vLLM 0.16.0 tree holding the files the patchset reads, fetched from the index."""
     source = release("0.16.0")
     root = tmp_path_factory.mktemp("vllm-0.16.0")
-    for path in [*needed_paths(patchsets.load(), source), "vllm/__init__.py", "vllm/_version.py"]:
+    needed = needed_paths(patchsets.load(), Tree(source))
+    for path in [*needed, "vllm/__init__.py", "vllm/_version.py"]:
         data = source.read(path)
         assert data is not None, path
         (root / path).parent.mkdir(parents=True, exist_ok=True)

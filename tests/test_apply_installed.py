@@ -25,6 +25,7 @@ import pytest
 from patcher import patchset as patchsets
 from patcher.cache import cache_dir
 from patcher.cli import main
+from patcher.codemods.base import Tree
 from patcher.engine import needed_paths
 from patcher.index import PackageIndex, machine_platform
 from patcher.sources.download import download_wheel
@@ -274,7 +275,7 @@ def synthetic(tmp_path: Path, release, version: str, name: str = "vllm") -> Path
     source = release(version)
     site = tmp_path / "site"
     rows = []
-    for path in sorted({*needed_paths(patchsets.load(), source), "vllm/__init__.py"}):
+    for path in sorted({*needed_paths(patchsets.load(), Tree(source)), "vllm/__init__.py"}):
         data = source.read(path)
         assert data is not None
         (site / path).parent.mkdir(parents=True, exist_ok=True)

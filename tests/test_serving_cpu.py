@@ -21,6 +21,7 @@ import pytest
 import requests
 from replica_helpers import kimi_k25_mla_drafter_dir, kimi_k25_user_dir
 
+from patcher.cache import sha256_of
 from patcher.cli import main
 from patcher.errors import PatcherError
 from patcher.index import machine_platform
@@ -31,7 +32,7 @@ from patcher.serving.metrics import parse_prometheus
 from patcher.serving.process import barrier, free_port, running_server
 from patcher.serving.setup import Timeouts
 from patcher.serving.venv import serving_venv
-from patcher.sources.download import download_wheel, sha256_of
+from patcher.sources.download import download_wheel
 
 pytestmark = [pytest.mark.network, pytest.mark.serving]
 

@@ -9,9 +9,9 @@ import pytest
 from patcher import patchset as patchsets
 from patcher.cache import CACHE_ENV
 from patcher.codemods.base import Outcome, Status
-from patcher.engine import PatchResult
 from patcher.errors import PatcherError
 from patcher.outputs.wheel import WheelPlan
+from patcher.result import PatchResult
 from patcher.verify import command
 from patcher.verify.command import probe_model, verify_release
 

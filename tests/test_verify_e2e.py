@@ -13,7 +13,8 @@ import pytest
 from patcher.cli import main
 from patcher.index import PackageIndex, machine_platform
 from patcher.sources.download import download_wheel
-from patcher.verify import VerifyReport, verify_wheels
+from patcher.verify.report import VerifyReport
+from patcher.verify.runner import verify_wheels
 
 pytestmark = [pytest.mark.slow, pytest.mark.network]
 

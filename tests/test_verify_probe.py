@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from patcher import checks
 from patcher.verify import probe
 
 PROBE = Path(probe.__file__)
@@ -43,6 +44,7 @@ def test_one_json_line_on_stdout_even_when_vllm_is_missing(tmp_path):
 
 def test_every_check_has_a_runner_and_entry_modules():
     assert set(probe.RUNNERS) == set(probe.ENTRY_MODULES) == set(probe.CHECKS)
+    assert probe.CHECKS == checks.CHECKS and probe.MODEL_CHECKS == checks.MODEL_CHECKS
     assert probe.CHECKS[:4] == (
         "speculative-config",
         "eagle3-interface",

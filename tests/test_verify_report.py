@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from patcher.verify import CheckResult, Outcome, VerifyReport
+from patcher.verify.report import CheckOutcome, CheckResult, VerifyReport
 
-FAIL = Outcome("fail", "barrier: Eagle3 is only supported for ['llama']", 12.0)
-PASS = Outcome("pass", "SpeculativeConfig accepted eagle3", 11.0)
-SKIP = Outcome("skip", "vLLM 0.16.0 has no MLA EAGLE-3 drafter class", 10.0)
+FAIL = CheckOutcome("fail", "barrier: Eagle3 is only supported for ['llama']", 12.0)
+PASS = CheckOutcome("pass", "SpeculativeConfig accepted eagle3", 11.0)
+SKIP = CheckOutcome("skip", "vLLM 0.16.0 has no MLA EAGLE-3 drafter class", 10.0)
 
 
 def report(*checks: CheckResult) -> VerifyReport:

@@ -9,9 +9,11 @@ from pathlib import Path
 import pytest
 from verify_helpers import fake_wheel
 
+from patcher.checks import CHECKS
 from patcher.errors import PatcherError
 from patcher.venvs import Venv, VenvPlan
-from patcher.verify import CHECKS, Outcome, probe, runner
+from patcher.verify import probe, runner
+from patcher.verify.report import CheckOutcome
 
 
 def fake_venv(tmp_path: Path, script: str, sha: str = "a" * 64) -> Venv:
@@ -32,8 +34,8 @@ def test_each_check_s_result_line_is_read_after_any_noise(tmp_path):
     env = fake_venv(tmp_path, script)
     got = runner.run_probe(env, ["speculative-config", "mm-image-token"], tmp_path / "w")
     assert got == {
-        "speculative-config": Outcome("pass", "fine speculative-config", 1.5),
-        "mm-image-token": Outcome("pass", "fine mm-image-token", 1.5),
+        "speculative-config": CheckOutcome("pass", "fine speculative-config", 1.5),
+        "mm-image-token": CheckOutcome("pass", "fine mm-image-token", 1.5),
     }
 
 
@@ -44,7 +46,7 @@ def test_a_probe_that_dies_fails_the_checks_it_did_not_report_with_its_last_word
     env = fake_venv(tmp_path, f"echo '{line}'\necho 'Segmentation fault' >&2\nexit 139\n")
     got = runner.run_probe(env, ["speculative-config", "mm-image-token"], tmp_path / "w")
     assert got["speculative-config"].status == "pass"
-    assert got["mm-image-token"] == Outcome(
+    assert got["mm-image-token"] == CheckOutcome(
         "fail", "error: probe exited 139: Segmentation fault", 0.0
     )
 
@@ -67,9 +69,7 @@ def test_probe_environment_keeps_vllm_caches_in_the_venv(tmp_path):
     assert runner.probe_environment(env)["VLLM_CACHE_ROOT"] == str(env.path / "vllm-cache")
 
 
-def test_unknown_checks_are_refused():
-    with pytest.raises(PatcherError, match="unknown check nope; known: speculative-config"):
-        runner._select(["speculative-config", "nope"], None)
+def test_checks_run_once_each_and_all_by_default():
     assert runner._select(None, "m:CausalLM:Backbone:model") == CHECKS
     assert runner._select(["aux-hidden-states", "aux-hidden-states"], None) == (
         "aux-hidden-states",
@@ -102,10 +102,10 @@ def fake_runs(tmp_path, monkeypatch):
 
     def run_probe(
         env: Venv, checks: list[str], workdir: Path, model: str | None = None
-    ) -> dict[str, Outcome]:
+    ) -> dict[str, CheckOutcome]:
         if env.key == keys[official]:
-            return {check: Outcome("fail", f"barrier: {check}", 1.0) for check in checks}
-        return {check: Outcome("pass", f"fixed {check}", 1.0) for check in checks}
+            return {check: CheckOutcome("fail", f"barrier: {check}", 1.0) for check in checks}
+        return {check: CheckOutcome("pass", f"fixed {check}", 1.0) for check in checks}
 
     monkeypatch.setattr(runner, "verify_venvs", verify_venvs)
     monkeypatch.setattr(runner, "run_probe", run_probe)

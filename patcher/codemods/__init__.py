@@ -1,51 +1,5 @@
-"""What changes vLLM: one libcst codemod per module, registered by name for patchsets.
+"""What changes vLLM: one libcst codemod per module (``registry`` names them for patchsets).
 
-A codemod's module (and libcst, which takes seconds to import) loads on first lookup; its
-options type does not need it, so a patchset is read, and a cached matrix shown, without it.
+Shared pieces: ``base`` (what every codemod reports and reads), ``options`` (what a patchset
+gives each), ``_cst`` (matchers and builders).
 """
-
-from __future__ import annotations
-
-import importlib
-from collections.abc import Iterator, Mapping
-from typing import Any
-
-from patcher.codemods.base import Codemod, FileOptions
-from patcher.codemods.options import BackboneOptions, InterfaceOptions
-
-WHERE: dict[str, tuple[str, type[Any]]] = {
-    "eagle3-whitelist": ("eagle3_whitelist:Eagle3Whitelist", FileOptions),
-    "mm-image-token": ("mm_image_token:MmImageToken", FileOptions),
-    "eagle-target-backbone": ("eagle_target_backbone:EagleTargetBackbone", FileOptions),
-    "eagle3-interface": ("eagle3_interface:Eagle3Interface", InterfaceOptions),
-    "eagle-mla-detect": ("eagle_mla_detect:EagleMlaDetect", FileOptions),
-    "eagle3-backbone": ("eagle3_backbone:Eagle3Backbone", BackboneOptions),
-}
-
-OPTIONS: dict[str, type[Any]] = {name: options for name, (_, options) in WHERE.items()}
-"""Each codemod's Options dataclass, without importing the codemod."""
-
-
-class Registry(Mapping[str, type[Codemod[Any]]]):
-    """Codemod classes by name, each module imported on first lookup."""
-
-    def __getitem__(self, name: str) -> type[Codemod[Any]]:
-        module, _, attribute = WHERE[name][0].partition(":")
-        codemod: type[Codemod[Any]] = getattr(
-            importlib.import_module(f"patcher.codemods.{module}"), attribute
-        )
-        return codemod
-
-    def __contains__(self, name: object) -> bool:
-        return name in WHERE  # Mapping's would import the codemod
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(WHERE)
-
-    def __len__(self) -> int:
-        return len(WHERE)
-
-
-CODEMODS = Registry()
-
-__all__ = ["CODEMODS", "OPTIONS", "Codemod"]

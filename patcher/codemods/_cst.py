@@ -134,6 +134,11 @@ def string_values(node: cst.BaseExpression) -> list[str] | None:
     return [v if isinstance(v, str) else v.decode() for v in values]
 
 
+def code(node: cst.CSTNode) -> str:
+    """A node's source text, written outside any module (default indent and line ending)."""
+    return cst.Module([]).code_for_node(node)
+
+
 def line_of(module: cst.Module, node: cst.CSTNode) -> int | None:
     """The 1-based line where ``node`` starts; computed only when a failure needs naming."""
     positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)

@@ -9,10 +9,9 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar
 
 from patcher.codemods.options import FileOptions, model_type, python_name
-from patcher.sources.base import Source
 
 if TYPE_CHECKING:  # libcst takes seconds to import: only a run that parses pays for it
     import libcst as cst
@@ -24,6 +23,38 @@ class Status(StrEnum):
     NOT_NEEDED = "not-needed"  # the gate it lifts does not exist in this tree
     UNSUPPORTED = "unsupported"  # a prerequisite is absent
     FAILED = "failed"  # the code has a shape this codemod does not know
+
+
+class Verdict(StrEnum):
+    """What a release comes out as for a patchset: its patches' statuses added up."""
+
+    NEEDS_PATCH = "needs-patch"  # a patch applied: the patched wheel is the one to use
+    UPSTREAM = "upstream"  # nothing to do: the release has the fix, or never had the gate
+    UNSUPPORTED = "unsupported"  # the release lacks what the patchset builds on
+    BROKEN = "broken"  # a patch met code of a shape it does not know
+
+    @classmethod
+    def of(cls, statuses: Iterable[Status]) -> Verdict:
+        found = set(statuses)
+        if Status.FAILED in found:
+            return cls.BROKEN
+        if Status.UNSUPPORTED in found:
+            return cls.UNSUPPORTED
+        if Status.APPLIED in found:
+            return cls.NEEDS_PATCH
+        return cls.UPSTREAM
+
+    @classmethod
+    def parse(cls, text: str) -> Verdict:
+        """The verdict a patchset names, or a ValueError listing the ones there are."""
+        try:
+            return cls(text)
+        except ValueError:
+            raise ValueError(f"{text!r} is not one of {', '.join(cls)}") from None
+
+    def drifts_from(self, expected: Verdict | None) -> bool:
+        """Whether a declared verdict exists and this is not it."""
+        return expected is not None and expected != self
 
 
 @dataclass(frozen=True)
@@ -62,6 +93,14 @@ def decode(data: bytes, path: str) -> str:
         ) from error
 
 
+class Files(Protocol):
+    """What a tree is read from: a source (``patcher.sources``), which codemods need not know."""
+
+    def names(self) -> Sequence[str]: ...
+
+    def read(self, path: str) -> bytes | None: ...
+
+
 @functools.lru_cache(maxsize=32)
 def parsed(text: str) -> cst.Module:
     """libcst's tree of ``text``, parsed once per process: each patchset gets a tree of its own,
@@ -81,17 +120,23 @@ def top_level_classes(text: str) -> frozenset[str]:
 class Tree:
     """The code a codemod sees: the source's files with earlier codemods' changes on top."""
 
-    def __init__(self, source: Source) -> None:
+    def __init__(self, source: Files) -> None:
         self.source = source
         self.overlay: dict[str, str] = {}
         self._modules: dict[str, cst.Module] = {}
         self._names = set(source.names())
+        self._files: dict[tuple[str, Any], list[str]] = {}
 
     def exists(self, path: str) -> bool:
         return path in self._names
 
-    def glob(self, pattern: str) -> list[str]:
-        return sorted(n for n in self._names if fnmatch.fnmatchcase(n, pattern))
+    def files(self, codemod: Codemod[Any]) -> list[str]:
+        """The files ``codemod`` reads in this tree, worked out once: the engine prefetches them,
+        the results cache hashes them, the codemod reads them."""
+        key = (codemod.NAME, codemod.options)
+        if key not in self._files:
+            self._files[key] = codemod.paths(self._names)
+        return self._files[key]
 
     def text(self, path: str) -> str | None:
         """The file's text without a BOM, which ast rejects and libcst drops (the engine puts

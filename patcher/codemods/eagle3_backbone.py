@@ -31,6 +31,7 @@ from patcher.codemods.base import Codemod, Outcome, ShapeError, Status, Tree
 from patcher.codemods.eagle3_interface import (
     INTERFACE,
     base_names,
+    enumerated,
     find_class,
     find_method,
     method,
@@ -39,8 +40,6 @@ from patcher.codemods.eagle3_interface import (
     top_level_imports,
 )
 from patcher.codemods.options import INTERFACES_MODULE, BackboneOptions
-
-DESCRIPTION = "Implement SupportsEagle3 on a decoder backbone's causal-LM class."
 
 MIXIN = "EagleModelMixin"
 MIXIN_HOOK = "_maybe_add_hidden_state"
@@ -83,10 +82,6 @@ def read_protocol(text: str) -> Protocol | None:
     mixin = classes.get(MIXIN)
     hooks = {n.name for n in mixin.body if isinstance(n, ast.FunctionDef)} if mixin else set()
     return Protocol(getter, MIXIN_HOOK in hooks)
-
-
-def code(node: cst.CSTNode) -> str:
-    return cst.Module([]).code_for_node(node)
 
 
 @dataclass(frozen=True)
@@ -157,20 +152,7 @@ class BackboneForward:
         counter = loop.counter
         if counter is None:
             counter = "idx"
-            header = cst.ensure_type(
-                statement(
-                    f"for {counter}, {code(node.target)} in enumerate(\n"
-                    f"    {code(node.iter)},\n"
-                    f"    start=self.start_layer,\n"
-                    f"):\n    pass\n"
-                ),
-                cst.For,
-            )
-            node = node.with_changes(
-                target=header.target,
-                iter=header.iter,
-                whitespace_after_in=header.whitespace_after_in,
-            )
+            node = enumerated(node, counter)
         states = f"{loop.hidden}, {loop.residual}"
         if mixin:
             first = statement(
@@ -221,7 +203,7 @@ def replace_method(cls: cst.ClassDef, old: cst.FunctionDef, new: cst.FunctionDef
 
 class Eagle3Backbone(Codemod[BackboneOptions]):
     NAME = "eagle3-backbone"
-    DESCRIPTION = DESCRIPTION
+    DESCRIPTION = "Implement SupportsEagle3 on a decoder backbone's causal-LM class."
     Options = BackboneOptions
 
     def paths(self, names: Iterable[str]) -> list[str]:

@@ -13,11 +13,9 @@ from collections.abc import Iterable
 import libcst as cst
 import libcst.matchers as m
 
-from patcher.codemods._cst import describe, extend_separated
+from patcher.codemods._cst import code, describe, extend_separated
 from patcher.codemods.base import Codemod, Outcome, ShapeError, Status, Tree
 from patcher.codemods.options import InterfaceOptions
-
-DESCRIPTION = "Implement SupportsEagle3 on the text model and its multimodal wrapper."
 
 INTERFACE = "SupportsEagle3"
 AUX_FIELD = "aux_hidden_state_layers"
@@ -43,6 +41,23 @@ LAYER_CALL_ASSIGN = m.Assign(
 
 def statement(code: str) -> cst.BaseStatement:
     return cst.parse_statement(code)
+
+
+def enumerated(loop: cst.For, counter: str) -> cst.For:
+    """``loop`` counting its layers: ``for counter, target in enumerate(iter, start=...)``, the
+    way vLLM's own EAGLE-3 backbones write it."""
+    header = cst.ensure_type(
+        statement(
+            f"for {counter}, {code(loop.target)} in enumerate(\n"
+            f"    {code(loop.iter)},\n"
+            f"    start=self.start_layer,\n"
+            f"):\n    pass\n"
+        ),
+        cst.For,
+    )
+    return loop.with_changes(
+        target=header.target, iter=header.iter, whitespace_after_in=header.whitespace_after_in
+    )
 
 
 def method(code: str) -> cst.FunctionDef:
@@ -139,7 +154,7 @@ class BackboneEdit:
             if isinstance(node, cst.FunctionDef) and node.name.value == "__init__":
                 node = self._init(node)
             elif isinstance(node, cst.FunctionDef) and node.name.value == "forward":
-                node = self._forward(node, node)
+                node = self._forward(node)
             statements.append(node)
         return cls.with_changes(body=body.with_changes(body=statements)) if self.changed else cls
 
@@ -151,7 +166,7 @@ class BackboneEdit:
         self.changed.append(f"{self.backbone}.__init__ sets {AUX_FIELD}")
         return node.with_changes(body=body.with_changes(body=[*body.body, line]))
 
-    def _forward(self, original: cst.FunctionDef, node: cst.FunctionDef) -> cst.FunctionDef:
+    def _forward(self, node: cst.FunctionDef) -> cst.FunctionDef:
         if m.findall(node, m.Name("aux_hidden_states")):
             return node
         body = list(cst.ensure_type(node.body, cst.IndentedBlock).body)
@@ -160,7 +175,7 @@ class BackboneEdit:
             raise ShapeError(
                 f"{self.path}: expected one loop over self.layers in {self.backbone}.forward, "
                 f"found {len(loops)}; nearest candidate: "
-                f"{describe(self.module, self.path, original)}"
+                f"{describe(self.module, self.path, node)}"
             )
         loop = cst.ensure_type(body[loops[0]], cst.For)
         calls = [s for s in m.findall(loop.body, LAYER_CALL_ASSIGN)]
@@ -168,7 +183,7 @@ class BackboneEdit:
             raise ShapeError(
                 f"{self.path}: expected `for layer in ...: hidden_states, residual = layer(...)` "
                 f"in {self.backbone}.forward; nearest candidate: "
-                f"{describe(self.module, self.path, original.body.body[loops[0]])}"
+                f"{describe(self.module, self.path, body[loops[0]])}"
             )
         hidden, residual = (
             cst.ensure_type(e.value, cst.Name).value
@@ -184,20 +199,8 @@ class BackboneEdit:
             f"if idx in self.{AUX_FIELD}:\n    aux_hidden_states.append({hidden} + {residual})\n"
         )
         loop_body = cst.ensure_type(loop.body, cst.IndentedBlock)
-        header = cst.ensure_type(
-            statement(
-                f"for idx, {loop.target.value} in enumerate(\n"
-                f"    {cst.Module([]).code_for_node(loop.iter)},\n"
-                f"    start=self.start_layer,\n"
-                f"):\n    pass\n"
-            ),
-            cst.For,
-        )
-        new_loop = loop.with_changes(
-            target=header.target,
-            iter=header.iter,
-            whitespace_after_in=header.whitespace_after_in,
-            body=loop_body.with_changes(body=[capture, *loop_body.body]),
+        new_loop = enumerated(loop, "idx").with_changes(
+            body=loop_body.with_changes(body=[capture, *loop_body.body])
         )
         early_return = statement(
             f"if len(aux_hidden_states) > 0:\n    return {hidden}, aux_hidden_states\n"
@@ -216,7 +219,7 @@ class BackboneEdit:
 
 class Eagle3Interface(Codemod[InterfaceOptions]):
     NAME = "eagle3-interface"
-    DESCRIPTION = DESCRIPTION
+    DESCRIPTION = "Implement SupportsEagle3 on the text model and its multimodal wrapper."
     Options = InterfaceOptions
 
     def paths(self, names: Iterable[str]) -> list[str]:
@@ -246,10 +249,9 @@ class Eagle3Interface(Codemod[InterfaceOptions]):
         module = tree.module(path)
         assert module is not None
         backbone = self.options.backbone_class
-        if find_class(module, backbone) is None:
-            raise ShapeError(f"{path}: no class {backbone}, the backbone named by the patchset")
         backbone_class = find_class(module, backbone)
-        assert backbone_class is not None
+        if backbone_class is None:
+            raise ShapeError(f"{path}: no class {backbone}, the backbone named by the patchset")
         editor = BackboneEdit(path, module, backbone)
         edited = editor.apply(backbone_class)
         if editor.changed:

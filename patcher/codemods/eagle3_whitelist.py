@@ -15,12 +15,8 @@ from dataclasses import dataclass
 import libcst as cst
 import libcst.matchers as m
 
-from patcher.codemods._cst import ExtendLiterals, describe, string_values
+from patcher.codemods._cst import ExtendLiterals, code, describe, string_values
 from patcher.codemods.base import FileCodemod, Outcome, ShapeError, Tree, summarize
-
-DESCRIPTION = "Add the model types to the EAGLE-3 target model-type whitelist."
-
-CANDIDATE_FILES = ("vllm/config/speculative.py", "vllm/config/__init__.py", "vllm/config.py")
 
 MENTIONS_EAGLE3 = m.SimpleString(value=m.MatchIfTrue(lambda value: "eagle3" in value))
 MODEL_TYPE = m.Attribute(attr=m.Name("model_type"))
@@ -138,20 +134,20 @@ class WhitelistExtender(ExtendLiterals):
         if not added:
             return updated_node
         first = cst.ensure_type(updated_node.left, cst.SimpleString)
-        subject = cst.Module([]).code_for_node(updated_node.comparisons[0].comparator)
+        subject = code(updated_node.comparisons[0].comparator)
         values = ", ".join([first.value, *(f'"{v}"' for v in added)])
         return cst.parse_expression(f"not any(supported in {subject} for supported in ({values}))")
 
 
 class Eagle3Whitelist(FileCodemod):
     NAME = "eagle3-whitelist"
-    DESCRIPTION = DESCRIPTION
-    CANDIDATE_FILES = CANDIDATE_FILES
+    DESCRIPTION = "Add the model types to the EAGLE-3 target model-type whitelist."
+    CANDIDATE_FILES = ("vllm/config/speculative.py", "vllm/config/__init__.py", "vllm/config.py")
 
     def transform(self, tree: Tree) -> Outcome:
         applied: list[str] = []
         present: list[str] = []
-        for path in self.paths(tree.source.names()):
+        for path in tree.files(self):
             module = tree.module(path)
             if module is None:
                 continue

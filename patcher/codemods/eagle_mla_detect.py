@@ -15,15 +15,6 @@ import libcst.matchers as m
 from patcher.codemods._cst import ExtendLiterals, describe, find_compound, string_values
 from patcher.codemods.base import FileCodemod, Outcome, ShapeError, Tree, summarize
 
-DESCRIPTION = "Add the model types to the EAGLE branch of is_deepseek_mla."
-
-CANDIDATE_FILES = (
-    "vllm/transformers_utils/model_arch_config_convertor.py",
-    "vllm/config/model.py",
-    "vllm/config/__init__.py",
-    "vllm/config.py",
-)
-
 IS_DEEPSEEK_MLA = m.FunctionDef(name=m.Name("is_deepseek_mla"))
 EAGLE_BRANCH = m.If(
     test=m.Comparison(
@@ -54,13 +45,18 @@ def eagle_branches(function: cst.FunctionDef) -> list[cst.If]:
 
 class EagleMlaDetect(FileCodemod):
     NAME = "eagle-mla-detect"
-    DESCRIPTION = DESCRIPTION
-    CANDIDATE_FILES = CANDIDATE_FILES
+    DESCRIPTION = "Add the model types to the EAGLE branch of is_deepseek_mla."
+    CANDIDATE_FILES = (
+        "vllm/transformers_utils/model_arch_config_convertor.py",
+        "vllm/config/model.py",
+        "vllm/config/__init__.py",
+        "vllm/config.py",
+    )
 
     def transform(self, tree: Tree) -> Outcome:
         applied, present = [], []
         for path, module in tree.modules_mentioning(
-            self.paths(tree.source.names()), "deepseek_mla"
+            tree.files(self), "deepseek_mla"
         ):
             for function in find_compound(module, IS_DEEPSEEK_MLA):
                 for branch in eagle_branches(cst.ensure_type(function, cst.FunctionDef)):

@@ -17,10 +17,6 @@ import libcst.matchers as m
 from patcher.codemods._cst import find_compound
 from patcher.codemods.base import FileCodemod, Outcome, Tree, summarize
 
-DESCRIPTION = "Let the EAGLE proposer use a target language model that is its own backbone."
-
-CANDIDATE_FILES = ("vllm/v1/spec_decode/*.py",)
-
 TARGET = "target_language_model"
 LOAD_MODEL = m.FunctionDef(name=m.Name("load_model"))
 INNER_MODEL = m.Attribute(value=m.Name(TARGET), attr=m.Name("model"))
@@ -58,12 +54,12 @@ class GuardInnerModel(cst.CSTTransformer):
 
 class EagleTargetBackbone(FileCodemod):
     NAME = "eagle-target-backbone"
-    DESCRIPTION = DESCRIPTION
-    CANDIDATE_FILES = CANDIDATE_FILES
+    DESCRIPTION = "Let the EAGLE proposer use a target language model that is its own backbone."
+    CANDIDATE_FILES = ("vllm/v1/spec_decode/*.py",)
 
     def transform(self, tree: Tree) -> Outcome:
         applied, present = [], []
-        for path, module in tree.modules_mentioning(self.paths(tree.source.names()), TARGET):
+        for path, module in tree.modules_mentioning(tree.files(self), TARGET):
             functions = find_compound(module, LOAD_MODEL)
             reading = {id(f) for f in functions if m.findall(f, INNER_MODEL)}
             if reading:

@@ -16,10 +16,6 @@ import libcst.matchers as m
 from patcher.codemods._cst import describe, find_compound
 from patcher.codemods.base import FileCodemod, Outcome, ShapeError, Tree, summarize
 
-DESCRIPTION = "Map the architecture to its image-token attribute in the EAGLE multimodal branch."
-
-CANDIDATE_FILES = ("vllm/v1/spec_decode/*.py",)
-
 SUPPORTS_MULTIMODAL = m.If(test=m.Call(func=m.Name("supports_multimodal")))
 READS_IMAGE_TOKEN_INDEX = m.Assign(
     targets=[m.AssignTarget(target=m.Attribute(attr=m.Name("image_token_index")))],
@@ -87,8 +83,10 @@ class InsertBranch(cst.CSTTransformer):
 
 class MmImageToken(FileCodemod):
     NAME = "mm-image-token"
-    DESCRIPTION = DESCRIPTION
-    CANDIDATE_FILES = CANDIDATE_FILES
+    DESCRIPTION = (
+        "Map the architecture to its image-token attribute in the EAGLE multimodal branch."
+    )
+    CANDIDATE_FILES = ("vllm/v1/spec_decode/*.py",)
 
     def transform(self, tree: Tree) -> Outcome:
         architecture = self.model.architecture
@@ -96,7 +94,7 @@ class MmImageToken(FileCodemod):
         if not architecture or not attribute:
             raise ShapeError("the patchset names no architecture and image-token attribute")
         applied, present = [], []
-        paths = self.paths(tree.source.names())
+        paths = tree.files(self)
         for path, module in tree.modules_mentioning(paths, "supports_multimodal("):
             branches = [
                 cst.ensure_type(b, cst.If) for b in find_compound(module, SUPPORTS_MULTIMODAL)

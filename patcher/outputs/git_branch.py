@@ -14,7 +14,23 @@ import tempfile
 import git
 
 from patcher.errors import PatcherError
+from patcher.outputs.base import Output
+from patcher.result import PatchResult
 from patcher.sources.git import GitSource
+
+
+class BranchOutput(Output):
+    """A new branch of the repository ``source`` reads, on top of the ref it reads."""
+
+    def __init__(self, source: GitSource, branch: str) -> None:
+        self.source, self.branch = source, branch
+
+    def write(self, result: PatchResult) -> str:
+        message = f"patcher: {result.patchset.name} on vllm {result.version}\n\n" + "\n".join(
+            f"{name}: {o.status}" for name, o in result.outcomes.items()
+        )
+        sha = commit_to_branch(self.source, result.changed, self.branch, message)
+        return f"committed {len(result.changed)} file(s) as {sha[:12]} on branch {self.branch}"
 
 
 def commit_to_branch(source: GitSource, changed: dict[str, str], branch: str, message: str) -> str:

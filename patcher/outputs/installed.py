@@ -17,10 +17,10 @@ from filelock import FileLock
 
 from patcher import __version__
 from patcher.cache import cache_dir
-from patcher.engine import PatchResult
 from patcher.errors import PatcherError
 from patcher.outputs import record
 from patcher.outputs.transaction import Transaction
+from patcher.result import PatchResult
 from patcher.sources.installed import ORIGINALS, Installation, PatchedFile, Provenance
 
 

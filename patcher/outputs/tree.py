@@ -10,6 +10,19 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from patcher.errors import PatcherError
+from patcher.outputs.base import Output
+from patcher.result import PatchResult
+
+
+class TreeOutput(Output):
+    """The tree on disk the patch was computed from, patched in place."""
+
+    def __init__(self, root: Path, force: bool = False) -> None:
+        self.root, self.force = root, force
+
+    def write(self, result: PatchResult) -> str:
+        written = write_tree(self.root, result.changed, force=self.force)
+        return f"patched {len(written)} file(s) under {self.root}"
 
 
 @dataclass

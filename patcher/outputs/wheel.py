@@ -25,7 +25,6 @@ from packaging.version import Version
 
 from patcher import __version__
 from patcher.cache import create_new, name_beside, remove_stale
-from patcher.engine import PatchResult
 from patcher.errors import PatcherError
 from patcher.outputs.record import (
     PROVENANCE,
@@ -34,6 +33,8 @@ from patcher.outputs.record import (
     read_member,
     record_hash,
 )
+from patcher.result import PatchResult
+from patcher.sources.wheel import open_wheel
 
 STALE_PARTIAL_SECONDS = 3600  # a build writes its .partial continuously and takes minutes
 CENTRAL_RECORD = struct.Struct("<4s6H3L5H2L")  # a central directory header, without names
@@ -138,46 +139,14 @@ class RawZipWriter:
         dos_time = hour << 11 | minute << 5 | second // 2
         dos_date = (year - 1980) << 9 | month << 5 | day
         offset = self.out.tell()
-        flags = 0x800
-        self.out.write(
-            LOCAL_RECORD.pack(
-                b"PK\x03\x04",
-                20,
-                flags,
-                zipfile.ZIP_DEFLATED,
-                dos_time,
-                dos_date,
-                crc,
-                len(compressed),
-                len(data),
-                len(encoded),
-                0,
-            )
-        )
+        # from "version needed" to the name's length, the local and the central record agree
+        shared = (20, 0x800, zipfile.ZIP_DEFLATED, dos_time, dos_date, crc)
+        sizes = (len(compressed), len(data), len(encoded))
+        self.out.write(LOCAL_RECORD.pack(b"PK\x03\x04", *shared, *sizes, 0))
         self.out.write(encoded)
         self.out.write(compressed)
-        self.central.append(
-            CENTRAL_RECORD.pack(
-                b"PK\x01\x02",
-                like.create_version,
-                20,
-                flags,
-                zipfile.ZIP_DEFLATED,
-                dos_time,
-                dos_date,
-                crc,
-                len(compressed),
-                len(data),
-                len(encoded),
-                0,
-                0,
-                0,
-                0,
-                like.external_attr,
-                offset,
-            )
-            + encoded
-        )
+        central = (like.create_version, *shared, *sizes, 0, 0, 0, 0, like.external_attr, offset)
+        self.central.append(CENTRAL_RECORD.pack(b"PK\x01\x02", *central) + encoded)
 
     def finish(self) -> None:
         start = self.out.tell()
@@ -241,7 +210,13 @@ class WheelPlan:
 
 def build_wheel(plan: WheelPlan, dist: Path) -> Path:
     """Write the patched wheel into ``dist`` beside its final name, then rename it into place."""
-    archive = zipfile.ZipFile(plan.source)
+    with open_wheel(plan.source) as archive:
+        return repack(plan, archive, dist)
+
+
+def repack(plan: WheelPlan, archive: zipfile.ZipFile, dist: Path) -> Path:
+    """The official wheel's members copied byte for byte, the patched ones and the dist-info
+    written anew, into a temporary file renamed into place once it checks out."""
     safe_members(archive, plan.source)
     old_info = f"{plan.distribution}-{plan.result.version}.dist-info"
     names = set(archive.namelist())
@@ -368,8 +343,7 @@ def check_wheel(path: Path, plan: WheelPlan, info: str) -> None:
         archive = zipfile.ZipFile(path)
     except zipfile.BadZipFile as error:
         raise PatcherError(f"the repacked wheel is not a valid zip: {error}") from error
-    with archive:
-        source = zipfile.ZipFile(plan.source)
+    with archive, zipfile.ZipFile(plan.source) as source:
         written = {i.filename: i for i in archive.infolist()}
         record = list(csv.reader(io.StringIO(archive.read(f"{info}/RECORD").decode())))
         for row in record:

@@ -23,7 +23,7 @@ from patcher.errors import PatcherError
 from patcher.serving.load import Load, ServerRun, send_load, warm_up
 from patcher.serving.metrics import SpecDecodeCounters, load_delta, settled_counters
 from patcher.serving.process import barrier, free_port, running_server
-from patcher.serving.setup import LOOPBACK, ServeSetup, Timeouts
+from patcher.serving.setup import LOOPBACK, ServeSetup, Speculation, Timeouts
 from patcher.serving.venv import ServingVenv, disk_usage
 
 API_SERVER = ("-m", "vllm.entrypoints.openai.api_server")
@@ -41,12 +41,9 @@ RANDOM_WEIGHTS_NOTE = (
 
 
 @dataclass(frozen=True)
-class CpuSetup:
+class CpuSetup(Speculation):
     """What every CPU server serves; the runs differ in the venv and in speculation."""
 
-    model: str
-    drafter: str
-    num_speculative_tokens: int = 3
     max_model_len: int = 1024
     dtype: str = "float32"
     extra_args: tuple[str, ...] = ()
@@ -75,12 +72,7 @@ class CpuSetup:
             *self.extra_args,
         ]
         if speculative:
-            config = {
-                "method": "eagle3",
-                "model": self.drafter,
-                "num_speculative_tokens": self.num_speculative_tokens,
-            }
-            argv += ["--speculative-config", json.dumps(config)]
+            argv += ["--speculative-config", json.dumps(self.speculative_config())]
         return argv
 
 

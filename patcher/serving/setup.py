@@ -14,21 +14,13 @@ LOOPBACK = "127.0.0.1"
 
 
 @dataclass(frozen=True)
-class ServeSetup:
-    """How the two servers are started; they differ only in ``--speculative-config``."""
+class Speculation:
+    """The target model and its drafter: what ``--speculative-config`` says on every device."""
 
     model: str
     drafter: str
-    tensor_parallel_size: int = 8
     num_speculative_tokens: int = 3
     method: str = "eagle3"
-    port: int = 8000
-    max_model_len: int | None = 32768
-    trust_remote_code: bool = True
-    served_model_name: str = "kimi-k2.5"
-    extra_vllm_args: tuple[str, ...] = ()
-    server_program: tuple[str, ...] = VLLM_SERVE
-    """What runs the server; tests put a stand-in here and keep every argument after it."""
 
     def speculative_config(self) -> dict[str, Any]:
         return {
@@ -36,6 +28,20 @@ class ServeSetup:
             "model": self.drafter,
             "num_speculative_tokens": self.num_speculative_tokens,
         }
+
+
+@dataclass(frozen=True)
+class ServeSetup(Speculation):
+    """How the two servers are started; they differ only in ``--speculative-config``."""
+
+    tensor_parallel_size: int = 8
+    port: int = 8000
+    max_model_len: int | None = 32768
+    trust_remote_code: bool = True
+    served_model_name: str = "kimi-k2.5"
+    extra_vllm_args: tuple[str, ...] = ()
+    server_program: tuple[str, ...] = VLLM_SERVE
+    """What runs the server; tests put a stand-in here and keep every argument after it."""
 
     def command(self, *, speculative: bool) -> list[str]:
         """The server's argv; flags as vLLM 0.15 to 0.33 spell them."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
+from typing import Self
 
 from packaging.version import Version
 
@@ -31,3 +32,12 @@ class Source(ABC):
     def identity(self) -> str:
         """A stable key for caching results computed from this tree; empty if it may change."""
         return ""
+
+    def close(self) -> None:  # noqa: B027 - most sources hold nothing open
+        """Release what reading holds open (a zip file, a repository)."""
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()

@@ -8,31 +8,22 @@ deleted and downloaded again.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Callable
 from pathlib import Path
 
 from filelock import FileLock
 
-from patcher.cache import cache_dir, read_checked, remove_stale, write_checked
+from patcher.cache import cache_dir, read_checked, remove_stale, sha256_of, write_checked
 from patcher.errors import PatcherError
-from patcher.index import Deadline, HttpClient, WheelFile, iter_body, timeout
+from patcher.index import Deadline, HttpClient, IndexEntry, iter_body, timeout
 
 CHUNK = 1024 * 1024
 STALE_PART_SECONDS = 24 * 3600  # a .part this old is from a download nobody came back to
 Progress = Callable[[int, int | None], None]
 
 
-def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        while chunk := handle.read(CHUNK):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
-def cached_wheel_path(wheel: WheelFile) -> Path:
+def cached_wheel_path(wheel: IndexEntry) -> Path:
     return cache_dir() / "wheels" / (wheel.sha256 or "unhashed") / wheel.filename
 
 
@@ -63,7 +54,7 @@ def verified_sha256(path: Path, expected: str) -> str:
     return actual
 
 
-def usable_cached(target: Path, wheel: WheelFile) -> bool:
+def usable_cached(target: Path, wheel: IndexEntry) -> bool:
     """Whether the cached wheel is the index's; one that is not is deleted."""
     if not target.exists():
         return False
@@ -79,7 +70,7 @@ def usable_cached(target: Path, wheel: WheelFile) -> bool:
     return good
 
 
-def download_wheel(wheel: WheelFile, client: HttpClient, progress: Progress | None = None) -> Path:
+def download_wheel(wheel: IndexEntry, client: HttpClient, progress: Progress | None = None) -> Path:
     """The wheel's path in the cache, verified, downloading (or resuming) it first if needed.
 
     A partial download stays in ``<name>.part`` and is resumed with a range request; a
@@ -110,11 +101,11 @@ def download_wheel(wheel: WheelFile, client: HttpClient, progress: Progress | No
         return target
 
 
-def complete(partial: Path, wheel: WheelFile) -> bool:
+def complete(partial: Path, wheel: IndexEntry) -> bool:
     return bool(wheel.sha256) and sha256_of(partial) == wheel.sha256
 
 
-def fetch(wheel: WheelFile, client: HttpClient, partial: Path, progress: Progress | None) -> None:
+def fetch(wheel: IndexEntry, client: HttpClient, partial: Path, progress: Progress | None) -> None:
     """Fill ``partial`` with the whole wheel, resuming what it holds.
 
     Every CHUNK of the body must arrive within ``timeout()``, so a server trickling bytes is

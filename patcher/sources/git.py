@@ -28,6 +28,9 @@ class GitSource(Source):
         self.version = parse_version(version or ref.removeprefix("v"), f"{repository}@{ref}")
         self.description = f"vllm {self.version} ({repository}@{ref})"
 
+    def close(self) -> None:
+        self.repo.close()
+
     @property
     def identity(self) -> str:
         return f"git:{self.commit.hexsha}"

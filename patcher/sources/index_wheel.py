@@ -15,7 +15,7 @@ from pathlib import Path
 
 from patcher.cache import checked_dir, read_checked, write_checked
 from patcher.errors import PatcherError
-from patcher.index import HttpClient, RangesRefused, Release, WheelFile
+from patcher.index import HttpClient, IndexEntry, RangesRefused, Release
 from patcher.sources.base import Source
 from patcher.sources.download import download_wheel
 from patcher.sources.http_range import RangeFile
@@ -25,7 +25,7 @@ LOCAL_HEADER_SLACK = 30 + 1024  # fixed local header plus room for the name and 
 
 
 class IndexWheelSource(Source):
-    def __init__(self, release: Release, wheel: WheelFile, client: HttpClient) -> None:
+    def __init__(self, release: Release, wheel: IndexEntry, client: HttpClient) -> None:
         if not wheel.sha256:
             raise PatcherError(f"{wheel.filename}: the index gives no sha256 to key a cache by")
         self.version = release.version
@@ -67,6 +67,13 @@ class IndexWheelSource(Source):
         self._fallback = WheelSource(download_wheel(self.wheel, self.client))
         self._zip = self._fallback.zip
         return self._zip
+
+    def close(self) -> None:
+        """The zip read in place, and the downloaded wheel if ranges were refused."""
+        for held in (self._zip, self._remote, self._fallback):
+            if held is not None:
+                held.close()
+        self._zip = self._remote = self._fallback = None
 
     def _size(self) -> int:
         """The wheel's size from a HEAD request, for an index that lists no sizes."""

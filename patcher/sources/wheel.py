@@ -11,9 +11,9 @@ from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from packaging.version import Version
 
 from patcher import distributions
+from patcher.cache import sha256_of
 from patcher.errors import PatcherError
 from patcher.sources.base import Source
-from patcher.sources.download import sha256_of
 
 
 def open_wheel(path: Path) -> zipfile.ZipFile:
@@ -58,6 +58,9 @@ class WheelSource(Source):
             return None
         except (zipfile.BadZipFile, OSError, EOFError, zlib.error) as error:
             raise PatcherError(f"{self.path}: cannot read {path} ({error})") from error
+
+    def close(self) -> None:
+        self.zip.close()
 
     @property
     def identity(self) -> str:

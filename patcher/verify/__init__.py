@@ -3,9 +3,3 @@
 Each check shows one barrier to EAGLE-3 for Kimi-K2.5 before and after patching; the
 checks themselves live in :mod:`patcher.verify.probe`, which runs inside a venv per wheel.
 """
-
-from patcher.verify.probe import CHECKS
-from patcher.verify.report import CheckResult, Outcome, Status, VerifyReport
-from patcher.verify.runner import verify_wheels
-
-__all__ = ["CHECKS", "CheckResult", "Outcome", "Status", "VerifyReport", "verify_wheels"]

@@ -11,11 +11,12 @@ from pathlib import Path
 
 from patcher import proofs
 from patcher.cache import cache_dir
-from patcher.engine import PatchResult
+from patcher.codemods.base import Verdict
 from patcher.errors import PatcherError
 from patcher.outputs.wheel import PROVENANCE, WheelPlan, build_wheel
 from patcher.patchset import Patchset
 from patcher.proofs import ProofKind
+from patcher.result import PatchResult
 from patcher.sources.wheel import WheelSource
 from patcher.verify.report import VerifyReport
 from patcher.verify.runner import verify_wheels
@@ -25,7 +26,7 @@ def check_verifiable(patchset: Patchset, result: PatchResult) -> None:
     """Refuse what verify cannot prove; the CLI asks before it downloads the wheel."""
     if not patchset.verify:
         raise PatcherError(f"patchset {patchset.name} declares no verify checks")
-    if result.verdict == "unsupported":
+    if result.verdict is Verdict.UNSUPPORTED:
         raise PatcherError(
             f"{result.distribution} {result.version} is unsupported for {patchset.name}"
         )
@@ -36,10 +37,12 @@ def verify_release(
 ) -> VerifyReport:
     """Verify the official wheel against the patched one, or alone where upstream has the fix."""
     check_verifiable(patchset, result)
-    if any(name.endswith(f".dist-info/{PROVENANCE}") for name in WheelSource(official).names()):
+    with WheelSource(official) as wheel:
+        patched_already = any(n.endswith(f".dist-info/{PROVENANCE}") for n in wheel.names())
+    if patched_already:
         raise PatcherError(f"{official.name} is a patched wheel; verify takes the official one")
     patched = None
-    if result.verdict == "needs-patch":
+    if result.verdict is Verdict.NEEDS_PATCH:
         patched = patched_wheel(WheelPlan(official, sha256, result, patchset.local_label))
     report = verify_wheels(
         official, patched, result.version, patchset.verify, probe_model(patchset)

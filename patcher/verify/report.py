@@ -5,14 +5,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-Status = Literal["pass", "fail", "skip"]
+CheckStatus = Literal["pass", "fail", "skip"]
 
 
 @dataclass(frozen=True)
-class Outcome:
+class CheckOutcome:
     """One check on one wheel, as the probe reported it."""
 
-    status: Status
+    status: CheckStatus
     detail: str
     seconds: float
 
@@ -22,8 +22,8 @@ class CheckResult:
     """One check, before (official wheel) and after (patched wheel, if any)."""
 
     name: str
-    before: Outcome
-    after: Outcome | None
+    before: CheckOutcome
+    after: CheckOutcome | None
 
     @property
     def detail(self) -> str:

@@ -14,11 +14,12 @@ from typing import Protocol
 
 from packaging.version import InvalidVersion, Version
 
+from patcher.checks import CHECKS, MODEL_CHECKS
 from patcher.errors import PatcherError
 from patcher.venvs import wheel_sha256
 from patcher.verify import probe
 from patcher.verify.environment import verify_venvs
-from patcher.verify.report import CheckResult, Outcome, VerifyReport
+from patcher.verify.report import CheckOutcome, CheckResult, VerifyReport
 from patcher.verify.requirements import wheel_version
 
 PROBE = Path(probe.__file__)
@@ -46,7 +47,7 @@ def verify_wheels(
 ) -> VerifyReport:
     """Run ``checks`` (all by default) on the official wheel and, if given, the patched one.
 
-    ``model`` names the patchset's model for the checks in ``probe.MODEL_CHECKS``.
+    ``model`` names the patchset's model for the checks in ``MODEL_CHECKS``.
     """
     names = _select(checks, model)
     wheels = [official_wheel] if patched_wheel is None else [official_wheel, patched_wheel]
@@ -55,23 +56,25 @@ def verify_wheels(
     if patched_wheel is not None and wheel_sha256(official_wheel) == wheel_sha256(patched_wheel):
         raise PatcherError(f"{patched_wheel} is the official wheel itself, not a patched one")
     start = time.monotonic()
-    venvs = verify_venvs(official_wheel, patched_wheel)
+    sides = ("official",) if patched_wheel is None else ("official", "patched")
+    venvs = dict(zip(sides, verify_venvs(official_wheel, patched_wheel), strict=True))
     setup = time.monotonic() - start
     # One probe process per wheel runs every check, so vLLM is imported once per wheel.
     with (
         tempfile.TemporaryDirectory(prefix="patcher-verify-") as tmp,
         ThreadPoolExecutor(len(venvs)) as pool,
     ):
-        sides = list(
-            pool.map(
-                lambda i: run_probe(venvs[i], names, Path(tmp) / str(i), model), range(len(venvs))
-            )
-        )
+        runs = {
+            side: pool.submit(run_probe, venv, names, Path(tmp) / side, model)
+            for side, venv in venvs.items()
+        }
+        before = runs["official"].result()
+        after = runs["patched"].result() if "patched" in runs else None
     return VerifyReport(
         vllm=version,
         wheel=wheels[-1].name,
         checks=tuple(
-            CheckResult(name, sides[0][name], sides[1][name] if len(sides) > 1 else None)
+            CheckResult(name, before[name], None if after is None else after[name])
             for name in names
         ),
         setup_seconds=round(setup, 1),
@@ -80,10 +83,10 @@ def verify_wheels(
 
 def run_probe(
     env: ProbeTarget, checks: Sequence[str], workdir: Path, model: str | None = None
-) -> dict[str, Outcome]:
+) -> dict[str, CheckOutcome]:
     """Run ``checks`` in ``env``'s interpreter; a check the probe did not report failed."""
     workdir.mkdir(parents=True, exist_ok=True)
-    extra = ["--model", model] if model and probe.MODEL_CHECKS & set(checks) else []
+    extra = ["--model", model] if model and MODEL_CHECKS & set(checks) else []
     try:
         # -I: neither the probe's own folder (patcher/verify) nor PYTHONPATH or the user
         # site may shadow anything the venv's vLLM imports.
@@ -106,18 +109,18 @@ def run_probe(
 
 def _read_results(
     stdout: str, checks: Sequence[str], why: str, seconds: float = 0.0
-) -> dict[str, Outcome]:
+) -> dict[str, CheckOutcome]:
     """The result line of each check; ``why`` for each check that has none."""
-    found: dict[str, Outcome] = {}
+    found: dict[str, CheckOutcome] = {}
     for line in stdout.splitlines():
         try:
             result = json.loads(line)
-            found[result["check"]] = Outcome(
+            found[result["check"]] = CheckOutcome(
                 result["status"], result["detail"], float(result["seconds"])
             )
         except (ValueError, KeyError, TypeError):
             continue
-    return {name: found.get(name, Outcome("fail", why, seconds)) for name in checks}
+    return {name: found.get(name, CheckOutcome("fail", why, seconds)) for name in checks}
 
 
 def probe_environment(env: ProbeTarget) -> dict[str, str]:
@@ -134,13 +137,10 @@ def probe_environment(env: ProbeTarget) -> dict[str, str]:
 
 
 def _select(checks: Sequence[str] | None, model: str | None) -> tuple[str, ...]:
-    """The checks asked for; by default every check, less the model checks when no model is
-    named (they cannot run without one)."""
+    """The checks asked for (a patchset's, whose reading checked the names), each once; by
+    default every check, less the model checks when no model is named (they need one)."""
     if checks is None:
-        return tuple(c for c in probe.CHECKS if model or c not in probe.MODEL_CHECKS)
-    unknown = sorted(set(checks) - set(probe.CHECKS))
-    if unknown:
-        raise PatcherError(f"unknown check {', '.join(unknown)}; known: {', '.join(probe.CHECKS)}")
+        return tuple(c for c in CHECKS if model or c not in MODEL_CHECKS)
     return tuple(dict.fromkeys(checks))
 
 

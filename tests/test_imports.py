@@ -1,0 +1,142 @@
+"""Imports point down: each layer of patcher imports only its own layer and the ones below.
+
+Layers, bottom up: 1 data and codemods; 2 sources and outputs (with the cache, the index, the
+venvs); 3 engine and matrix; 4 verify, serving and bench; 5 the CLI. Every layer's modules are
+imported in a fresh interpreter, one module after another, and what each brought along is
+recorded: no module of a higher layer may come, and layer 1 never brings the network or git.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import pkgutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import patcher
+
+LAYERS: dict[str, int] = {
+    # 1: data and codemods: what to change and how, read from the package's data
+    "patcher": 1,
+    "patcher.errors": 1,
+    "patcher.distributions": 1,
+    "patcher.schema": 1,
+    "patcher.checks": 1,
+    "patcher.codemods": 1,
+    "patcher.patchset": 1,
+    "patcher.result": 1,
+    "patcher.replica": 1,
+    "patcher.replica.spec": 1,
+    "patcher.replica.tokenizer": 1,
+    "patcher.replica.build": 1,
+    # 2: sources and outputs: where vLLM code comes from and where patched code goes
+    "patcher.cache": 2,
+    "patcher.index": 2,
+    "patcher.pipconfig": 2,
+    "patcher.elf": 2,
+    "patcher.venvs": 2,
+    "patcher.results_cache": 2,
+    "patcher.proofs": 2,
+    "patcher.sources": 2,
+    "patcher.outputs": 2,
+    "patcher.replica.write": 2,
+    # 3: the engine runs a patchset over a source; the matrix over every release
+    "patcher.engine": 3,
+    "patcher.matrix": 3,
+    # 4: what runs vLLM: verify on CPU, serving, the benchmarks
+    "patcher.verify": 4,
+    "patcher.serving": 4,
+    "patcher.bench": 4,
+    # 5: the command line
+    "patcher.cli": 5,
+    "patcher.cli_serve": 5,
+    "patcher.cli_wheels": 5,
+    "patcher.terminal": 5,
+}
+"""A module's layer is its own entry's, else its package's (``patcher.sources.git``: 2)."""
+
+NEVER_IN_LAYER_1 = ("git", "requests", "urllib3", "filelock")
+"""Reading a patchset or running a codemod needs neither the network nor git nor locks."""
+
+ROOT = Path(patcher.__file__).parent
+
+SCRIPT = """
+import importlib, json, sys
+brought = {}
+for name in sys.argv[1:]:
+    before = set(sys.modules)
+    importlib.import_module(name)
+    brought[name] = sorted(set(sys.modules) - before)
+print(json.dumps(brought))
+"""
+"""Imports each module named in turn and prints what each one brought along."""
+
+
+def layer_of(module: str) -> int | None:
+    while module:
+        if module in LAYERS:
+            return LAYERS[module]
+        module = module.rpartition(".")[0]
+    return None
+
+
+def all_modules() -> list[str]:
+    """Every module of the package, found on disk without importing any."""
+    found = ["patcher"]
+    for info in pkgutil.walk_packages([str(ROOT)], "patcher.", onerror=lambda name: None):
+        found.append(info.name)
+    return sorted(found)
+
+
+def imported_along(modules: list[str]) -> dict[str, list[str]]:
+    done = subprocess.run(
+        [sys.executable, "-c", SCRIPT, *modules],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=ROOT.parent,
+    )
+    assert done.returncode == 0, done.stderr
+    brought: dict[str, list[str]] = json.loads(done.stdout.splitlines()[-1])
+    return brought
+
+
+def test_every_module_has_a_layer() -> None:
+    assert [m for m in all_modules() if layer_of(m) is None] == []
+
+
+@pytest.mark.parametrize("layer", [1, 2, 3, 4, 5])
+def test_a_layer_imports_only_itself_and_below(layer: int) -> None:
+    modules = [m for m in all_modules() if layer_of(m) == layer]
+    brought = imported_along(modules)
+    upward = {
+        module: higher
+        for module, came in brought.items()
+        if (higher := [m for m in came if (layer_of(m) or 0) > layer])
+    }
+    assert upward == {}, f"layer {layer} imports from above it"
+    if layer == 1:
+        heavy = {
+            module: found
+            for module, came in brought.items()
+            if (found := [m for m in came if m.partition(".")[0] in NEVER_IN_LAYER_1])
+        }
+        assert heavy == {}, "data and codemods must not bring git, the network or locks"
+
+
+def test_no_package_reexports() -> None:
+    """An ``__init__.py`` holds its package's docstring and nothing that loads a module."""
+    eager = {
+        str(init.relative_to(ROOT.parent)): [
+            ast.unparse(node)
+            for node in ast.parse(init.read_text()).body
+            if isinstance(node, ast.Import | ast.ImportFrom)
+            and not (isinstance(node, ast.ImportFrom) and node.module == "__future__")
+        ]
+        for init in ROOT.rglob("__init__.py")
+    }
+    assert {path: imports for path, imports in eager.items() if imports} == {}
