@@ -13,7 +13,14 @@ CHECKS = (
     "aux-hidden-states",
     "mla-drafter",
     "eagle3-backbone",
+    "eagle3-model-type",
 )
 
-MODEL_CHECKS = frozenset({"eagle3-backbone"})
+MODEL_CHECKS = frozenset({"eagle3-backbone", "eagle3-model-type"})
 """Checks about the patchset's own model, which the probe is told with ``--model``."""
+
+REPLICA_CHECKS = frozenset({"eagle3-model-type"})
+"""Model checks that load the model's configs: the runner writes a replica of the causal-LM
+class into the check's workdir (``REPLICA_DIR``) before the probe runs."""
+
+REPLICA_DIR = "replica"

@@ -166,3 +166,25 @@ def test_by_default_every_check_runs_but_a_model_check_needs_a_model():
     assert runner._select(None, None) == tuple(
         c for c in probe.CHECKS if c not in probe.MODEL_CHECKS
     )
+
+
+def test_a_replica_check_finds_the_models_configs_in_its_workdir(tmp_path):
+    """The stand-in probe reports what the runner wrote for it: the replica of the causal-LM
+    class the model names, as ``vllm serve`` would be given it."""
+    env = fake_venv(
+        tmp_path,
+        'for c in "$@"; do case "$c" in --*) break;; esac;'
+        ' printf \'{"check": "%s", "status": "pass", "detail": "%s", "seconds": 0}\\n\''
+        ' "$c" "$(ls "$PWD/$c/replica" 2>/dev/null | tr "\\n" " ")"; done\n',
+    )
+    model = "vllm.model_executor.models.glm4_moe:Glm4MoeForCausalLM:Glm4MoeModel:model"
+    workdir = tmp_path / "w"
+    checked = runner.run_probe(env, ["eagle3-model-type", "eagle3-backbone"], workdir, model)
+    assert checked["eagle3-model-type"].detail.split() == [
+        "drafter",
+        "patcher-replica.json",
+        "target",
+    ]
+    assert checked["eagle3-backbone"].detail == ""  # only the checks that load configs get one
+    config = json.loads((workdir / "eagle3-model-type/replica/target/config.json").read_text())
+    assert config["architectures"] == ["Glm4MoeForCausalLM"]

@@ -61,6 +61,7 @@ ENTRY_MODULES: dict[str, tuple[str, ...]] = {
         f"{_MODELS}.ernie45_moe",
         f"{_MODELS}.step3_text",
     ),
+    "eagle3-model-type": ("vllm.config", f"{_MODELS}.registry", f"{_MODELS}.llama_eagle3"),
 }
 """The vLLM modules each check loads (directly or through the model registry).
 
@@ -69,7 +70,7 @@ The venv builder reads this to decide which optional packages a release needs.
 
 CHECKS = tuple(ENTRY_MODULES)
 
-MODEL_CHECKS = frozenset({"eagle3-backbone"})
+MODEL_CHECKS = frozenset({"eagle3-backbone", "eagle3-model-type"})
 """Checks about the patchset's own model, named with ``--model MODULE:CAUSAL_LM:BACKBONE:ATTR``
 (e.g. ``vllm.model_executor.models.glm4_moe:Glm4MoeForCausalLM:Glm4MoeModel:model``)."""
 
@@ -642,6 +643,25 @@ def check_eagle3_backbone(workdir: Path, model: str) -> str:
     )
 
 
+def check_eagle3_model_type(workdir: Path, model: str) -> str:
+    """SpeculativeConfig(method="eagle3") for the patchset's model, built from a replica's
+    configs (written into ``workdir/replica`` by the runner) as ``vllm serve`` builds it: the
+    model-type gate of releases before 0.22.0 raises here."""
+    from vllm.config import ModelConfig
+
+    replica = workdir / "replica"
+    target = ModelConfig(model=str(replica / "target"), skip_tokenizer_init=True)
+    wanted = model.split(":")[1]
+    if target.architectures[0] != wanted:
+        raise ProbeError(f"the replica resolved to {target.architectures[0]}, not {wanted}")
+    spec = _speculative_config(target, str(replica / "drafter"))
+    return (
+        f"SpeculativeConfig accepted eagle3 for target {wanted} (text model type "
+        f"{target.hf_text_config.model_type}); drafter "
+        f"{spec.draft_model_config.architectures[0]}, {spec.num_speculative_tokens} tokens"
+    )
+
+
 RUNNERS: dict[str, Callable[..., str]] = {
     "speculative-config": check_speculative_config,
     "eagle3-interface": check_eagle3_interface,
@@ -649,6 +669,7 @@ RUNNERS: dict[str, Callable[..., str]] = {
     "aux-hidden-states": check_aux_hidden_states,
     "mla-drafter": check_mla_drafter,
     "eagle3-backbone": check_eagle3_backbone,
+    "eagle3-model-type": check_eagle3_model_type,
 }
 
 

@@ -14,8 +14,10 @@ from typing import Protocol
 
 from packaging.version import InvalidVersion, Version
 
-from patcher.checks import CHECKS, MODEL_CHECKS
+from patcher.checks import CHECKS, MODEL_CHECKS, REPLICA_CHECKS, REPLICA_DIR
 from patcher.errors import PatcherError
+from patcher.replica.build import generate
+from patcher.replica.write import write_replica
 from patcher.venvs import wheel_sha256
 from patcher.verify import probe
 from patcher.verify.environment import verify_venvs
@@ -87,6 +89,10 @@ def run_probe(
     """Run ``checks`` in ``env``'s interpreter; a check the probe did not report failed."""
     workdir.mkdir(parents=True, exist_ok=True)
     extra = ["--model", model] if model and MODEL_CHECKS & set(checks) else []
+    if model:
+        architecture = model.split(":")[1]
+        for check in REPLICA_CHECKS & set(checks):
+            write_replica(generate(architecture), workdir / check / REPLICA_DIR)
     try:
         # -I: neither the probe's own folder (patcher/verify) nor PYTHONPATH or the user
         # site may shadow anything the venv's vLLM imports.
