@@ -133,9 +133,10 @@ VERIFY_MLA_RELEASES = ["0.18.0", "0.33.0"]
 """kimi-k2.5-eagle3-mla: the first and the newest release with the MLA drafter."""
 
 VERIFY_MODEL_PATCHSETS = ["glm4-moe-eagle3", "gemma3-eagle3", "ernie4.5-moe-eagle3", "step3-eagle3"]
-"""The backbone patchsets, verified on the newest release (needs-patch since 0.10.1)."""
+"""The backbone patchsets (needs-patch since 0.10.1)."""
 
-VERIFY_MODELS_RELEASE = "0.33.0"
+VERIFY_MODELS_RELEASES = ["0.17.1", "0.33.0"]
+"""The last release with the model-type whitelist and before EagleModelMixin, and the newest."""
 
 
 def run_verify(session: nox.Session, patchset: str, vllm: str, report: str) -> None:
@@ -162,9 +163,9 @@ def verify_mla(session: nox.Session, vllm: str) -> None:
 
 @nox.session(name="verify-models")
 @nox.parametrize("patchset", VERIFY_MODEL_PATCHSETS)
-def verify_models(session: nox.Session, patchset: str) -> None:
-    """Each backbone's aux states and interface before and after, on CPU."""
-    vllm = VERIFY_MODELS_RELEASE
+@nox.parametrize("vllm", VERIFY_MODELS_RELEASES)
+def verify_models(session: nox.Session, vllm: str, patchset: str) -> None:
+    """Each backbone's interface, aux states and model type before and after, on CPU."""
     run_verify(session, patchset, vllm, f"{patchset}-{vllm}")
 
 
