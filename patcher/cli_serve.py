@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import shlex
@@ -26,6 +27,8 @@ from patcher.result import PatchResult
 from patcher.serving import benchmark, host
 from patcher.serving.cpu import (
     BASELINE_LABEL,
+    CPU_ENV,
+    CPU_TIMEOUTS,
     OFFICIAL_LABEL,
     PATCHED_LABEL,
     RANDOM_WEIGHTS_NOTE,
@@ -207,24 +210,25 @@ def serve_bench_cpu(args: argparse.Namespace) -> int:
         num_speculative_tokens=args.num_speculative_tokens,
         max_model_len=args.max_model_len or 1024,
         extra_args=(*extra, *args.vllm_args),
-        env={"VLLM_CPU_KVCACHE_SPACE": "1", **env},
+        env={**CPU_ENV, **env},
     )
     prompts = read_prompts(args.prompts) if args.prompts else DEFAULT_PROMPTS
     load = Load(prompts, args.max_tokens or CPU_MAX_TOKENS, args.concurrency, args.api)
-    timeouts = Timeouts(health=args.health_timeout, health_poll=0.5, stop_grace=20, request=600)
+    timeouts = dataclasses.replace(CPU_TIMEOUTS, health=args.health_timeout)
     report = run_cpu(setup, load, plans, args.log_dir, timeouts, progress, notes)
     print_cpu_report(report, out)
     proof = report.served_proof(official_refuses)
+    text = report.to_json(proof)  # once: each run's entry walks its venv for the disk usage
     if args.json:
-        atomic_write(args.json, report.to_json(proof).encode())
+        atomic_write(args.json, text.encode())
     if proof is None:
         return 0
     if proven is not None:  # the matrix's ``served`` column shows it
-        kind = proofs.ProofKind.SERVED
-        proofs.record(kind, *proven, proof.passed, json.loads(report.to_json(proof)))
+        proofs.record(proofs.ProofKind.SERVED, *proven, proof.passed, json.loads(text))
     if proof.passed:
         return 0
-    err.print(f"patcher: the patched wheel did not prove EAGLE-3: {'; '.join(proof.problems)}")
+    problems = "; ".join(proof.problems)
+    err.print(f"patcher: the patched wheel did not prove EAGLE-3: {problems}", markup=False)
     return 1
 
 

@@ -62,7 +62,6 @@ class Row:
     def drift(self) -> bool:
         return self.verdict.drifts_from(self.expected)
 
-
     def to_json(self) -> dict:
         data: dict[str, object] = {
             "package": self.package,

@@ -20,6 +20,7 @@ The backbone must loop over its slice of ``self.layers`` carrying ``hidden_state
 from __future__ import annotations
 
 import ast
+import functools
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -69,8 +70,10 @@ class Protocol:
     mixin: bool
 
 
+@functools.lru_cache(maxsize=16)
 def read_protocol(text: str) -> Protocol | None:
-    """The protocol as ``interfaces.py`` declares it, or None where it has no ``SupportsEagle3``."""
+    """The protocol as ``interfaces.py`` declares it, or None where it has no ``SupportsEagle3``.
+    Read once per text: every backbone patchset of a matrix run asks it of the same release."""
     classes = {n.name: n for n in ast.parse(text).body if isinstance(n, ast.ClassDef)}
     protocol = classes.get(INTERFACE)
     if protocol is None:

@@ -55,9 +55,7 @@ class EagleMlaDetect(FileCodemod):
 
     def transform(self, tree: Tree) -> Outcome:
         applied, present = [], []
-        for path, module in tree.modules_mentioning(
-            tree.files(self), "deepseek_mla"
-        ):
+        for path, module in tree.modules_mentioning(tree.files(self), "deepseek_mla"):
             for function in find_compound(module, IS_DEEPSEEK_MLA):
                 for branch in eagle_branches(cst.ensure_type(function, cst.FunctionDef)):
                     literal = self._inner_types(module, path, branch)

@@ -17,7 +17,7 @@ from pathlib import Path
 from patcher.errors import PatcherError
 from patcher.replica.build import shrink
 from patcher.replica.write import write_replica
-from patcher.serving.cpu import SERVED_NAME, CpuSetup
+from patcher.serving.cpu import CPU_ENV, SERVED_NAME, CpuSetup
 from patcher.serving.load import complete
 from patcher.serving.metrics import read_counters
 from patcher.serving.process import barrier, free_port, running_server
@@ -52,7 +52,7 @@ def preflight(
         model=str(out / "target"),
         drafter=str(out / "drafter"),
         extra_args=replica.serve_args,
-        env={"VLLM_CPU_KVCACHE_SPACE": "1", **replica.env},
+        env={**CPU_ENV, **replica.env},
     )
     port = free_port()
     command = setup.command(venv.python, port, speculative=True)

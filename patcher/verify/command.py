@@ -53,7 +53,7 @@ def verify_release(
         str(result.version),
         result.distribution,
         report.ok,
-        {**report.to_json(), "ok": report.ok},
+        report.to_json(),
     )
     return report
 
