@@ -309,7 +309,7 @@ def command_apply(args: argparse.Namespace) -> int:
         raise PatcherError("--git needs --branch: the patch goes onto a new branch")
     patchset = patchsets.load(args.patchset)
     source, output = apply_target(args)
-    with source:
+    with output.locked(), source:
         result = run_patchset(patchset, source)
         fail_on_errors(result)
         out.print(status_table(result))

@@ -9,14 +9,13 @@ byte back, and the modules' modification times with them, so the old bytecode is
 
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 
 from filelock import FileLock
 
 from patcher import __version__
-from patcher.cache import cache_dir
+from patcher.cache import folder_lock
 from patcher.errors import PatcherError
 from patcher.outputs import record
 from patcher.outputs.transaction import Transaction
@@ -25,12 +24,8 @@ from patcher.sources.installed import ORIGINALS, Installation, PatchedFile, Prov
 
 
 def locked(installation: Installation) -> FileLock:
-    """One apply or revert at a time per installation. The lock lives in patcher's cache: a
-    file left in the dist-info would be one RECORD does not list."""
-    key = hashlib.sha256(str(installation.root / installation.info).encode()).hexdigest()[:16]
-    folder = cache_dir() / "installed-locks"
-    folder.mkdir(parents=True, exist_ok=True)
-    return FileLock(str(folder / f"{key}.lock"))
+    """One apply or revert at a time per installation."""
+    return folder_lock(installation.root / installation.info)
 
 
 def bytecode_rows(rows: list[record.RecordRow], module: str) -> list[record.RecordRow]:

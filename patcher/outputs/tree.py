@@ -6,9 +6,11 @@ import contextlib
 import os
 import stat
 import tempfile
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 
+from patcher.cache import folder_lock
 from patcher.errors import PatcherError
 from patcher.outputs.base import Output
 from patcher.result import PatchResult
@@ -19,6 +21,11 @@ class TreeOutput(Output):
 
     def __init__(self, root: Path, force: bool = False) -> None:
         self.root, self.force = root, force
+
+    def locked(self) -> AbstractContextManager[object]:
+        """The tree is read, patched and written under one lock: two applies at once each
+        patched the tree as it was, and the second rename lost the first one's change."""
+        return folder_lock(self.root)
 
     def write(self, result: PatchResult) -> str:
         written = write_tree(self.root, result.changed, force=self.force)
