@@ -380,3 +380,24 @@ def test_verify_installed_proves_the_environment_patched_in_place(env, tmp_path)
     after = json.loads(report.read_text())
     assert after["wheel"].endswith("patched with kimi-k2.5-eagle3")
     assert [(c["name"], c["before"]) for c in after["checks"]] == [("speculative-config", "pass")]
+
+
+@pytest.mark.network
+def test_a_deleted_provenance_is_named_not_taken_for_an_unpatched_vllm(tmp_path, release, capsys):
+    """issue 22: with patcher-provenance.json deleted, status said "patched: no" and revert
+    "nothing to revert", exit 0, while RECORD listed it and the originals were still kept.
+    Without the provenance nothing can be verified, so every command refuses, naming it."""
+    python = synthetic(tmp_path, release, "0.16.0")
+    site = tmp_path / "site"
+    assert main(["apply", "--installed", "--python", str(python)]) == 0
+    (site / INFO / "patcher-provenance.json").unlink()
+    capsys.readouterr()
+    before = state(site)
+    for command in ("status", "revert", "apply"):
+        assert main([command, "--installed", "--python", str(python)]) == 2, command
+        error = one_error_line(capsys)
+        assert f"{site / INFO / 'patcher-provenance.json'} is missing, but " in error
+        assert f"{site / INFO / 'RECORD'} lists it and " in error
+        assert "holds 5 file(s) kept for revert" in error
+        assert "reinstall vllm==0.16.0" in error
+    assert state(site) == before

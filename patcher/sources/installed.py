@@ -94,12 +94,31 @@ class Installation:
         """What patcher recorded when it patched this distribution, if it did."""
         path = self.root / self.provenance_member
         if not path.is_file():
+            if trace := self.patch_trace():
+                raise PatcherError(
+                    f"{path} is missing, but {trace}: this vllm was patched and the record "
+                    "of how is gone, so the patch can be neither checked nor reverted; "
+                    f"reinstall {self.distribution}=={self.version} to start clean"
+                )
             return None
         try:
             data = json.loads(path.read_bytes())
         except (OSError, ValueError) as error:
             raise PatcherError(f"{path}: unreadable provenance ({error})") from error
         return Provenance.from_json(data, str(path))
+
+    def patch_trace(self) -> str | None:
+        """What shows a patch in place without its provenance: RECORD listing the provenance,
+        and the originals kept for revert."""
+        traces = []
+        rows = record.parse_record(self.record(), str(self.record_path))
+        if self.provenance_member in rows:
+            traces.append(f"{self.record_path} lists it")
+        originals = self.root / self.info / ORIGINALS
+        kept = [p for p in originals.rglob("*") if p.is_file()] if originals.is_dir() else []
+        if kept:
+            traces.append(f"{originals} holds {len(kept)} file(s) kept for revert")
+        return " and ".join(traces) or None
 
 
 def find_installation(python: str | None = None) -> Installation:
