@@ -42,6 +42,7 @@ from patcher.outputs.git_branch import BranchOutput
 from patcher.outputs.tree import TreeOutput
 from patcher.outputs.wheel import WheelPlan, build_wheel, local_version, writable_folder
 from patcher.patchset import Patchset
+from patcher.pipconfig import redacted
 from patcher.replica import spec as replica_specs
 from patcher.result import PatchResult
 from patcher.sources.base import Source
@@ -701,7 +702,7 @@ def main(argv: list[str] | None = None) -> int:
         resolve_values(args)
         return args.run(args)
     except PatcherError as error:
-        for line in str(error).splitlines():  # several problems: a line each
+        for line in redacted(str(error)).splitlines():  # several problems: a line each
             err.print(f"patcher: error: {line}", markup=False, soft_wrap=True)
         return error.exit_code
     except KeyboardInterrupt:
