@@ -40,7 +40,13 @@ from patcher.outputs import installed as in_place
 from patcher.outputs.base import Output
 from patcher.outputs.git_branch import BranchOutput
 from patcher.outputs.tree import TreeOutput
-from patcher.outputs.wheel import WheelPlan, build_wheel, local_version, writable_folder
+from patcher.outputs.wheel import (
+    WheelPlan,
+    build_wheel,
+    local_version,
+    refuse_patched,
+    writable_folder,
+)
 from patcher.patchset import Patchset
 from patcher.pipconfig import redacted
 from patcher.replica import spec as replica_specs
@@ -50,7 +56,7 @@ from patcher.sources.directory import DirectorySource
 from patcher.sources.git import GitSource
 from patcher.sources.index_wheel import IndexWheelSource
 from patcher.sources.installed import Installation, InstalledSource, find_installation
-from patcher.sources.wheel import WheelSource
+from patcher.sources.wheel import WheelSource, open_wheel
 from patcher.terminal import err, new_table, out
 from patcher.verify.command import check_verifiable, probe_model, verify_release
 from patcher.verify.installed import verify_in_place
@@ -510,6 +516,10 @@ def matrix_table(name: str, rows: list[Row]) -> Table:
 
 
 def command_build_wheel(args: argparse.Namespace) -> int:
+    if args.wheel:
+        with open_wheel(args.wheel) as archive:
+            refuse_patched(archive, args.wheel.name)
+
     def label(patchset: Patchset) -> str:
         return patchset.local_label if args.local_label is None else args.local_label
 
