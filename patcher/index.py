@@ -188,6 +188,12 @@ def iter_body(response: requests.Response, deadline: Deadline) -> Iterator[bytes
         yield piece
 
 
+NOT_FETCHABLE = (
+    requests.exceptions.InvalidSchema,
+    requests.exceptions.MissingSchema,
+    requests.exceptions.InvalidURL,
+)
+"""``file://``, ``ftp://``, no scheme, no host: no retry can fix the URL itself."""
 TRANSIENT = (requests.RequestException, urllib3.exceptions.HTTPError, BodyTooSlow, OSError)
 
 
@@ -280,6 +286,11 @@ class HttpClient:
                     last = f"truncated response ({len(body)} of {promised} bytes)"
                     continue
                 return response
+            except NOT_FETCHABLE as error:
+                raise PatcherError(
+                    f"{shown}: not a URL patcher can fetch; it reads indexes over http and https "
+                    f"({type(error).__name__})"
+                ) from error
             except TRANSIENT as error:
                 last = str(error) if isinstance(error, BodyTooSlow) else type(error).__name__
         if deadline.passed():
