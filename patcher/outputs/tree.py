@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
 import stat
 import tempfile
@@ -13,6 +12,7 @@ from pathlib import Path
 from patcher.cache import folder_lock
 from patcher.errors import PatcherError
 from patcher.outputs.base import Output
+from patcher.outputs.transaction import give_owner
 from patcher.result import PatchResult
 
 
@@ -113,10 +113,7 @@ def write_beside(target: Path, data: bytes, original: os.stat_result) -> Path:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
         os.chmod(tmp, stat.S_IMODE(original.st_mode))
-        if (original.st_uid, original.st_gid) != (os.getuid(), os.getgid()):
-            # only root may give a file away; elsewhere the content is what matters
-            with contextlib.suppress(PermissionError):
-                os.chown(tmp, original.st_uid, original.st_gid)
+        give_owner(tmp, original)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise

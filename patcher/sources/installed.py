@@ -158,6 +158,12 @@ def pick(answer: dict[str, Any], interpreter: str) -> Installation:
             f"{names} ship vllm for {answer['python']}, but vllm imports from "
             f"{answer['origin']} (an editable install or PYTHONPATH?)"
         )
+    if len(chosen) > 1:
+        raise PatcherError(
+            f"{names} all install the vllm package in {Path(answer['origin']).parent.parent} "
+            f"for {answer['python']}: each RECORD lists the same files, so patching them would "
+            "leave the others' false; uninstall all but one"
+        )
     dist = chosen[0]
     init = Path(dist["init"])
     return Installation(
