@@ -55,7 +55,13 @@ from patcher.sources.base import Source
 from patcher.sources.directory import DirectorySource
 from patcher.sources.git import GitSource
 from patcher.sources.index_wheel import IndexWheelSource
-from patcher.sources.installed import Installation, InstalledSource, find_installation
+from patcher.sources.installed import (
+    ORIGINALS,
+    Installation,
+    InstalledSource,
+    ProvenanceMissing,
+    find_installation,
+)
 from patcher.sources.wheel import WheelSource, open_wheel
 from patcher.terminal import err, new_table, out
 from patcher.verify.command import check_verifiable, probe_model, verify_release
@@ -377,14 +383,19 @@ def apply_locked(args: argparse.Namespace, installation: Installation) -> int:
 def command_revert(args: argparse.Namespace) -> int:
     installation = find_installation(args.python)
     with in_place.locked(installation):
-        provenance = installation.provenance()
+        try:
+            provenance = installation.provenance()
+            how = ""
+        except ProvenanceMissing:
+            provenance = in_place.recovered(installation)
+            how = f" (its provenance was deleted: rebuilt from {ORIGINALS}/ and RECORD)"
         if provenance is None:
             say(f"{installation.description} is not patched; nothing to revert")
             return 0
         restored = in_place.revert(installation, provenance)
     say(
         f"restored {len(restored)} file(s) of {installation.description} and its RECORD "
-        f"to the bytes from before {provenance.patchset}"
+        f"to the bytes from before {provenance.patchset}{how}"
     )
     return 0
 

@@ -190,6 +190,26 @@ def test_revert_restores_every_byte_and_record(env, official_wheel, capsys):
 
 @pytest.mark.network
 @pytest.mark.slow
+def test_revert_without_provenance_restores_every_byte_and_keeps_the_bytecode_valid(env, capsys):
+    """The provenance held the modules' old modification times; rebuilt without it, they come
+    from the bytecode pip compiled and apply kept, in whole seconds: the time Python checks a
+    .pyc against, so the restored bytecode is used, not recompiled over its RECORD row."""
+    site = purelib(env)
+    files = {p: p.read_bytes() for p in site.rglob("*") if p.is_file() and p.suffix != ".so"}
+    seconds = {p: int((site / p).stat().st_mtime) for p in PATCHED}
+    assert main(["apply", "--installed", "--python", str(env)]) == 0
+    (site / INFO / "patcher-provenance.json").unlink()
+    assert main(["revert", "--installed", "--python", str(env)]) == 0
+    assert "its provenance was deleted: rebuilt from patcher-originals/" in capsys.readouterr().out
+    after = {p: p.read_bytes() for p in site.rglob("*") if p.is_file() and p.suffix != ".so"}
+    assert after.keys() == files.keys()
+    assert [p for p in files if files[p] != after[p]] == []
+    assert {p: int((site / p).stat().st_mtime) for p in PATCHED} == seconds
+    assert bad_rows(site) == []
+
+
+@pytest.mark.network
+@pytest.mark.slow
 def test_a_file_changed_after_patching_makes_revert_and_status_refuse(env, capsys):
     site = purelib(env)
     assert main(["apply", "--installed", "--python", str(env)]) == 0
@@ -385,23 +405,62 @@ def test_verify_installed_proves_the_environment_patched_in_place(env, tmp_path)
 
 
 @pytest.mark.network
-def test_a_deleted_provenance_is_named_not_taken_for_an_unpatched_vllm(tmp_path, release, capsys):
+def test_a_deleted_provenance_is_named_and_revert_rebuilds_it_from_the_originals(
+    tmp_path, release, capsys
+):
     """issue 22: with patcher-provenance.json deleted, status said "patched: no" and revert
     "nothing to revert", exit 0, while RECORD listed it and the originals were still kept.
-    Without the provenance nothing can be verified, so every command refuses, naming it."""
+    status and apply now refuse, naming it; revert rebuilds it from the originals and RECORD,
+    checks it as a written one, and puts every byte back."""
     python = synthetic(tmp_path, release, "0.16.0")
     site = tmp_path / "site"
+    installed = {p: p.read_bytes() for p in site.rglob("*") if p.is_file()}
     assert main(["apply", "--installed", "--python", str(python)]) == 0
     (site / INFO / "patcher-provenance.json").unlink()
     capsys.readouterr()
     before = state(site)
-    for command in ("status", "revert", "apply"):
+    for command in ("status", "apply"):
         assert main([command, "--installed", "--python", str(python)]) == 2, command
         error = one_error_line(capsys)
         assert f"{site / INFO / 'patcher-provenance.json'} is missing, but " in error
         assert f"{site / INFO / 'RECORD'} lists it and " in error
         assert "holds 5 file(s) kept for revert" in error
-        assert "reinstall vllm==0.16.0" in error
+        assert "patcher revert --installed restores it" in error
+    assert state(site) == before
+    assert main(["revert", "--installed", "--python", str(python)]) == 0
+    assert "restored 4 file(s)" in capsys.readouterr().out
+    assert {p: p.read_bytes() for p in site.rglob("*") if p.is_file()} == installed
+    assert not (site / INFO / "patcher-originals").exists()
+    assert main(["status", "--installed", "--python", str(python)]) == 0
+    assert "patched   no" in capsys.readouterr().out
+
+
+@pytest.mark.network
+@pytest.mark.parametrize("edited", ["patched", "original"])
+def test_without_provenance_revert_refuses_what_does_not_check_out(
+    edited, tmp_path, release, capsys
+):
+    """A patched module or a kept original edited after the provenance was deleted: the rebuilt
+    provenance does not hold, and revert refuses, writing nothing."""
+    python = synthetic(tmp_path, release, "0.16.0")
+    site = tmp_path / "site"
+    assert main(["apply", "--installed", "--python", str(python)]) == 0
+    (site / INFO / "patcher-provenance.json").unlink()
+    file = (
+        site / PATCHED[1] if edited == "patched" else site / INFO / "patcher-originals" / PATCHED[1]
+    )
+    with file.open("a") as handle:
+        handle.write("# a local edit\n")
+    capsys.readouterr()
+    before = state(site)
+    assert main(["revert", "--installed", "--python", str(python)]) == 2
+    error = one_error_line(capsys)
+    expected = (
+        f"{PATCHED[1]} changed since it was patched"
+        if edited == "patched"
+        else f"is not the {PATCHED[1]} the original RECORD lists"
+    )
+    assert expected in error
     assert state(site) == before
 
 

@@ -53,6 +53,10 @@ print(json.dumps({
 """Runs in the target interpreter (any Python 3.8+): which distributions ship ``vllm``."""
 
 
+class ProvenanceMissing(PatcherError):
+    """A patch in place whose ``patcher-provenance.json`` is gone: only revert may go on."""
+
+
 @dataclass(frozen=True)
 class Installation:
     """One installed distribution that ships the ``vllm`` package."""
@@ -95,10 +99,11 @@ class Installation:
         path = self.root / self.provenance_member
         if not path.is_file():
             if trace := self.patch_trace():
-                raise PatcherError(
+                raise ProvenanceMissing(
                     f"{path} is missing, but {trace}: this vllm was patched and the record "
-                    "of how is gone, so the patch can be neither checked nor reverted; "
-                    f"reinstall {self.distribution}=={self.version} to start clean"
+                    "of how is gone; patcher revert --installed restores it from the kept "
+                    "originals if they check out, else reinstall "
+                    f"{self.distribution}=={self.version}"
                 )
             return None
         try:
