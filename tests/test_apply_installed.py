@@ -511,3 +511,15 @@ def test_apply_and_revert_as_root_keep_the_owner_of_a_users_files(tmp_path, rele
     assert main(["revert", "--installed", "--python", str(python)]) == 0
     assert "restored 4 file(s)" in capsys.readouterr().out
     assert owners() == {(4321, 4321)}
+
+
+@pytest.mark.network
+def test_one_distribution_seen_twice_on_the_path_is_not_two(tmp_path, release, monkeypatch, capsys):
+    """The refusal of two distributions shipping the same files must not take one dist-info,
+    listed twice because its folder is twice on sys.path (here through a symlink), for two."""
+    python = synthetic(tmp_path, release, "0.16.0")
+    (tmp_path / "link").symlink_to(tmp_path / "site")
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path / "link"))
+    closed = "http://127.0.0.1:9/simple"
+    assert main(["status", "--installed", "--python", str(python), "--index-url", closed]) == 0
+    assert "0.16.0 (distribution vllm)" in capsys.readouterr().out

@@ -152,7 +152,8 @@ def pick(answer: dict[str, Any], interpreter: str) -> Installation:
     """The distribution whose ``vllm/__init__.py`` is the one ``import vllm`` would load."""
     found = answer["found"]
     names = ", ".join(f"{d['name']} {d['version']}" for d in found)
-    chosen = [d for d in found if d["init"] == answer["origin"]]
+    # one dist-info seen twice (its folder twice on sys.path) is one distribution
+    chosen = list({d["record"]: d for d in found if d["init"] == answer["origin"]}.values())
     if not found:
         where = f"; vllm imports from {answer['origin']}" if answer["origin"] else ""
         raise PatcherError(
