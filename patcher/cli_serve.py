@@ -274,12 +274,13 @@ def print_cpu_report(report: CpuReport, console: Console) -> None:
 
 
 def command_preflight(args: argparse.Namespace) -> int:
+    replica = shrink(args.model, args.drafter, None)  # the configs first: the venv takes minutes
     wheel, _ = official_wheel(args)
     progress(f"preparing the serving venv for {wheel.name}")
     venv = serving_venv(wheel)
     progress(f"venv {'built' if venv.created else 'found'} in {venv.seconds:.0f} s")
     args.workdir.mkdir(parents=True, exist_ok=True)
-    result = preflight(args.model, args.drafter, venv, args.workdir, progress)
+    result = preflight(replica, venv, args.workdir, progress)
     verdict = "pass" if result.passed else "barrier"
     out.print(f"{verdict}: {result.detail} ({result.seconds:.0f} s)", markup=False, soft_wrap=True)
     return 0 if result.passed else 1

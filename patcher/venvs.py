@@ -40,7 +40,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from patcher.cache import cache_dir, sha256_of
 from patcher.elf import needed_libraries
 from patcher.errors import PatcherError
-from patcher.pipconfig import PipSources
+from patcher.pipconfig import PipSources, redacted
 from patcher.pipconfig import pip_sources as read_pip_sources
 
 FORMAT = 1
@@ -262,7 +262,7 @@ class Uv:
             # --no-cache unpacks into a temporary cache: keep it on the venvs' file system.
             "TMPDIR": str(cache_dir()),
         }
-        self.out.write(f"$ {' '.join(command)}\n")
+        self.out.write(f"$ {redacted(' '.join(command))}\n")
         self.out.flush()
         done = subprocess.run(
             command, stdout=self.out, stderr=subprocess.STDOUT, env=env, check=False

@@ -209,3 +209,37 @@ def test_the_command_writes_a_replica_and_prints_the_notes(tmp_path, capsys):
 def test_the_command_refuses_drafter_from_without_from(tmp_path, capsys):
     assert main(["replica", "--drafter-from", str(tmp_path), "--out", str(tmp_path / "r")]) == 2
     assert capsys.readouterr().err == "patcher: error: --drafter-from needs --from\n"
+
+
+@pytest.mark.parametrize(
+    ("architectures", "shown"),
+    [
+        (None, "null"),  # issue 22: "no replica for architecture None"
+        ([], "[]"),
+        ("Glm4MoeForCausalLM", '"Glm4MoeForCausalLM"'),  # issue 22: read as 'G'
+        ([7], "[7]"),
+    ],
+)
+def test_an_architectures_field_that_is_not_a_list_of_names_is_named(
+    architectures, shown, tmp_path, capsys
+):
+    model = tmp_path / "model"
+    model.mkdir()
+    model_config = {} if architectures is None else {"architectures": architectures}
+    (model / "config.json").write_text(json.dumps(model_config))
+    assert main(["replica", "--from", str(model), "--out", str(tmp_path / "r")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert f'model/config.json: "architectures" is {shown}, not a list of model class names' in err
+    assert not (tmp_path / "r").exists()
+
+
+def test_a_drafter_whose_architectures_is_a_string_is_named(tmp_path):
+    model = kimi_k25_user_dir(tmp_path / "Kimi-K2.5")
+    drafter_dir = kimi_k25_mla_drafter_dir(tmp_path / "eagle3", 32000)
+    drafter = json.loads((drafter_dir / "config.json").read_text())
+    drafter["architectures"] = drafter["architectures"][0]
+    (drafter_dir / "config.json").write_text(json.dumps(drafter))
+    with pytest.raises(PatcherError) as refusal:
+        shrink(model, drafter_dir, None)
+    assert str(refusal.value).startswith('the drafter\'s config.json: "architectures" is "')

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from patcher.errors import PatcherError
-from patcher.replica.spec import ReplicaSpec, for_architecture, resolve
+from patcher.replica.spec import ReplicaSpec, for_architecture, known, resolve
 from patcher.replica.tokenizer import token_id, tokenizer_files
 
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf", ".msgpack", ".h5", ".ckpt")
@@ -158,9 +158,21 @@ def small_files(folder: Path) -> dict[str, bytes]:
     return kept
 
 
+def architectures_of(config: dict[str, Any], where: str) -> list[str]:
+    """The model classes a config names in ``architectures``: a non-empty list of names (a
+    bare string was read letter by letter, and a missing list as architecture None)."""
+    value = config.get("architectures")
+    if not (isinstance(value, list) and value and all(isinstance(a, str) and a for a in value)):
+        raise PatcherError(
+            f'{where}: "architectures" is {json.dumps(value)}, not a list of model class '
+            f'names such as ["{sorted(known())[0]}"]'
+        )
+    return value
+
+
 def drafter_kind_of(spec: ReplicaSpec, config: dict[str, Any]) -> str:
     """Which of the recipe's drafter kinds a user's drafter is, by its architecture."""
-    architectures = set(config.get("architectures") or ())
+    architectures = set(architectures_of(config, "the drafter's config.json"))
     for kind, recipe in spec.drafters.items():
         if architectures & set(recipe.get("architectures", ())):
             return kind
@@ -174,8 +186,7 @@ def drafter_kind_of(spec: ReplicaSpec, config: dict[str, Any]) -> str:
 def shrink(model_dir: Path, drafter_dir: Path | None, drafter_kind: str | None) -> Replica:
     """A user's own configs made small: fewer, narrower layers; names and vocabulary kept."""
     config = read_config(model_dir)
-    architectures = config.get("architectures") or [None]
-    spec = for_architecture(architectures[0])
+    spec = for_architecture(architectures_of(config, f"{model_dir.name}/config.json")[0])
     notes: list[str] = []
     drop_quantization(config, f"{model_dir.name}/config.json", notes)
     text = text_of(config, spec)
