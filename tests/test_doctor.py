@@ -16,6 +16,7 @@ from conftest import one_error_line
 
 from patcher import doctor
 from patcher.cli import main
+from patcher.errors import PatcherError
 
 KIMI_LAYERS = 61
 KIMI = {
@@ -403,3 +404,30 @@ def test_preflight_refuses_bad_drafter_input_before_any_download_or_engine(tmp_p
         [*argv, f"--workdir={tmp_path / 'w'}"], capsys
     )
     assert not (tmp_path / "w").exists()
+
+
+@pytest.mark.network
+def test_fix_without_ids_writes_the_trainers_default_only_when_told(release, tmp_path, llama):
+    drafter = write_folder(tmp_path / "drafter", LLAMA_DRAFTER)
+    diagnosis = run(release, "0.33.0", drafter, llama)
+    with pytest.raises(PatcherError, match="the drafter names no ids: --fix needs the ids"):
+        doctor.write_fix(diagnosis, tmp_path / "unknown")
+    told = run(release, "0.33.0", drafter, llama, trained_with="specforge")
+    changes = doctor.write_fix(told, tmp_path / "fixed")
+    assert changes[0].startswith("named [2, 40, 77]: specforge's default [1, n//2-1, n-4]")
+    written = json.loads((tmp_path / "fixed" / "config.json").read_text())
+    assert written["eagle_aux_hidden_state_layer_ids"] == [2, 40, 77]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["drafter", "fixed", "llama"]
+
+
+@pytest.mark.network
+def test_without_the_target_the_runners_are_still_read(release, tmp_path):
+    drafter = write_folder(
+        tmp_path / "drafter",
+        {**MLA_DRAFTER, "eagle_config": {"eagle_aux_hidden_state_layer_ids": NESTED_IDS}},
+    )
+    with release("0.25.0") as source:
+        diagnosis = doctor.diagnose(source, doctor.read_inputs(drafter, None))
+    assert feeds(diagnosis)["V1"] == (tuple(NESTED_IDS), NESTED_FIELD)
+    assert feeds(diagnosis)["V2"][0] is None and diagnosis.feeds[1].default
+    assert diagnosis.gpu_choice.startswith("V2 only for DeepseekV2ForCausalLM, GraniteMoe")

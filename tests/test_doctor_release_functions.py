@@ -58,6 +58,22 @@ CONFIGS = {
 }
 """The shapes public drafters ship their ids in, on nvidia's Llama-3.3-70B drafter config."""
 
+SPECULATORS = {
+    "speculators_model_type": "eagle3",
+    "speculators_version": "0.1.0",
+    "speculators_config": {
+        "algorithm": "eagle3",
+        "default_proposal_method": "greedy",
+        "proposal_methods": [{"proposal_type": "greedy", "speculative_tokens": 3}],
+        "verifier": {"architectures": ["LlamaForCausalLM"]},
+    },
+    "transformer_layer_config": {**LLAMA_DRAFTER, "architectures": ["LlamaForCausalLM"]},
+    "architectures": ["Eagle3Speculator"],
+    "draft_vocab_size": 128256,
+    "eagle_aux_hidden_state_layer_ids": [2, 41, 76],
+}
+"""The speculators format: vLLM's get_config turns it into the layer config by its updater."""
+
 
 @pytest.fixture(scope="module")
 def venv(cpu_index):
@@ -70,6 +86,7 @@ def test_the_doctor_reads_what_the_releases_functions_return(venv, tmp_path):
         name: write_folder(tmp_path / name, {**LLAMA_DRAFTER, **extra})
         for name, extra in CONFIGS.items()
     }
+    folders["speculators"] = write_folder(tmp_path / "speculators", SPECULATORS)
     model = write_folder(tmp_path / "model", LLAMA_70B)
     done = subprocess.run(
         [str(venv.python), "-c", PROBE, *map(str, folders.values())],
@@ -95,3 +112,4 @@ def test_the_doctor_reads_what_the_releases_functions_return(venv, tmp_path):
     assert by_name["nested"] == {"V1": [3, 31, 57], "V2": None}  # the runners disagree
     assert by_name["nested-layer-ids"] == {"V1": None, "V2": [4, 30, 70]}
     assert by_name["dflash-ids"] == {"V1": [2, 40, 77], "V2": [2, 40, 77]}
+    assert by_name["speculators"] == {"V1": [2, 41, 76], "V2": [2, 41, 76]}
