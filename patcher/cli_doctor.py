@@ -94,7 +94,10 @@ def feeding(feed: Feed, layers: int | None) -> str:
 def print_diagnosis(diagnosis: Diagnosis, print_line: Callable[[str], None]) -> None:
     """The diagnosis as plain lines: the runners, then each finding with evidence and fix."""
     layers = diagnosis.target.layers if diagnosis.target else None
-    print_line(f"doctor: {diagnosis.drafter} on {diagnosis.release}")
+    form = (
+        " (speculators format, read through the release's updater)" if diagnosis.speculators else ""
+    )
+    print_line(f"doctor: {diagnosis.drafter} on {diagnosis.release}{form}")
     for feed in diagnosis.feeds:
         where = feed.where.rpartition("/")[2]
         fields = ", ".join(feed.fields) or "nothing"

@@ -20,7 +20,7 @@ from typing import Any
 from patcher import drafter_ids, results_cache
 from patcher import patchset as patchsets
 from patcher.cache import name_beside
-from patcher.codemods.base import Tree, Verdict
+from patcher.codemods.base import ShapeError, Tree, Verdict
 from patcher.drafter_files import CONFIG, Tensor, checkpoint_tensors, read_config, weight_files
 from patcher.drafter_ids import Default, RunnerReader, Unreadable
 from patcher.engine import needed_paths, run_patchset
@@ -105,7 +105,6 @@ class Target:
     layers: int | None
     hidden_size: int | None
     vocab_size: int | None
-    folder: Path | None
 
 
 @dataclass
@@ -151,7 +150,7 @@ def integer(config: Mapping[str, Any], key: str) -> int | None:
 
 def read_target(folder: Path | None) -> Target:
     if folder is None:
-        return Target([], None, None, None, None)
+        return Target([], None, None, None)
     config = read_config(folder, "model")
     text = text_config(config)
     architectures = [a for a in config.get("architectures") or [] if isinstance(a, str)]
@@ -161,7 +160,6 @@ def read_target(folder: Path | None) -> Target:
         integer(text, "num_hidden_layers"),
         integer(text, "hidden_size"),
         integer(text, "vocab_size") or integer(config, "vocab_size"),
-        folder,
     )
 
 
@@ -231,7 +229,20 @@ def diagnose(
     trained_with: str | None = None,
     patchset_names: Sequence[str] | None = None,
 ) -> Diagnosis:
-    """Every finding for the drafter (and the target, if given) on the release ``source`` holds."""
+    """Every finding for the drafter (and the target, if given) on the release ``source`` holds;
+    a release whose code is not the shape read is a one-line error, never a guess."""
+    try:
+        return diagnosis_of(source, inputs, trained_with, patchset_names)
+    except (Unreadable, ShapeError) as error:
+        raise PatcherError(f"{source.description}: {error}") from error
+
+
+def diagnosis_of(
+    source: Source,
+    inputs: Inputs,
+    trained_with: str | None,
+    patchset_names: Sequence[str] | None,
+) -> Diagnosis:
     raw, tensors, target, drafter = inputs.config, inputs.tensors, inputs.target, inputs.drafter
     source.prefetch(release_paths())
     try:

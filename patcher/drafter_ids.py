@@ -62,12 +62,14 @@ class ConfigView:
 
 
 class Returned(Exception):
+    """A ``return`` of the function run: unwinds to ``Interpreter.run``."""
+
     def __init__(self, value: Traced) -> None:
         self.value = value
 
 
 class Broke(Exception):
-    pass
+    """A ``break``: unwinds to its ``for``."""
 
 
 NOTHING = object()

@@ -17,6 +17,7 @@ from conftest import one_error_line
 from patcher import doctor
 from patcher.cli import main
 from patcher.errors import PatcherError
+from patcher.sources.directory import DirectorySource
 
 KIMI_LAYERS = 61
 KIMI = {
@@ -431,3 +432,31 @@ def test_without_the_target_the_runners_are_still_read(release, tmp_path):
     assert feeds(diagnosis)["V1"] == (tuple(NESTED_IDS), NESTED_FIELD)
     assert feeds(diagnosis)["V2"][0] is None and diagnosis.feeds[1].default
     assert diagnosis.gpu_choice.startswith("V2 only for DeepseekV2ForCausalLM, GraniteMoe")
+
+
+def test_a_reader_of_another_shape_is_said_unreadable_not_guessed(tmp_path, llama):
+    """A tree written here (not vLLM's code): one runner's reader loops with ``while``, which the
+    interpreter does not follow; the other runner's file is not Python at all."""
+    tree = tmp_path / "tree"
+    reader = tree / "vllm/v1/worker/gpu/spec_decode/eagle/eagle3_utils.py"
+    reader.parent.mkdir(parents=True)
+    (tree / "vllm/__init__.py").write_text("")
+    reader.write_text(
+        "def get_eagle3_aux_layers_from_config(spec_config):\n"
+        "    hf_config = spec_config.draft_model_config.hf_config\n"
+        "    while True:\n"
+        "        return getattr(hf_config, 'eagle_aux_hidden_state_layer_ids', None)\n"
+    )
+    drafter = write_folder(
+        tmp_path / "drafter", {**LLAMA_DRAFTER, "eagle_aux_hidden_state_layer_ids": [2, 41, 76]}
+    )
+    inputs = doctor.read_inputs(drafter, llama)
+    with DirectorySource(tree, "0.99.0") as source:
+        (feed,) = doctor.diagnose(source, inputs).feeds
+    assert feed.ids is None and feed.found_in == "unreadable: line 3: While is outside what is read"
+
+    runner = tree / "vllm/v1/worker/gpu_model_runner.py"
+    runner.write_text("def _get_eagle3_aux_layers_from_config(self:\n")
+    with DirectorySource(tree, "0.99.0") as source, pytest.raises(PatcherError) as raised:
+        doctor.diagnose(source, inputs)
+    assert str(raised.value).endswith("vllm/v1/worker/gpu_model_runner.py:1: not valid Python")
