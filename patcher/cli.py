@@ -15,7 +15,7 @@ from pathlib import Path
 
 from rich.table import Table
 
-from patcher import __version__, cli_serve, distributions, results_cache
+from patcher import __version__, cli_doctor, cli_serve, distributions, results_cache
 from patcher import patchset as patchsets
 from patcher.cache import atomic_write
 from patcher.cli_wheels import chosen_package, fail_on_errors, patch_official
@@ -696,6 +696,7 @@ def build_parser() -> argparse.ArgumentParser:
     verify.set_defaults(run=command_verify)
 
     cli_serve.add_parsers(commands)
+    cli_doctor.add_parser(commands)
     return parser
 
 

@@ -14,8 +14,10 @@ from rich.console import Console
 from patcher import patchset as patchsets
 from patcher import proofs
 from patcher.cache import atomic_write
+from patcher.cli_doctor import print_diagnosis
 from patcher.cli_wheels import official_wheel, patch_official
 from patcher.codemods.base import Verdict
+from patcher.doctor import diagnose, read_inputs
 from patcher.errors import PatcherError
 from patcher.index import machine_platform
 from patcher.outputs.wheel import WheelPlan
@@ -42,6 +44,7 @@ from patcher.serving.preflight import preflight
 from patcher.serving.report import BenchReport
 from patcher.serving.setup import VLLM_SERVE, ServeSetup, Timeouts
 from patcher.serving.venv import serving_venv
+from patcher.sources.wheel import WheelSource
 from patcher.terminal import err, new_table, out
 from patcher.verify.command import patched_wheel
 
@@ -274,8 +277,13 @@ def print_cpu_report(report: CpuReport, console: Console) -> None:
 
 
 def command_preflight(args: argparse.Namespace) -> int:
-    replica = shrink(args.model, args.drafter, None)  # the configs first: the venv takes minutes
-    wheel, _ = official_wheel(args)
+    # bad input fails before any download, and the configs are shrunk before the venv (minutes)
+    inputs = read_inputs(args.drafter, args.model)
+    replica = shrink(args.model, args.drafter, None)
+    wheel, sha256 = official_wheel(args)
+    with WheelSource(wheel, sha256) as source:  # the doctor first: it reads, starts nothing
+        diagnosis = diagnose(source, inputs)
+    print_diagnosis(diagnosis, lambda line: out.print(line, markup=False, soft_wrap=True))
     progress(f"preparing the serving venv for {wheel.name}")
     venv = serving_venv(wheel)
     progress(f"venv {'built' if venv.created else 'found'} in {venv.seconds:.0f} s")
