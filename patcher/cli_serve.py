@@ -277,9 +277,9 @@ def print_cpu_report(report: CpuReport, console: Console) -> None:
 
 
 def command_preflight(args: argparse.Namespace) -> int:
-    # bad input fails before any download or venv (minutes): the configs, then the drafter's files
-    replica = shrink(args.model, args.drafter, None)
+    # bad input fails before any download or venv (minutes): the doctor's inputs, then the shrink
     inputs = read_inputs(args.drafter, args.model)
+    replica = shrink(args.model, args.drafter, None)
     wheel, sha256 = official_wheel(args)
     with WheelSource(wheel, sha256) as source:  # the doctor first: it reads, starts nothing
         diagnosis = diagnose(source, inputs)

@@ -172,9 +172,8 @@ def test_preflight_reads_the_configs_before_it_fetches_the_wheel_or_builds_a_ven
     monkeypatch.setenv("PATCHER_CACHE_DIR", str(cache))
     drafter = tmp_path / "drafter"
     drafter.mkdir()
+    (drafter / "config.json").write_text('{"architectures": ["LlamaForCausalLMEagle3"]}')
     argv = ["preflight", "--vllm=0.32.0", f"--model={tmp_path / 'nope'}", f"--drafter={drafter}"]
     assert main([*argv, f"--workdir={tmp_path / 'work'}"]) == 2
-    assert capsys.readouterr().err == (
-        f"patcher: error: {tmp_path / 'nope' / 'config.json'}: No such file or directory\n"
-    )
+    assert capsys.readouterr().err == f"patcher: error: model {tmp_path / 'nope'}: no such folder\n"
     assert not cache.exists() and not (tmp_path / "work").exists()
