@@ -291,15 +291,10 @@ INPUT_FILE: dict[str, Maker] = {
 which reads a file of mode 000 anyway.)"""
 
 INPUT_DIR: dict[str, Maker] = {
-    "missing": _missing,
+    **pick(INPUT_FILE, "missing", "dangling-link", "link-loop", "newline-name", "5000-char-name"),
+    **pick(INPUT_FILE, "empty-string", "dev-null"),
     "a-file": _a_file,
     "empty-folder": _empty_folder,
-    "dangling-link": _dangling,
-    "link-loop": _loop,
-    "newline-name": _newline,
-    "5000-char-name": _long_name,
-    "empty-string": _empty_string,
-    "dev-null": _dev_null,
 }
 """Bad values for an option naming a folder to read."""
 
@@ -1141,22 +1136,29 @@ def drift_cases() -> list[Case]:
             reshape(world.path("tree") / SPECULATIVE_PATH)
             return str(world.path("tree"))
 
-        for command in ("apply", "diff"):
-            found.append(
-                Case(
-                    f"{command}--source=gate-{kind}",
-                    command,
-                    (command, "--source", "{bad}", "--patchset", "{patchset}"),
-                    make,
-                    outputs=("{tree}",) if command == "apply" else (),
-                    success=lambda w, r: (
-                        "it says not-needed (or nothing) while the moved gate still stands"
-                        if "not-needed" in r.stdout + r.stderr or not r.stdout.strip()
-                        else None
-                    ),
-                )
-            )
+        found += source_tree_cases(f"gate-{kind}", make, says_the_gate_stands)
     return found
+
+
+def says_the_gate_stands(world: World, run: Run) -> str | None:
+    if "not-needed" in run.stdout + run.stderr or not run.stdout.strip():
+        return "it says not-needed (or nothing) while the moved gate still stands"
+    return None
+
+
+def source_tree_cases(kind: str, make: Maker, success: Claim) -> list[Case]:
+    """``apply`` and ``diff`` of the fake tree as ``make`` reshapes it; apply may patch it."""
+    return [
+        Case(
+            f"{command}--source={kind}",
+            command,
+            (command, "--source", "{bad}", "--patchset", "{patchset}"),
+            make,
+            outputs=("{tree}",) if command == "apply" else (),
+            success=success,
+        )
+        for command in ("apply", "diff")
+    ]
 
 
 def _moved_behind_dangling_link(spec: Path) -> None:
@@ -1264,17 +1266,7 @@ def config_cases() -> list[Case]:
         spec.write_text(SPECULATIVE + "\nX = " + "+".join(["1"] * 1000) + "\n")
         return str(world.path("tree"))
 
-    for command in ("diff", "apply"):
-        found.append(
-            Case(
-                f"{command}--source=1000-term-expression",
-                command,
-                (command, "--source", "{bad}", "--patchset", "{patchset}"),
-                deep_expression,
-                outputs=("{tree}",) if command == "apply" else (),
-                success=stdout_has("speculative.py"),
-            )
-        )
+    found += source_tree_cases("1000-term-expression", deep_expression, stdout_has("speculative"))
     return found
 
 
