@@ -179,6 +179,7 @@ def serve_bench_cpu(args: argparse.Namespace) -> int:
     progress(f"venv {'built' if official.created else 'found'} in {official.seconds:.0f} s")
     env: dict[str, str] = {}
     extra: tuple[str, ...] = ()
+    speculative: dict[str, object] = {}
     if args.model:
         model, drafter = args.model, args.drafter
     else:
@@ -189,6 +190,7 @@ def serve_bench_cpu(args: argparse.Namespace) -> int:
         model = str(replica_dir / manifest["target"])
         drafter = str(replica_dir / manifest["drafter"])
         env, extra = dict(manifest["env"]), tuple(manifest["serve_args"])
+        speculative = dict(manifest.get("speculative", {}))
         notes += [
             f"served a replica of {manifest['architecture']} ({manifest['drafter_kind']} "
             f"drafter) written by patcher replica",
@@ -214,6 +216,7 @@ def serve_bench_cpu(args: argparse.Namespace) -> int:
         max_model_len=args.max_model_len or 1024,
         extra_args=(*extra, *args.vllm_args),
         env={**CPU_ENV, **env},
+        speculative_extra=tuple(speculative.items()),
     )
     prompts = read_prompts(args.prompts) if args.prompts else DEFAULT_PROMPTS
     load = Load(prompts, args.max_tokens or CPU_MAX_TOKENS, args.concurrency, args.api)

@@ -29,6 +29,7 @@ class Replica:
     target: dict[str, bytes]
     drafter: dict[str, bytes]
     serve_args: tuple[str, ...]
+    speculative: dict[str, Any]
     env: dict[str, str]
     notes: tuple[str, ...]
 
@@ -40,6 +41,7 @@ class Replica:
             "target": "target",
             "drafter": "drafter",
             "serve_args": list(self.serve_args),
+            "speculative": self.speculative,
             "env": self.env,
             "notes": list(self.notes),
         }
@@ -103,6 +105,7 @@ def generate(architecture: str | None, drafter_kind: str | None = None) -> Repli
         target=target,
         drafter={"config.json": dump(drafter_config(spec, kind, text))},
         serve_args=spec.serve_args,
+        speculative=dict(spec.speculative),
         env=dict(spec.drafter_env.get(kind, {})),
         notes=(),
     )
@@ -228,6 +231,7 @@ def shrink(model_dir: Path, drafter_dir: Path | None, drafter_kind: str | None) 
         target=target,
         drafter={"config.json": dump(drafter)},
         serve_args=spec.serve_args,
+        speculative=dict(spec.speculative),
         env=dict(spec.drafter_env.get(kind, {})),
         notes=tuple(notes),
     )

@@ -52,6 +52,7 @@ def preflight(
         model=str(out / "target"),
         drafter=str(out / "drafter"),
         extra_args=replica.serve_args,
+        speculative_extra=tuple(replica.speculative.items()),
         env={**CPU_ENV, **replica.env},
     )
     port = free_port()
