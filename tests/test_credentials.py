@@ -20,7 +20,7 @@ from fakeindex import FakeIndex, build_wheel, loopback_server, own_cache
 from pytest_httpserver import HTTPServer
 
 from patcher.errors import PatcherError
-from patcher.pipconfig import redacted
+from patcher.pipconfig import pip_sources, redacted
 from patcher.venvs import Uv
 
 SECRET = "s3cr3t-pw"
@@ -115,7 +115,7 @@ def test_uv_logs_its_command_line_without_the_password(tmp_path, monkeypatch) ->
     log = cache / "uv.log"
     index = f"http://patcher-user:{SECRET}@127.0.0.1:9/simple/"
     with log.open("w") as out, pytest.raises(PatcherError):
-        Uv(out, log).run(
+        Uv(out, log, pip_sources()).run(
             ["pip", "install", "--python", str(tmp_path / "none"), "--index-url", index, "x"], "x"
         )
     assert "--index-url http://****@127.0.0.1:9/simple/" in log.read_text()
