@@ -13,11 +13,11 @@ from rich.console import Console
 
 from patcher import patchset as patchsets
 from patcher import proofs
-from patcher.cache import atomic_write
 from patcher.cli_wheels import official_wheel, patch_official
 from patcher.codemods.base import Verdict
 from patcher.errors import PatcherError
 from patcher.index import machine_platform
+from patcher.outputs.named import check_folder, prepare_folder, write_file
 from patcher.outputs.wheel import WheelPlan
 from patcher.patchset import Patchset
 from patcher.replica.build import generate, shrink
@@ -42,7 +42,7 @@ from patcher.serving.preflight import preflight
 from patcher.serving.report import BenchReport
 from patcher.serving.setup import VLLM_SERVE, ServeSetup, Timeouts
 from patcher.serving.venv import serving_venv
-from patcher.terminal import err, new_table, out
+from patcher.terminal import check_outputs, err, new_table, out
 from patcher.verify.command import patched_wheel
 
 GPU_MAX_TOKENS = 512
@@ -109,10 +109,10 @@ def vllm_flags(text: str) -> tuple[str, ...]:
 
 def refuse_unwritable_outputs(args: argparse.Namespace) -> None:
     """Before a benchmark that takes half an hour, not when its results are written."""
-    if args.json is not None and args.json.is_dir():
-        raise PatcherError(f"--json {args.json} is a directory; give a file name")
-    if args.log_dir.exists() and not args.log_dir.is_dir():
-        raise PatcherError(f"--log-dir {args.log_dir} is not a directory")
+    check_outputs({"--json": args.json})
+    check_folder(args.log_dir, "--log-dir")
+    if args.replica is not None:
+        check_folder(args.replica, "--replica")
 
 
 def progress(message: str) -> None:
@@ -144,7 +144,7 @@ def command_serve_bench(args: argparse.Namespace) -> int:
     )
     print_report(report, out)
     if args.json:
-        atomic_write(args.json, report.to_json().encode())
+        write_file(args.json, report.to_json().encode(), "--json")
     return 0
 
 
@@ -220,7 +220,7 @@ def serve_bench_cpu(args: argparse.Namespace) -> int:
     proof = report.served_proof(official_refuses)
     text = report.to_json(proof)  # once: each run's entry walks its venv for the disk usage
     if args.json:
-        atomic_write(args.json, text.encode())
+        write_file(args.json, text.encode(), "--json")
     if proof is None:
         return 0
     if proven is not None:  # the matrix's ``served`` column shows it
@@ -274,11 +274,12 @@ def print_cpu_report(report: CpuReport, console: Console) -> None:
 
 
 def command_preflight(args: argparse.Namespace) -> int:
+    check_folder(args.workdir, "--workdir")
     wheel, _ = official_wheel(args)
     progress(f"preparing the serving venv for {wheel.name}")
     venv = serving_venv(wheel)
     progress(f"venv {'built' if venv.created else 'found'} in {venv.seconds:.0f} s")
-    args.workdir.mkdir(parents=True, exist_ok=True)
+    prepare_folder(args.workdir, "--workdir")
     result = preflight(args.model, args.drafter, venv, args.workdir, progress)
     verdict = "pass" if result.passed else "barrier"
     out.print(f"{verdict}: {result.detail} ({result.seconds:.0f} s)", markup=False, soft_wrap=True)
@@ -288,6 +289,7 @@ def command_preflight(args: argparse.Namespace) -> int:
 def command_replica(args: argparse.Namespace) -> int:
     if args.drafter_from and not args.source_model:
         raise PatcherError("--drafter-from needs --from")
+    check_folder(args.out, "--out")
     if args.source_model:
         replica = shrink(args.source_model, args.drafter_from, args.drafter)
     else:

@@ -26,6 +26,7 @@ from packaging.version import Version
 from patcher import __version__
 from patcher.cache import create_new, name_beside, remove_stale
 from patcher.errors import PatcherError
+from patcher.outputs.named import prepare_folder
 from patcher.outputs.record import (
     PROVENANCE,
     check_source,
@@ -157,8 +158,18 @@ class RawZipWriter:
         self.out.write(END_RECORD.pack(b"PK\x05\x06", 0, 0, count, count, size, start, 0))
 
 
+LOCAL_LABEL_MAX = 100
+"""Characters in a local label: it goes into the wheel's file name and its temporary name,
+which must fit the file system's 255 bytes with the rest of the name."""
+
+
 def local_version(version: str, label: str) -> Version:
     """``version+label``, or a one-line error if ``label`` is no PEP 440 local label."""
+    if len(label) > LOCAL_LABEL_MAX:
+        raise PatcherError(
+            f"local label of {len(label)} characters: at most {LOCAL_LABEL_MAX}, as it goes "
+            "into the wheel's file name"
+        )
     try:
         return Version(f"{version}+{label}")
     except ValueError as error:  # InvalidVersion, or past Python's 4300-digit int limit
@@ -172,8 +183,8 @@ def writable_folder(folder: Path) -> None:
     """Refuse an output folder that cannot take a new file, before any work is done for it."""
     if folder.exists() and not folder.is_dir():
         raise PatcherError(f"{folder} is not a directory")
+    prepare_folder(folder, "--dist")
     try:
-        folder.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryFile(dir=folder, prefix=".patcher-probe."):
             pass
     except OSError as error:
