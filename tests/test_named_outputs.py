@@ -25,6 +25,7 @@ from pathlib import Path
 
 import pytest
 from commandline import PATCHER
+from conftest import copy_tree
 from fakeindex import SPECULATIVE, VERSION, FakeIndex, build_wheel, loopback_server, own_cache
 from pytest_httpserver import HTTPServer
 from test_build_wheel import small_wheel
@@ -363,3 +364,23 @@ def test_a_hanging_interpreter_times_out_and_leaves_nothing_running(tmp_path: Pa
     assert time.monotonic() - started < 120
     alive = subprocess.run(["pgrep", "-f", f"touch {marker}"], capture_output=True, text=True)
     assert not alive.stdout.strip(), "the interpreter's child was left running"
+
+
+@pytest.mark.network
+def test_code_nested_too_deep_for_libcst_is_one_line_naming_the_file_quickly(
+    tree_0_16: Path, tmp_path: Path
+) -> None:
+    """``X = 1+1+...`` with 1000 terms is valid CPython; libcst's walk of it is not."""
+    tree = copy_tree(tree_0_16, tmp_path / "tree")
+    speculative = tree / "vllm/config/speculative.py"
+    text = speculative.read_text()
+    speculative.write_text(text + "\nX = " + "+".join(["1"] * 1000) + "\n")
+    line = text.count("\n") + 2
+    started = time.monotonic()
+    code, out, err = run("diff", "--source", str(tree))
+    assert time.monotonic() - started < 60
+    assert out == ""
+    assert one_line(code, err) == (
+        f"eagle3-whitelist failed: vllm/config/speculative.py:{line} (1002 levels): code nested "
+        "deeper than libcst can walk within Python's recursion limit of 1000"
+    )
