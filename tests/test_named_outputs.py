@@ -316,7 +316,7 @@ def test_replica_out_that_is_a_file_or_read_only_is_one_line(
     locked = read_only(tmp_path / "locked")
     code, _, err = run("replica", "--out", str(locked / "replica"))
     assert one_line(code, err) == (
-        f"cannot write {locked / 'replica'}: {locked} is not writable (--out)"
+        f"cannot write to {locked / 'replica'}: {locked} is not writable (--out)"
     )
 
 

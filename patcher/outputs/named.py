@@ -48,17 +48,20 @@ def _resolved(path: Path) -> Path:
     return Path(os.path.realpath(path))
 
 
-def _check_parent(path: Path, option: str, parent: Path | None = None) -> None:
-    """``path``'s folder (``parent``: where a symlink's target goes) must take a new file."""
+def _check_parent(
+    path: Path, option: str, parent: Path | None = None, folder: bool = False
+) -> None:
+    """``path``'s folder (``parent``: where a symlink's target goes) must take a new entry."""
     parent = path.parent if parent is None else parent
+    refused = f"cannot write {'to ' if folder else ''}{path}"
     if not parent.exists():
         if _own_folder(parent):
             return
-        raise PatcherError(f"cannot write {path}: its folder {parent} does not exist ({option})")
+        raise PatcherError(f"{refused}: its folder {parent} does not exist ({option})")
     if not parent.is_dir():
-        raise PatcherError(f"cannot write {path}: {parent} is not a directory ({option})")
+        raise PatcherError(f"{refused}: {parent} is not a directory ({option})")
     if not os.access(parent, os.W_OK | os.X_OK):
-        raise PatcherError(f"cannot write {path}: {parent} is not writable ({option})")
+        raise PatcherError(f"{refused}: {parent} is not writable ({option})")
 
 
 def _mode(path: Path, option: str) -> int | None:
@@ -135,7 +138,7 @@ def _replace(target: Path, data: bytes, mode: int | None) -> None:
 def check_folder(folder: Path, option: str) -> None:
     """Refuse a folder name that cannot take the output, before the work; nothing is made."""
     if not folder.exists():
-        _check_parent(folder, option)
+        _check_parent(folder, option, folder=True)
         return
     if not folder.is_dir():
         raise PatcherError(f"cannot write to {folder}: it is not a directory ({option})")
