@@ -23,13 +23,14 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import fakeindex
 import pytest
 from commandline import PATCHER
 from conftest import copy_tree
-from fakeindex import SPECULATIVE, VERSION, FakeIndex, build_wheel, loopback_server, own_cache
+from fakeindex import SPECULATIVE, VERSION, FakeIndex
 from pytest_httpserver import HTTPServer
 from test_build_wheel import small_wheel
-from test_integrity import read_only  # noqa: F401  (a fixture)
+from test_integrity import read_only  # noqa: F401  (a fixture: chattr +i)
 
 PATCHSET = "kimi-k2-eagle3"
 MEMORY_CAP = 2 << 30
@@ -39,26 +40,22 @@ instead of taking the shared machine's memory (the issue saw 24 GB before the OO
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[HTTPServer]:
-    yield from loopback_server()
+    yield from fakeindex.loopback_server()
 
 
 @pytest.fixture(scope="module")
 def wheel_bytes() -> bytes:
-    return build_wheel(padding=1024)
+    return fakeindex.build_wheel(padding=1024)
 
 
 @pytest.fixture(autouse=True)
 def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    return own_cache(tmp_path, monkeypatch, timeout=10)
+    return fakeindex.own_cache(tmp_path, monkeypatch, timeout=10)
 
 
 @pytest.fixture
 def fake(server: HTTPServer, wheel_bytes: bytes) -> Iterator[FakeIndex]:
-    server.clear()
-    fake = FakeIndex(server, wheel_bytes)
-    yield fake
-    fake.release_all()
-    server.check_handler_errors()
+    yield from fakeindex.fake_index(server, wheel_bytes)
 
 
 def cap_memory() -> None:
