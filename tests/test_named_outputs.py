@@ -143,6 +143,29 @@ def test_a_fifo_is_written_in_place_for_its_reader(fake: FakeIndex, tmp_path: Pa
     assert rows_of(received[0].decode())[0]["vllm"] == VERSION
 
 
+def test_a_link_to_a_descriptor_is_written_in_place(fake: FakeIndex, tmp_path: Path) -> None:
+    """``--json /dev/stdout`` with stdout on a file: that file gets the JSON after the tables,
+    and the link stays (a link of our own to /proc/self/fd/1 stands in for /dev/stdout, which
+    a regression run as root would replace with a file for the whole machine)."""
+    link = tmp_path / "stdout"
+    link.symlink_to("/proc/self/fd/1")
+    captured = tmp_path / "captured.txt"
+    index = ["--index-url", fake.url, "--platform", "x86_64", "--patchset", PATCHSET]
+    with captured.open("w") as stdout:
+        done = subprocess.run(
+            [PATCHER, "matrix", "--versions", VERSION, *index, "--json", str(link)],
+            stdout=stdout,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=120,
+        )
+    assert done.returncode in (0, 1), done.stderr
+    assert link.is_symlink()
+    tables, _, report = captured.read_text().partition("\n[\n")
+    assert PATCHSET in tables
+    assert rows_of("[\n" + report)[0]["vllm"] == VERSION
+
+
 def test_dash_is_stdout_and_the_tables_go_to_stderr(fake: FakeIndex, tmp_path: Path) -> None:
     code, out, err = matrix(fake, "--json", "-", cwd=tmp_path)
     assert code in (0, 1), err

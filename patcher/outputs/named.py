@@ -43,6 +43,21 @@ def _own_folder(folder: Path) -> bool:
     return bool(parts) and parts[0] in OWN_FOLDERS
 
 
+def _descriptor(path: Path) -> bool:
+    """Whether ``path`` names an open descriptor (``/dev/stdout``, ``/dev/fd/N``,
+    ``/proc/self/fd/N``), by its own name or a symlink's: that is a stream, whatever the
+    descriptor is open on. (``realpath`` would name the file behind it, and a rename over that
+    file would leave the descriptor writing to a deleted one.)"""
+    current = Path(os.path.abspath(path))
+    for _ in range(40):  # the kernel's own limit on a chain of links
+        if current.parts[1:2] == ("proc",) or current.parts[1:3] == ("dev", "fd"):
+            return True
+        if not current.is_symlink():
+            return False
+        current = Path(os.path.abspath(current.parent / os.readlink(current)))
+    return False
+
+
 def _resolved(path: Path) -> Path:
     """``path`` with its symlinks followed, so the link's target is what gets written."""
     return Path(os.path.realpath(path))
@@ -101,7 +116,11 @@ def write_file(path: Path, data: bytes, option: str) -> None:
         return
     mode = _mode(path, option)
     try:
-        if mode is not None and not stat.S_ISREG(mode):
+        if _descriptor(path):  # after what the command printed there, if it is stdout
+            sys.stdout.flush()
+            with path.open("ab") as stream:
+                stream.write(data)
+        elif mode is not None and not stat.S_ISREG(mode):
             with path.open("wb") as stream:  # a device or a FIFO: in place
                 stream.write(data)
         else:
