@@ -179,9 +179,13 @@ def serve_bench_cpu(args: argparse.Namespace) -> int:
     if args.model:
         model, drafter = args.model, args.drafter
     else:
-        replica_dir = args.replica or args.log_dir / "replica"
         architecture = patchsets.load(args.patchset).model.architecture
-        write_replica(generate(architecture, args.drafter_kind), replica_dir)
+        replica = generate(architecture, args.drafter_kind)
+        if args.replica:
+            replica_dir = write_replica(replica, args.replica, "--replica")
+        else:  # a folder of the log folder's, which is made first
+            logs = prepare_folder(args.log_dir, "--log-dir")
+            replica_dir = write_replica(replica, logs / "replica")
         manifest = read_manifest(replica_dir)
         model = str(replica_dir / manifest["target"])
         drafter = str(replica_dir / manifest["drafter"])
@@ -294,7 +298,7 @@ def command_replica(args: argparse.Namespace) -> int:
         replica = shrink(args.source_model, args.drafter_from, args.drafter)
     else:
         replica = generate(patchsets.load(args.patchset).model.architecture, args.drafter)
-    written = write_replica(replica, args.out)
+    written = write_replica(replica, args.out, "--out")
     out.print(
         f"{replica.architecture} replica with a {replica.drafter_kind} drafter: "
         f"{written / 'target'} and {written / 'drafter'}",

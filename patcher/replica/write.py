@@ -19,13 +19,18 @@ from patcher.replica.build import Replica
 MANIFEST = "patcher-replica.json"
 
 
-def write_replica(replica: Replica, out: Path) -> Path:
-    """Write ``replica`` to ``out``, replacing an earlier replica there; return ``out``."""
-    check_folder(out, "--out")
+def write_replica(replica: Replica, out: Path, option: str | None = None) -> Path:
+    """Write ``replica`` to ``out``, replacing an earlier replica there; return ``out``.
+
+    ``option`` is the flag that named ``out`` (``--out``), whose folder must then exist (see
+    ``patcher.outputs.named``); None for a folder of patcher's own, made with its parents.
+    """
+    if option is not None:
+        check_folder(out, option)
     if out.exists() and not (out / MANIFEST).is_file() and any(out.iterdir()):
         raise PatcherError(f"{out} exists and is not a replica; choose an empty or new folder")
     try:
-        out.parent.mkdir(parents=True, exist_ok=True)  # only under OWN_FOLDERS: checked
+        out.parent.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}."))
     except OSError as error:
         raise PatcherError(f"cannot write to {out.parent}: {error.strerror or error}") from error
