@@ -422,9 +422,21 @@ def command_matrix(args: argparse.Namespace) -> int:
     return 0
 
 
+README_LIMIT = 16 << 20
+"""Bytes of a ``--readme``: a README, not a disk image."""
+
+
 def read_readme(path: Path) -> str:
-    """The README the models table goes into: read, and its markers found, before the matrix."""
+    """The README the models table goes into: read, and its markers found, before the matrix.
+
+    A regular file only, as it is rewritten whole: a device or a FIFO would be read forever.
+    """
     try:
+        if not path.is_file():
+            why = "not a regular file" if path.exists() else "No such file or directory"
+            raise PatcherError(f"cannot read {path}: {why} (--readme)")
+        if path.stat().st_size > README_LIMIT:
+            raise PatcherError(f"cannot read {path}: more than {README_LIMIT >> 20} MB (--readme)")
         text = path.read_bytes().decode("utf-8")
     except OSError as error:
         raise PatcherError(f"cannot read {path}: {error.strerror or error} (--readme)") from error

@@ -230,6 +230,20 @@ def test_a_bad_readme_is_one_line_before_the_work(
     assert not fake.page.served
 
 
+@pytest.mark.parametrize("kind", ["a FIFO", "a device"])
+def test_a_readme_that_is_no_regular_file_is_one_line_not_read_forever(
+    fake: FakeIndex, tmp_path: Path, full_device: Path, kind: str
+) -> None:
+    """A FIFO without a writer blocks a read; /dev/full reads zeros without end."""
+    path = full_device
+    if kind == "a FIFO":
+        path = tmp_path / "readme-fifo"
+        os.mkfifo(path)
+    code, _, err = matrix(fake, "--readme", str(path))
+    assert one_line(code, err) == f"cannot read {path}: not a regular file (--readme)"
+    assert not fake.page.served
+
+
 # --- stdout ------------------------------------------------------------------------------------
 
 
