@@ -484,7 +484,7 @@ def command_build_wheel(args: argparse.Namespace) -> int:
                 f"{reason} (--allow-noop builds anyway)"
             )
         local_version(result.version, label(patchset))
-        writable_folder(args.dist)
+        writable_folder(args.dist, "--dist")
 
     path, sha256, patchset, result = patch_official(args, refuse)
     plan = WheelPlan(path, sha256, result, label(patchset))

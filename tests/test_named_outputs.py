@@ -32,6 +32,13 @@ from pytest_httpserver import HTTPServer
 from test_build_wheel import small_wheel
 from test_integrity import read_only  # noqa: F401  (a fixture: chattr +i)
 
+from patcher import patchset as patchsets
+from patcher.cache import sha256_of
+from patcher.engine import run_patchset
+from patcher.outputs.wheel import WheelPlan
+from patcher.sources.wheel import WheelSource
+from patcher.verify.command import patched_wheel
+
 PATCHSET = "kimi-k2-eagle3"
 MEMORY_CAP = 2 << 30
 """Address space for each command: a regression that grows without bound fails in a second
@@ -418,3 +425,13 @@ def test_code_nested_too_deep_for_libcst_is_one_line_naming_the_file_quickly(
         f"eagle3-whitelist failed: vllm/config/speculative.py:{line} (1002 levels): code nested "
         "deeper than libcst can walk within Python's recursion limit of 1000"
     )
+
+
+def test_a_wheel_folder_of_patchers_own_is_made_with_its_parents(tmp_path: Path) -> None:
+    """The rule on missing folders is for the ones a flag names: verify and serve-bench build
+    their patched wheel in the cache, in folders of their own that do not exist yet."""
+    wheel = small_wheel(tmp_path)
+    with WheelSource(wheel) as source:
+        result = run_patchset(patchsets.load(PATCHSET), source)
+    built = patched_wheel(WheelPlan(wheel, sha256_of(wheel), result, "mine"))
+    assert built.is_file() and built.is_relative_to(tmp_path / "cache" / "patched")

@@ -3,8 +3,8 @@
 What a name points at decides how it is written. A regular file or a new name gets an atomic
 write: a temporary file beside it, renamed over it, so a reader sees the old file or the whole
 new one. A symlink is followed, and its target gets that write; the link stays. A character
-device or a FIFO (``/dev/stdout``, ``/dev/null``, a pipe) is written in place, as a stream:
-renaming over it would replace the device with a file. ``-`` is stdout.
+device, a FIFO or an open descriptor (``/dev/null``, a named pipe, ``/dev/stdout``) is written
+in place, as a stream: renaming over it would replace the device with a file. ``-`` is stdout.
 
 A missing parent folder is an error, except under the tool's own default folders
 (``reports/``, ``dist/``): a typo in a path makes a one-line error, not a new tree of folders.

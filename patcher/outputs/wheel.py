@@ -179,12 +179,18 @@ def local_version(version: str, label: str) -> Version:
         ) from error
 
 
-def writable_folder(folder: Path) -> None:
-    """Refuse an output folder that cannot take a new file, before any work is done for it."""
+def writable_folder(folder: Path, option: str | None = None) -> None:
+    """Refuse an output folder that cannot take a new file, before any work is done for it.
+
+    ``option`` is the flag that named it (``--dist``), whose parent must then exist (see
+    ``patcher.outputs.named``); None for a folder of patcher's own, made with its parents.
+    """
     if folder.exists() and not folder.is_dir():
         raise PatcherError(f"{folder} is not a directory")
-    prepare_folder(folder, "--dist")
+    if option is not None:
+        prepare_folder(folder, option)
     try:
+        folder.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryFile(dir=folder, prefix=".patcher-probe."):
             pass
     except OSError as error:
