@@ -7,7 +7,8 @@ that went away) is one line or a quiet end, never a traceback. Input that would 
 work (a vocabulary of 10**12, code nested 1000 deep) is one line, quickly.
 
 Every command runs as users run it, the console script in a process of its own, against a
-release on a loopback index (``fakeindex``). Stand-in: a character device made with mknod as
+release on a loopback index (``fakeindex``); the last test checks in process that the folders
+patcher makes in its cache are not held to the rule for named ones. Stand-in: a character device made with mknod as
 root, with /dev/full's numbers, so that a regression replaces that node and not the machine's.
 """
 
