@@ -13,13 +13,13 @@ from rich.console import Console
 
 from patcher import patchset as patchsets
 from patcher import proofs
-from patcher.cache import atomic_write
 from patcher.cli_doctor import print_diagnosis
 from patcher.cli_wheels import official_wheel, patch_official
 from patcher.codemods.base import Verdict
 from patcher.doctor import diagnose, read_inputs
 from patcher.errors import PatcherError
 from patcher.index import machine_platform
+from patcher.outputs.named import check_folder, prepare_folder, write_file
 from patcher.outputs.wheel import WheelPlan
 from patcher.patchset import Patchset
 from patcher.replica.build import generate, shrink
@@ -45,7 +45,7 @@ from patcher.serving.report import BenchReport
 from patcher.serving.setup import VLLM_SERVE, ServeSetup, Timeouts
 from patcher.serving.venv import serving_venv
 from patcher.sources.wheel import WheelSource
-from patcher.terminal import err, new_table, out
+from patcher.terminal import check_outputs, err, new_table, out
 from patcher.verify.command import patched_wheel
 
 GPU_MAX_TOKENS = 512
@@ -112,10 +112,10 @@ def vllm_flags(text: str) -> tuple[str, ...]:
 
 def refuse_unwritable_outputs(args: argparse.Namespace) -> None:
     """Before a benchmark that takes half an hour, not when its results are written."""
-    if args.json is not None and args.json.is_dir():
-        raise PatcherError(f"--json {args.json} is a directory; give a file name")
-    if args.log_dir.exists() and not args.log_dir.is_dir():
-        raise PatcherError(f"--log-dir {args.log_dir} is not a directory")
+    check_outputs({"--json": args.json})
+    check_folder(args.log_dir, "--log-dir")
+    if args.replica is not None:
+        check_folder(args.replica, "--replica")
 
 
 def progress(message: str) -> None:
@@ -147,7 +147,7 @@ def command_serve_bench(args: argparse.Namespace) -> int:
     )
     print_report(report, out)
     if args.json:
-        atomic_write(args.json, report.to_json().encode())
+        write_file(args.json, report.to_json().encode(), "--json")
     return 0
 
 
@@ -183,9 +183,13 @@ def serve_bench_cpu(args: argparse.Namespace) -> int:
     if args.model:
         model, drafter = args.model, args.drafter
     else:
-        replica_dir = args.replica or args.log_dir / "replica"
         architecture = patchsets.load(args.patchset).model.architecture
-        write_replica(generate(architecture, args.drafter_kind), replica_dir)
+        replica = generate(architecture, args.drafter_kind)
+        if args.replica:
+            replica_dir = write_replica(replica, args.replica, "--replica")
+        else:  # a folder of the log folder's, which is made first
+            logs = prepare_folder(args.log_dir, "--log-dir")
+            replica_dir = write_replica(replica, logs / "replica")
         manifest = read_manifest(replica_dir)
         model = str(replica_dir / manifest["target"])
         drafter = str(replica_dir / manifest["drafter"])
@@ -226,7 +230,7 @@ def serve_bench_cpu(args: argparse.Namespace) -> int:
     proof = report.served_proof(official_refuses)
     text = report.to_json(proof)  # once: each run's entry walks its venv for the disk usage
     if args.json:
-        atomic_write(args.json, text.encode())
+        write_file(args.json, text.encode(), "--json")
     if proof is None:
         return 0
     if proven is not None:  # the matrix's ``served`` column shows it
@@ -281,6 +285,7 @@ def print_cpu_report(report: CpuReport, console: Console) -> None:
 
 def command_preflight(args: argparse.Namespace) -> int:
     # bad input fails before any download or venv (minutes): the doctor's inputs, then the shrink
+    check_folder(args.workdir, "--workdir")
     inputs = read_inputs(args.drafter, args.model)
     replica = shrink(args.model, args.drafter, None)
     wheel, sha256 = official_wheel(args)
@@ -290,7 +295,7 @@ def command_preflight(args: argparse.Namespace) -> int:
     progress(f"preparing the serving venv for {wheel.name}")
     venv = serving_venv(wheel)
     progress(f"venv {'built' if venv.created else 'found'} in {venv.seconds:.0f} s")
-    args.workdir.mkdir(parents=True, exist_ok=True)
+    prepare_folder(args.workdir, "--workdir")
     result = preflight(replica, venv, args.workdir, progress)
     verdict = "pass" if result.passed else "barrier"
     out.print(f"{verdict}: {result.detail} ({result.seconds:.0f} s)", markup=False, soft_wrap=True)
@@ -300,11 +305,12 @@ def command_preflight(args: argparse.Namespace) -> int:
 def command_replica(args: argparse.Namespace) -> int:
     if args.drafter_from and not args.source_model:
         raise PatcherError("--drafter-from needs --from")
+    check_folder(args.out, "--out")
     if args.source_model:
         replica = shrink(args.source_model, args.drafter_from, args.drafter)
     else:
         replica = generate(patchsets.load(args.patchset).model.architecture, args.drafter)
-    written = write_replica(replica, args.out)
+    written = write_replica(replica, args.out, "--out")
     out.print(
         f"{replica.architecture} replica with a {replica.drafter_kind} drafter: "
         f"{written / 'target'} and {written / 'drafter'}",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import fnmatch
 import functools
+import sys
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -159,6 +160,20 @@ class Tree:
                 raise ShapeError(f"{path}: libcst cannot parse it ({error.message})") from error
         return self._modules[path]
 
+    def deepest(self) -> str:
+        """Where the code this tree parsed nests deepest, ``path:line (N levels)``: named when a
+        walk of libcst's tree ran out of Python's stack (``X = 1+1+...`` with 1000 terms)."""
+        found = (0, "", 0)
+        for path in self._modules:
+            text = self.text(path)
+            try:
+                nested = ast_depth(ast.parse(text or ""))
+            except (SyntaxError, ValueError, RecursionError, MemoryError):
+                continue
+            found = max(found, (nested[0], path, nested[1]))
+        depth, path, line = found
+        return f"{path}:{line} ({depth} levels)" if path else "a file it parsed"
+
     def snapshot(self) -> dict[str, str]:
         return dict(self.overlay)
 
@@ -210,6 +225,19 @@ class Tree:
             ) from error
 
 
+def ast_depth(tree: ast.AST) -> tuple[int, int]:
+    """How deep ``tree`` nests, and the line of its deepest node; walked without recursion."""
+    deepest, line = 0, 0
+    stack = [(tree, 1, 0)]
+    while stack:
+        node, depth, at = stack.pop()
+        at = getattr(node, "lineno", at)
+        if depth > deepest:
+            deepest, line = depth, at
+        stack.extend((child, depth + 1, at) for child in ast.iter_child_nodes(node))
+    return deepest, line
+
+
 OptionsT = TypeVar("OptionsT")
 
 
@@ -238,6 +266,12 @@ class Codemod(ABC, Generic[OptionsT]):
             return self.transform(tree)
         except ShapeError as error:
             return Outcome(Status.FAILED, str(error))
+        except RecursionError:  # libcst walks its trees by recursion; the stack is unwound here
+            return Outcome(
+                Status.FAILED,
+                f"{tree.deepest()}: code nested deeper than libcst can walk within Python's "
+                f"recursion limit of {sys.getrecursionlimit()}",
+            )
 
 
 class FileCodemod(Codemod[FileOptions]):

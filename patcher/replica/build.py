@@ -20,6 +20,15 @@ WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf", ".msgpack", "
 COPY_LIMIT = 64 << 20
 """Files beside a user's config.json that are copied (tokenizer, remote code) are small."""
 AUX_LAYERS = "eagle_aux_hidden_state_layer_ids"
+VOCAB_LIMIT = 1 << 20
+"""The largest vocabulary a replica keeps from a user's config: four times the largest real
+one (Gemma's 262144). The vocabulary is kept, not shrunk, so that the user's tokenizer and
+drafter still fit; past this it is no model's, and its tokenizer would not fit in memory."""
+SIZE_LIMIT = 4096
+"""The largest size a replica keeps from a user's config where its recipe sets none: the
+recipe's own sizes are 4096 at most (the context length)."""
+SIZE_PREFIXES = ("num_", "n_")
+SIZE_SUFFIXES = ("_size", "_dim", "_rank", "_experts", "_heads", "_layers")
 
 
 @dataclass(frozen=True)
@@ -186,6 +195,35 @@ def drafter_kind_of(spec: ReplicaSpec, config: dict[str, Any]) -> str:
     )
 
 
+def whole_number(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def size_problems(config: dict[str, Any], where: str, vocabularies: dict[str, bool]) -> list[str]:
+    """What in a shrunk config is no size a replica serves: a vocabulary (``vocabularies``:
+    name -> required) that is missing, not a whole number or past VOCAB_LIMIT, and any other
+    size kept from the user's config past SIZE_LIMIT."""
+    problems = []
+    for key, required in vocabularies.items():
+        if key not in config:
+            if required:
+                problems.append(f"{where}: no {key}")
+        elif not whole_number(config[key]):
+            problems.append(f"{where}: {key} is {json.dumps(config[key])}, not a whole number")
+        elif not 1 <= config[key] <= VOCAB_LIMIT:
+            problems.append(f"{where}: {key} {config[key]} is not in 1..{VOCAB_LIMIT}")
+    for key, value in config.items():
+        sized = key.startswith(SIZE_PREFIXES) or key.endswith(SIZE_SUFFIXES)
+        if sized and key not in vocabularies and whole_number(value) and value > SIZE_LIMIT:
+            problems.append(f"{where}: {key} {value} is more than a replica's {SIZE_LIMIT}")
+    return problems
+
+
+def refuse_sizes(problems: list[str]) -> None:
+    if problems:
+        raise PatcherError(f"cannot make a replica: {'; '.join(problems)}")
+
+
 def shrink(model_dir: Path, drafter_dir: Path | None, drafter_kind: str | None) -> Replica:
     """A user's own configs made small: fewer, narrower layers; names and vocabulary kept."""
     config = read_config(model_dir)
@@ -193,7 +231,9 @@ def shrink(model_dir: Path, drafter_dir: Path | None, drafter_kind: str | None) 
     notes: list[str] = []
     drop_quantization(config, f"{model_dir.name}/config.json", notes)
     text = text_of(config, spec)
+    where = f"{model_dir / 'config.json'}" + (f" {spec.text_config}" if spec.text_config else "")
     shrink_onto(text, spec.shrink_text, text, only_present=False)
+    refuse_sizes(size_problems(text, where, {"vocab_size": True}))
     if spec.vision_config and isinstance(config.get(spec.vision_config), dict):
         shrink_onto(config[spec.vision_config], spec.shrink_vision, text, only_present=True)
     target = small_files(model_dir)
@@ -216,6 +256,8 @@ def shrink(model_dir: Path, drafter_dir: Path | None, drafter_kind: str | None) 
         references.pop("vocab_size", None)  # the vocabulary is kept
         references.pop("draft_vocab_size", None)
         shrink_onto(drafter, {**references, "num_hidden_layers": 1}, text, only_present=False)
+        vocabularies = {"vocab_size": False, "draft_vocab_size": False}
+        refuse_sizes(size_problems(drafter, f"{drafter_dir / 'config.json'}", vocabularies))
         if "target_hidden_size" in drafter:
             drafter["target_hidden_size"] = text["hidden_size"]
         for holder in (drafter, drafter.get("eagle_config") or {}):
