@@ -174,6 +174,7 @@ def serve_bench_cpu(args: argparse.Namespace) -> int:
     progress(f"preparing the serving venv for {wheel.name}")
     official = serving_venv(wheel)
     progress(f"venv {'built' if official.created else 'found'} in {official.seconds:.0f} s")
+    notes.append(f"torch: {official.torch.describe()}")
     env: dict[str, str] = {}
     extra: tuple[str, ...] = ()
     if args.model:
@@ -278,6 +279,7 @@ def command_preflight(args: argparse.Namespace) -> int:
     progress(f"preparing the serving venv for {wheel.name}")
     venv = serving_venv(wheel)
     progress(f"venv {'built' if venv.created else 'found'} in {venv.seconds:.0f} s")
+    progress(f"torch: {venv.torch.describe()}")
     args.workdir.mkdir(parents=True, exist_ok=True)
     result = preflight(args.model, args.drafter, venv, args.workdir, progress)
     verdict = "pass" if result.passed else "barrier"

