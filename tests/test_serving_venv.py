@@ -104,6 +104,26 @@ def test_the_barrier_is_the_last_error_line_of_vllms_log_without_its_prefixes(tm
     assert barrier(log) is None
 
 
+def test_a_config_validation_barrier_keeps_the_validators_words(tmp_path):
+    """vLLM 0.16.0's SpeculativeConfig refusing Kimi: pydantic's header, then vLLM's reason."""
+    from patcher.serving.process import barrier
+
+    log = tmp_path / "official+eagle3.log"
+    log.write_text(
+        "(APIServer pid=3) pydantic_core._pydantic_core.ValidationError: 1 validation error for "
+        "SpeculativeConfig\n"
+        "(APIServer pid=3)   Value error, Eagle3 is only supported for ['llama', 'qwen'] models. "
+        "Got self.target_model_config.hf_text_config.model_type='kimi_k2' "
+        "[type=value_error, input_value=ArgsKwargs((), {'method':..., input_type=ArgsKwargs]\n"
+        "(APIServer pid=3)     For further information visit https://errors.pydantic.dev/2\n"
+    )
+    assert barrier(log) == (
+        "pydantic_core._pydantic_core.ValidationError: 1 validation error for SpeculativeConfig: "
+        "Value error, Eagle3 is only supported for ['llama', 'qwen'] models. "
+        "Got self.target_model_config.hf_text_config.model_type='kimi_k2'"
+    )
+
+
 def test_serve_bench_on_cpu_refuses_bad_input_in_one_line(tmp_path, monkeypatch, capsys):
     from patcher.cli import main
 

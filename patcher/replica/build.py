@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import copy
 import json
+from collections.abc import Collection
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -59,7 +61,14 @@ def text_of(config: dict[str, Any], spec: ReplicaSpec) -> dict[str, Any]:
     return text
 
 
-def choose_drafter(spec: ReplicaSpec, kind: str | None) -> str:
+def choose_drafter(
+    spec: ReplicaSpec, kind: str | None, release: Collection[str] | None = None
+) -> str:
+    """``kind``, else the recipe's default where ``release`` (its file names) can load it, else
+    the first kind it can."""
+    if kind is None and release is not None:
+        loadable = [k for k in spec.drafters if spec.drafter_needs.get(k, "") in {"", *release}]
+        kind = spec.default_drafter if spec.default_drafter in loadable else loadable[0]
     kind = kind or spec.default_drafter
     if kind not in spec.drafters:
         raise PatcherError(
@@ -78,10 +87,32 @@ def preprocessor_files(spec: ReplicaSpec) -> dict[str, bytes]:
     return {spec.preprocessor["file"]: dump(spec.preprocessor["content"])}
 
 
-def generate(architecture: str | None, drafter_kind: str | None = None) -> Replica:
-    """A replica from the recipe alone: a small vocabulary, float32, a generated tokenizer."""
+def remote_processor(
+    spec: ReplicaSpec, config: dict[str, Any], release: Collection[str] | None
+) -> dict[str, bytes]:
+    """The remote-code processor files for a release that ships no processor of its own, with
+    its keys set in ``config``; nothing for other releases (or none named)."""
+    remote = spec.remote_processor
+    if not remote or release is None or remote["unless_release_has"] in release:
+        return {}
+    config.update(remote.get("config", {}))
+    code = resources.files("patcher.replica") / "remote_code" / remote["code"]
+    content = {**spec.preprocessor["content"], "auto_map": remote["auto_map"]}
+    return {remote["code"]: code.read_bytes(), spec.preprocessor["file"]: dump(content)}
+
+
+def generate(
+    architecture: str | None,
+    drafter_kind: str | None = None,
+    release: Collection[str] | None = None,
+) -> Replica:
+    """A replica from the recipe alone: a small vocabulary, float32, a generated tokenizer.
+
+    ``release``: the file names of the vLLM to serve it, for what the recipe chooses by them
+    (the drafter kind, remote code); without it, the recipe's defaults.
+    """
     spec = for_architecture(architecture)
-    kind = choose_drafter(spec, drafter_kind)
+    kind = choose_drafter(spec, drafter_kind, release)
     vocab_size = spec.tokenizer.vocab_size
     config = copy.deepcopy(spec.target)
     text = text_of(config, spec)
@@ -92,11 +123,14 @@ def generate(architecture: str | None, drafter_kind: str | None = None) -> Repli
         config[attribute] = token_id(spec.tokenizer, token)
         if text is not config:
             text.setdefault(attribute, config[attribute])
+    remote = remote_processor(spec, config, release)
     target = {
         "config.json": dump(config),
         **tokenizer_files(spec.tokenizer, vocab_size, spec.chat_template),
         **preprocessor_files(spec),
+        **remote,
     }
+    notes = (f"{spec.architecture}'s image processor: patcher's remote code, by auto_map",)
     return Replica(
         architecture=spec.architecture,
         drafter_kind=kind,
@@ -104,7 +138,7 @@ def generate(architecture: str | None, drafter_kind: str | None = None) -> Repli
         drafter={"config.json": dump(drafter_config(spec, kind, text))},
         serve_args=spec.serve_args,
         env=dict(spec.drafter_env.get(kind, {})),
-        notes=(),
+        notes=notes if remote else (),
     )
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import tomllib
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
 
@@ -46,6 +46,11 @@ class ReplicaSpec:
     shrink_vision: dict[str, Any]
     drafters: dict[str, dict[str, Any]]
     drafter_env: dict[str, dict[str, str]]
+    drafter_needs: dict[str, str] = field(default_factory=dict)
+    """Drafter kind -> the module a release must have to load it."""
+    remote_processor: dict[str, Any] = field(default_factory=dict)
+    """Remote code for releases without the file ``unless_release_has``: ``code`` (a file of
+    ``patcher/replica/remote_code``), its ``auto_map`` and the ``config`` keys it goes with."""
 
     @classmethod
     def parse(cls, data: dict[str, Any], where: str) -> ReplicaSpec:
@@ -94,6 +99,8 @@ class ReplicaSpec:
             shrink_vision=shrink.get("vision", {}),
             drafters=drafters,
             drafter_env=data.get("drafter_env", {}),
+            drafter_needs=data.get("drafter_needs", {}),
+            remote_processor=data.get("remote_processor", {}),
         )
 
 

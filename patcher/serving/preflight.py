@@ -42,7 +42,9 @@ def preflight(
     venv: ServingVenv,
     workdir: Path,
     progress: Callable[[str], None] = lambda message: None,
+    harness: bool = False,
 ) -> Preflight:
+    """``harness``: the venv's wheel is on the CPU serving harness (``patcher.serving.harness``)."""
     started = time.monotonic()
     replica = shrink(model_dir, drafter_dir, None)
     out = write_replica(replica, workdir / "replica")
@@ -53,6 +55,7 @@ def preflight(
         drafter=str(out / "drafter"),
         extra_args=replica.serve_args,
         env={**CPU_ENV, **replica.env},
+        disable_padded_drafter_batch=harness,
     )
     port = free_port()
     command = setup.command(venv.python, port, speculative=True)

@@ -21,13 +21,18 @@ class Speculation:
     drafter: str
     num_speculative_tokens: int = 3
     method: str = "eagle3"
+    disable_padded_drafter_batch: bool = False
+    """The CPU harness's choice: the padded drafter batch calls a Triton kernel in eagle.py."""
 
     def speculative_config(self) -> dict[str, Any]:
-        return {
+        config: dict[str, Any] = {
             "method": self.method,
             "model": self.drafter,
             "num_speculative_tokens": self.num_speculative_tokens,
         }
+        if self.disable_padded_drafter_batch:
+            config["disable_padded_drafter_batch"] = True
+        return config
 
 
 @dataclass(frozen=True)
