@@ -38,7 +38,7 @@ from patcher.serving.cpu import (
     run_cpu,
 )
 from patcher.serving.harness import harnessed
-from patcher.serving.load import DEFAULT_PROMPTS, Load, percentile, read_prompts
+from patcher.serving.load import DEFAULT_PROMPTS, Load, percentile, read_prompts, tiny_png_url
 from patcher.serving.preflight import preflight
 from patcher.serving.report import BenchReport
 from patcher.serving.setup import VLLM_SERVE, ServeSetup, Timeouts
@@ -184,6 +184,7 @@ def serve_bench_cpu(args: argparse.Namespace) -> int:
     notes.append(f"torch: {official.torch.describe()}")
     env: dict[str, str] = {}
     extra: tuple[str, ...] = ()
+    images = False
     if args.model:
         model, drafter = args.model, args.drafter
     else:
@@ -195,6 +196,7 @@ def serve_bench_cpu(args: argparse.Namespace) -> int:
         model = str(replica_dir / manifest["target"])
         drafter = str(replica_dir / manifest["drafter"])
         env, extra = dict(manifest["env"]), tuple(manifest["serve_args"])
+        images = bool(manifest.get("images"))
         notes += [
             f"served a replica of {manifest['architecture']} ({manifest['drafter_kind']} "
             f"drafter) written by patcher replica",
@@ -223,7 +225,10 @@ def serve_bench_cpu(args: argparse.Namespace) -> int:
         disable_padded_drafter_batch=base.applied,
     )
     prompts = read_prompts(args.prompts) if args.prompts else DEFAULT_PROMPTS
-    load = Load(prompts, args.max_tokens or CPU_MAX_TOKENS, args.concurrency, args.api)
+    image = tiny_png_url() if images and args.api == "chat" else None
+    if image is not None:
+        notes.append("the first request carries an image (56x56 PNG)")
+    load = Load(prompts, args.max_tokens or CPU_MAX_TOKENS, args.concurrency, args.api, image)
     timeouts = dataclasses.replace(CPU_TIMEOUTS, health=args.health_timeout)
     report = run_cpu(setup, load, plans, args.log_dir, timeouts, progress, notes)
     print_cpu_report(report, out)

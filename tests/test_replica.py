@@ -230,6 +230,9 @@ def test_a_release_without_kimis_processor_gets_one_by_auto_map_and_the_llama_dr
     assert replica.notes == (
         "KimiK25ForConditionalGeneration's image processor: patcher's remote code, by auto_map",
     )
+    assert replica.images and replica.manifest()["images"] is True
+    limits = json.loads(replica.serve_args[replica.serve_args.index("--limit-mm-per-prompt") + 1])
+    assert limits["vision_chunk"] == 1
 
 
 def test_a_release_with_kimis_processor_and_mla_drafter_gets_the_recipe_as_it_is():
@@ -238,3 +241,4 @@ def test_a_release_with_kimis_processor_and_mla_drafter_gets_the_recipe_as_it_is
     assert replica.drafter_kind == "mla"
     assert replica.target == generate(KIMI).target
     assert "use_unified_vision_chunk" not in config(replica.target)
+    assert not replica.images and replica.serve_args == generate(KIMI).serve_args

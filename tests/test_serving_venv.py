@@ -194,3 +194,28 @@ def test_a_server_gets_a_tmpdir_short_enough_for_vllms_ipc_sockets():
     nox_tmp = "/work/wt-serve2/.nox/serve-cpu-vllm-0-32-0-patchset-glm4-moe-eagle3/tmp"
     assert socket_safe({"TMPDIR": nox_tmp, "A": "1"}) == {"TMPDIR": "/tmp", "A": "1"}
     assert socket_safe({"TMPDIR": "/tmp/short"}) == {"TMPDIR": "/tmp/short"}
+
+
+def test_the_image_a_chat_request_carries_is_a_whole_png():
+    """Read back with zlib and struct only: the signature, a 56x56 RGB header, every row."""
+    import base64
+    import struct
+    import zlib
+
+    from patcher.serving.load import tiny_png_url
+
+    url = tiny_png_url()
+    assert url.startswith("data:image/png;base64,")
+    png = base64.b64decode(url.partition(",")[2])
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    chunks, at = {}, 8
+    while at < len(png):
+        (length,) = struct.unpack(">I", png[at : at + 4])
+        kind, data = png[at + 4 : at + 8], png[at + 8 : at + 8 + length]
+        (crc,) = struct.unpack(">I", png[at + 8 + length : at + 12 + length])
+        assert crc == zlib.crc32(kind + data)
+        chunks[kind] = data
+        at += 12 + length
+    assert struct.unpack(">IIBBBBB", chunks[b"IHDR"]) == (56, 56, 8, 2, 0, 0, 0)
+    assert len(zlib.decompress(chunks[b"IDAT"])) == 56 * (1 + 56 * 3)
+    assert list(chunks) == [b"IHDR", b"IDAT", b"IEND"]

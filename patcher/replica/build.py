@@ -33,6 +33,8 @@ class Replica:
     serve_args: tuple[str, ...]
     env: dict[str, str]
     notes: tuple[str, ...]
+    images: bool = False
+    """The server takes an image per request: a serving run sends one."""
 
     def manifest(self) -> dict[str, Any]:
         """What ``patcher serve-bench --device cpu`` reads back from the replica's folder."""
@@ -44,6 +46,7 @@ class Replica:
             "serve_args": list(self.serve_args),
             "env": self.env,
             "notes": list(self.notes),
+            "images": self.images,
         }
 
 
@@ -136,9 +139,12 @@ def generate(
         drafter_kind=kind,
         target=target,
         drafter={"config.json": dump(drafter_config(spec, kind, text))},
-        serve_args=spec.serve_args,
+        serve_args=tuple(spec.remote_processor.get("serve_args", ()))
+        if remote
+        else spec.serve_args,
         env=dict(spec.drafter_env.get(kind, {})),
         notes=notes if remote else (),
+        images=bool(remote and spec.remote_processor.get("serve_args")),
     )
 
 
