@@ -63,12 +63,14 @@ def barrier(log: Path) -> str | None:
     return None
 
 
+ANSI_COLOUR = re.compile(r"\x1b\[[0-9;]*m")
 VALIDATION_HEADER = re.compile(r"ValidationError: \d+ validation errors? for \w+$")
 
 
 def _trimmed(line: str) -> str:
-    """A log line without vLLM's process and logger prefixes."""
-    text = re.sub(r"^\(\w+ pid=\d+\)\s*", "", line.strip())
+    """A log line without its colours (vLLM 0.15.x colours the process prefix) and without
+    vLLM's process and logger prefixes."""
+    text = re.sub(r"^\(\w+ pid=\d+\)\s*", "", ANSI_COLOUR.sub("", line).strip())
     return re.sub(r"^(ERROR|WARNING|INFO) \S+ \S+ \[[^\]]+\]\s*", "", text)
 
 
