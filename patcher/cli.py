@@ -315,7 +315,18 @@ def command_diff(args: argparse.Namespace) -> int:
     return 0
 
 
+def refuse_harness(patchset: Patchset) -> Patchset:
+    """A harness is a stand-in for what a GPU has, for serving proofs; never a user's patch."""
+    if patchset.harness:
+        raise PatcherError(
+            f"{patchset.name} is patcher's CPU serving harness (a stand-in for the GPU runner), "
+            "not a patch for users; serving proofs apply it themselves"
+        )
+    return patchset
+
+
 def command_apply(args: argparse.Namespace) -> int:
+    refuse_harness(patchsets.load(args.patchset))  # before the tree or the interpreter is read
     if args.installed:
         return apply_installed(args)
     if args.git and not args.branch:
@@ -580,6 +591,7 @@ def command_build_wheel(args: argparse.Namespace) -> int:
         local_version(result.version, label(patchset))
         writable_folder(args.dist, "--dist")
 
+    refuse_harness(patchsets.load(args.patchset))  # before the index is asked anything
     path, sha256, patchset, result = patch_official(args, refuse)
     plan = WheelPlan(path, sha256, result, label(patchset))
     target = build_wheel(plan, args.dist)

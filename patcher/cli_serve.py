@@ -7,6 +7,7 @@ import dataclasses
 import json
 import math
 import shlex
+import zipfile
 from pathlib import Path
 
 from rich.console import Console
@@ -14,13 +15,12 @@ from rich.console import Console
 from patcher import patchset as patchsets
 from patcher import proofs
 from patcher.cli_doctor import print_diagnosis
-from patcher.cli_wheels import official_wheel, patch_official
+from patcher.cli_wheels import fail_on_errors, official_wheel, patch_official
 from patcher.codemods.base import Verdict
 from patcher.doctor import diagnose, read_inputs
 from patcher.errors import PatcherError
 from patcher.index import machine_platform
 from patcher.outputs.named import check_folder, prepare_folder, write_file
-from patcher.outputs.wheel import WheelPlan
 from patcher.patchset import Patchset
 from patcher.replica.build import generate, shrink
 from patcher.replica.spec import DRAFTER_KINDS
@@ -39,14 +39,14 @@ from patcher.serving.cpu import (
     RunPlan,
     run_cpu,
 )
-from patcher.serving.load import DEFAULT_PROMPTS, Load, percentile, read_prompts
+from patcher.serving.harness import harnessed
+from patcher.serving.load import DEFAULT_PROMPTS, Load, percentile, read_prompts, tiny_png_url
 from patcher.serving.preflight import preflight
 from patcher.serving.report import BenchReport
 from patcher.serving.setup import VLLM_SERVE, ServeSetup, Timeouts
-from patcher.serving.venv import serving_venv
+from patcher.serving.venv import check_platform, serving_venv
 from patcher.sources.wheel import WheelSource
 from patcher.terminal import check_outputs, err, new_table, out
-from patcher.verify.command import patched_wheel
 
 GPU_MAX_TOKENS = 512
 CPU_MAX_TOKENS = 32
@@ -163,28 +163,38 @@ def serve_bench_cpu(args: argparse.Namespace) -> int:
     built = None
     proven: tuple[str, str, str] | None = None  # patchset, release, package of a wheel we built
     official_refuses = None
+    if args.wheel:
+        check_platform(args.wheel)  # before the harness reads it
     if args.with_patched:
         wheel, sha256, patchset, result = patch_official(args, refuse_noop)
         proven = (patchset.name, str(result.version), result.distribution)
         official_refuses = patchset.serve.official_refuses if patchset.serve else None
-        built = patched_wheel(WheelPlan(wheel, sha256, result, patchset.local_label))
+        base = harnessed(wheel, sha256)
+        built, result = base.patched(patchset, result)
+        fail_on_errors(result)
         notes.append(
             f"patched+eagle3 served {built.name}, built by build-wheel from {wheel.name} "
             f"with {patchset.name} ({', '.join(sorted(result.changed))})"
         )
     else:
-        wheel, _ = official_wheel(args)
-    progress(f"preparing the serving venv for {wheel.name}")
-    official = serving_venv(wheel)
+        base = harnessed(*official_wheel(args))
+    if base.applied:
+        notes.append(base.note)
+    served = base.wheel()
+    progress(f"preparing the serving venv for {served.name}")
+    official = serving_venv(served)
     progress(f"venv {'built' if official.created else 'found'} in {official.seconds:.0f} s")
+    notes.append(f"torch: {official.torch.describe()}")
     env: dict[str, str] = {}
     extra: tuple[str, ...] = ()
     speculative: dict[str, object] = {}
+    images = False
     if args.model:
         model, drafter = args.model, args.drafter
     else:
         architecture = patchsets.load(args.patchset).model.architecture
-        replica = generate(architecture, args.drafter_kind)
+        release = release_files(base.official)
+        replica = generate(architecture, args.drafter_kind, release)
         if args.replica:
             replica_dir = write_replica(replica, args.replica, "--replica")
         else:  # a folder of the log folder's, which is made first
@@ -195,6 +205,7 @@ def serve_bench_cpu(args: argparse.Namespace) -> int:
         drafter = str(replica_dir / manifest["drafter"])
         env, extra = dict(manifest["env"]), tuple(manifest["serve_args"])
         speculative = dict(manifest.get("speculative", {}))
+        images = bool(manifest.get("images"))
         notes += [
             f"served a replica of {manifest['architecture']} ({manifest['drafter_kind']} "
             f"drafter) written by patcher replica",
@@ -221,9 +232,13 @@ def serve_bench_cpu(args: argparse.Namespace) -> int:
         extra_args=(*extra, *args.vllm_args),
         env={**CPU_ENV, **env},
         speculative_extra=tuple(speculative.items()),
+        disable_padded_drafter_batch=base.applied,
     )
     prompts = read_prompts(args.prompts) if args.prompts else DEFAULT_PROMPTS
-    load = Load(prompts, args.max_tokens or CPU_MAX_TOKENS, args.concurrency, args.api)
+    image = tiny_png_url() if images and args.api == "chat" else None
+    if image is not None:
+        notes.append("the first request carries an image (56x56 PNG)")
+    load = Load(prompts, args.max_tokens or CPU_MAX_TOKENS, args.concurrency, args.api, image)
     timeouts = dataclasses.replace(CPU_TIMEOUTS, health=args.health_timeout)
     report = run_cpu(setup, load, plans, args.log_dir, timeouts, progress, notes)
     print_cpu_report(report, out)
@@ -240,6 +255,15 @@ def serve_bench_cpu(args: argparse.Namespace) -> int:
     problems = "; ".join(proof.problems)
     err.print(f"patcher: the patched wheel did not prove EAGLE-3: {problems}", markup=False)
     return 1
+
+
+def release_files(wheel: Path) -> frozenset[str]:
+    """The file names in a wheel: what the replica generator chooses by."""
+    try:
+        with zipfile.ZipFile(wheel) as archive:
+            return frozenset(archive.namelist())
+    except (OSError, zipfile.BadZipFile) as error:
+        raise PatcherError(f"{wheel}: cannot read wheel: {error}") from error
 
 
 def refuse_noop(patchset: Patchset, result: PatchResult) -> None:
@@ -284,19 +308,24 @@ def print_cpu_report(report: CpuReport, console: Console) -> None:
 
 
 def command_preflight(args: argparse.Namespace) -> int:
-    # bad input fails before any download or venv (minutes): the doctor's inputs, then the shrink
+    # bad input fails before any download or venv (minutes): the doctor reads the configs first
     check_folder(args.workdir, "--workdir")
     inputs = read_inputs(args.drafter, args.model)
-    replica = shrink(args.model, args.drafter, None)
     wheel, sha256 = official_wheel(args)
+    replica = shrink(args.model, args.drafter, None, release_files(wheel))
     with WheelSource(wheel, sha256) as source:  # the doctor first: it reads, starts nothing
         diagnosis = diagnose(source, inputs)
     print_diagnosis(diagnosis, lambda line: out.print(line, markup=False, soft_wrap=True))
-    progress(f"preparing the serving venv for {wheel.name}")
-    venv = serving_venv(wheel)
+    base = harnessed(wheel, sha256)
+    if base.applied:
+        progress(base.note)
+    served = base.wheel()
+    progress(f"preparing the serving venv for {served.name}")
+    venv = serving_venv(served)
     progress(f"venv {'built' if venv.created else 'found'} in {venv.seconds:.0f} s")
+    progress(f"torch: {venv.torch.describe()}")
     prepare_folder(args.workdir, "--workdir")
-    result = preflight(replica, venv, args.workdir, progress)
+    result = preflight(replica, venv, args.workdir, progress, base.applied)
     verdict = "pass" if result.passed else "barrier"
     out.print(f"{verdict}: {result.detail} ({result.seconds:.0f} s)", markup=False, soft_wrap=True)
     return 0 if result.passed else 1

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import copy
 import json
+from collections.abc import Collection
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +43,8 @@ class Replica:
     speculative: dict[str, Any]
     env: dict[str, str]
     notes: tuple[str, ...]
+    images: bool = False
+    """The server takes an image per request: a serving run sends one."""
 
     def manifest(self) -> dict[str, Any]:
         """What ``patcher serve-bench --device cpu`` reads back from the replica's folder."""
@@ -53,6 +57,7 @@ class Replica:
             "speculative": self.speculative,
             "env": self.env,
             "notes": list(self.notes),
+            "images": self.images,
         }
 
 
@@ -70,7 +75,14 @@ def text_of(config: dict[str, Any], spec: ReplicaSpec) -> dict[str, Any]:
     return text
 
 
-def choose_drafter(spec: ReplicaSpec, kind: str | None) -> str:
+def choose_drafter(
+    spec: ReplicaSpec, kind: str | None, release: Collection[str] | None = None
+) -> str:
+    """``kind``, else the recipe's default where ``release`` (its file names) can load it, else
+    the first kind it can."""
+    if kind is None and release is not None:
+        loadable = [k for k in spec.drafters if spec.drafter_needs.get(k, "") in {"", *release}]
+        kind = spec.default_drafter if spec.default_drafter in loadable else loadable[0]
     kind = kind or spec.default_drafter
     if kind not in spec.drafters:
         raise PatcherError(
@@ -89,10 +101,46 @@ def preprocessor_files(spec: ReplicaSpec) -> dict[str, bytes]:
     return {spec.preprocessor["file"]: dump(spec.preprocessor["content"])}
 
 
-def generate(architecture: str | None, drafter_kind: str | None = None) -> Replica:
-    """A replica from the recipe alone: a small vocabulary, float32, a generated tokenizer."""
+def remote_processor(
+    spec: ReplicaSpec, config: dict[str, Any], release: Collection[str] | None
+) -> dict[str, bytes]:
+    """The remote-code processor files for a release that ships no processor of its own, with
+    its keys set in ``config``; nothing for other releases (or none named)."""
+    remote = spec.remote_processor
+    if not remote or release is None or remote["unless_release_has"] in release:
+        return {}
+    config.update(remote.get("config", {}))
+    code = resources.files("patcher.replica") / "remote_code" / remote["code"]
+    content = {**spec.preprocessor["content"], "auto_map": remote["auto_map"]}
+    return {remote["code"]: code.read_bytes(), spec.preprocessor["file"]: dump(content)}
+
+
+def served_with(
+    spec: ReplicaSpec, release: Collection[str] | None
+) -> tuple[tuple[str, ...], dict[str, Any]]:
+    """The serve args and speculative-config keys of the recipe's ``serve_when`` entries that
+    hold for ``release`` (by its file names; all of them for a release not named: the newest)."""
+    args: list[str] = []
+    speculative: dict[str, Any] = {}
+    for when in spec.serve_when:
+        if release is None or when["release_has"] in release:
+            args += when.get("serve_args", ())
+            speculative.update(when.get("speculative", {}))
+    return tuple(args), speculative
+
+
+def generate(
+    architecture: str | None,
+    drafter_kind: str | None = None,
+    release: Collection[str] | None = None,
+) -> Replica:
+    """A replica from the recipe alone: a small vocabulary, float32, a generated tokenizer.
+
+    ``release``: the file names of the vLLM to serve it, for what the recipe chooses by them
+    (the drafter kind, remote code); without it, the recipe's defaults.
+    """
     spec = for_architecture(architecture)
-    kind = choose_drafter(spec, drafter_kind)
+    kind = choose_drafter(spec, drafter_kind, release)
     vocab_size = spec.tokenizer.vocab_size
     config = copy.deepcopy(spec.target)
     text = text_of(config, spec)
@@ -103,20 +151,26 @@ def generate(architecture: str | None, drafter_kind: str | None = None) -> Repli
         config[attribute] = token_id(spec.tokenizer, token)
         if text is not config:
             text.setdefault(attribute, config[attribute])
+    remote = remote_processor(spec, config, release)
     target = {
         "config.json": dump(config),
         **tokenizer_files(spec.tokenizer, vocab_size, spec.chat_template),
         **preprocessor_files(spec),
+        **remote,
     }
+    notes = (f"{spec.architecture}'s image processor: patcher's remote code, by auto_map",)
+    base_args = tuple(spec.remote_processor.get("serve_args", ())) if remote else spec.serve_args
+    when_args, speculative = served_with(spec, release)
     return Replica(
         architecture=spec.architecture,
         drafter_kind=kind,
         target=target,
         drafter={"config.json": dump(drafter_config(spec, kind, text))},
-        serve_args=spec.serve_args,
-        speculative=dict(spec.speculative),
+        serve_args=(*base_args, *when_args),
+        speculative=speculative,
         env=dict(spec.drafter_env.get(kind, {})),
-        notes=(),
+        notes=notes if remote else (),
+        images=bool(remote and spec.remote_processor.get("serve_args")),
     )
 
 
@@ -224,8 +278,14 @@ def refuse_sizes(problems: list[str]) -> None:
         raise PatcherError(f"cannot make a replica: {'; '.join(problems)}")
 
 
-def shrink(model_dir: Path, drafter_dir: Path | None, drafter_kind: str | None) -> Replica:
-    """A user's own configs made small: fewer, narrower layers; names and vocabulary kept."""
+def shrink(
+    model_dir: Path,
+    drafter_dir: Path | None,
+    drafter_kind: str | None,
+    release: Collection[str] | None = None,
+) -> Replica:
+    """A user's own configs made small: fewer, narrower layers; names and vocabulary kept.
+    ``release``: the file names of the vLLM to serve it, for the serve args chosen by them."""
     config = read_config(model_dir)
     spec = for_architecture(architectures_of(config, f"{model_dir.name}/config.json")[0])
     notes: list[str] = []
@@ -267,13 +327,14 @@ def shrink(model_dir: Path, drafter_dir: Path | None, drafter_kind: str | None) 
                     f"index the full model's layers; vLLM picks the default for "
                     f"{text['num_hidden_layers']} layers"
                 )
+    when_args, speculative = served_with(spec, release)
     return Replica(
         architecture=spec.architecture,
         drafter_kind=kind,
         target=target,
         drafter={"config.json": dump(drafter)},
-        serve_args=spec.serve_args,
-        speculative=dict(spec.speculative),
+        serve_args=(*spec.serve_args, *when_args),
+        speculative=speculative,
         env=dict(spec.drafter_env.get(kind, {})),
         notes=tuple(notes),
     )
