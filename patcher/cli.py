@@ -59,6 +59,7 @@ STATUS_STYLE = {
     Status.NOT_NEEDED: "green",
     Status.UNSUPPORTED: "dim",
     Status.FAILED: "bold red",
+    Status.UNKNOWN: "magenta",
 }
 
 VERDICT_STYLE = {
@@ -66,6 +67,7 @@ VERDICT_STYLE = {
     Verdict.UPSTREAM: "green",
     Verdict.UNSUPPORTED: "dim",
     Verdict.BROKEN: "bold red",
+    Verdict.UNKNOWN: "magenta",
 }
 
 
@@ -447,6 +449,7 @@ def command_build_wheel(args: argparse.Namespace) -> int:
             reason = {
                 Verdict.UPSTREAM: "the official wheel already works; install it as it is",
                 Verdict.UNSUPPORTED: "this release lacks what the patchset needs",
+                Verdict.UNKNOWN: "no patch applies, and a gate's absence is unproven",
             }[result.verdict]
             raise PatcherError(
                 f"{result.distribution} {result.version} is {result.verdict} for {patchset.name}: "

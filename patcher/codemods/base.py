@@ -6,7 +6,7 @@ import ast
 import fnmatch
 import functools
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar
@@ -23,6 +23,7 @@ class Status(StrEnum):
     NOT_NEEDED = "not-needed"  # the gate it lifts does not exist in this tree
     UNSUPPORTED = "unsupported"  # a prerequisite is absent
     FAILED = "failed"  # the code has a shape this codemod does not know
+    UNKNOWN = "unknown"  # not where it looks, and the source cannot search the rest of the tree
 
 
 class Verdict(StrEnum):
@@ -32,6 +33,7 @@ class Verdict(StrEnum):
     UPSTREAM = "upstream"  # nothing to do: the release has the fix, or never had the gate
     UNSUPPORTED = "unsupported"  # the release lacks what the patchset builds on
     BROKEN = "broken"  # a patch met code of a shape it does not know
+    UNKNOWN = "unknown"  # nothing applied, and a gate's absence could not be searched for
 
     @classmethod
     def of(cls, statuses: Iterable[Status]) -> Verdict:
@@ -42,6 +44,8 @@ class Verdict(StrEnum):
             return cls.UNSUPPORTED
         if Status.APPLIED in found:
             return cls.NEEDS_PATCH
+        if Status.UNKNOWN in found:
+            return cls.UNKNOWN
         return cls.UPSTREAM
 
     @classmethod
@@ -53,7 +57,10 @@ class Verdict(StrEnum):
             raise ValueError(f"{text!r} is not one of {', '.join(cls)}") from None
 
     def drifts_from(self, expected: Verdict | None) -> bool:
-        """Whether a declared verdict exists and this is not it."""
+        """Whether a declared verdict exists and this is not it. ``unknown`` is upstream with an
+        absence not searched for: it neither confirms ``upstream`` nor contradicts it."""
+        if self is Verdict.UNKNOWN and expected is Verdict.UPSTREAM:
+            return False
         return expected is not None and expected != self
 
 
@@ -94,11 +101,37 @@ def decode(data: bytes, path: str) -> str:
 
 
 class Files(Protocol):
-    """What a tree is read from: a source (``patcher.sources``), which codemods need not know."""
+    """What a tree is read from: a source (``patcher.sources``), which codemods need not know.
+
+    ``searchable``: whether reading every file is cheap (on disk, not by range over HTTP), so
+    that an absence can be proven by searching the whole tree.
+    """
+
+    searchable: bool
 
     def names(self) -> Sequence[str]: ...
 
     def read(self, path: str) -> bytes | None: ...
+
+
+@dataclass(frozen=True)
+class Signature:
+    """What a barrier does, found wherever it moved: ``not-needed`` claims it is nowhere.
+
+    ``find`` gives the lines of a module where the barrier is; ``words`` is a cheap text
+    prefilter, one of which (lower case) any module holding the barrier contains.
+    """
+
+    barrier: str
+    words: tuple[str, ...]
+    find: Callable[[ast.Module], Iterable[int]]
+
+
+@functools.lru_cache(maxsize=64)
+def python_ast(text: str) -> ast.Module:
+    """``ast``'s tree of ``text``, parsed once per process (a signature search may see a module
+    once per patch); ast is several times faster than libcst and gives line numbers."""
+    return ast.parse(text)
 
 
 @functools.lru_cache(maxsize=32)
@@ -129,6 +162,42 @@ class Tree:
 
     def exists(self, path: str) -> bool:
         return path in self._names
+
+    @property
+    def searchable(self) -> bool:
+        return self.source.searchable
+
+    def sightings(self, signature: Signature) -> list[str]:
+        """Every ``path:line`` of the tree where ``signature`` finds its barrier, with the
+        earlier codemods' changes on top; ShapeError for a module that mentions the barrier but
+        cannot be read or parsed, since the barrier could hide there."""
+        found = []
+        for path in sorted(self._names):
+            if not path.endswith(".py"):
+                continue
+            if path in self.overlay:
+                data = self.overlay[path].encode()
+            else:
+                read = self.source.read(path)
+                if read is None:
+                    raise ShapeError(
+                        f"{path}: listed in the tree but unreadable (a dangling symlink, or a "
+                        f"file gone since it was listed), so {signature.barrier} may be there"
+                    )
+                data = read
+            lowered = data.lower()
+            if not any(word.encode() in lowered for word in signature.words):
+                continue
+            text = decode(data, path).removeprefix(BOM)
+            try:
+                module = python_ast(text)
+            except (SyntaxError, ValueError) as error:
+                line = getattr(error, "lineno", None)
+                raise ShapeError(
+                    f"{path}:{line or 1}: not valid Python, so {signature.barrier} may be there"
+                ) from error
+            found += [f"{path}:{line}" for line in sorted(set(signature.find(module)))]
+        return found
 
     def files(self, codemod: Codemod[Any]) -> list[str]:
         """The files ``codemod`` reads in this tree, worked out once: the engine prefetches them,
@@ -233,11 +302,50 @@ class Codemod(ABC, Generic[OptionsT]):
     def transform(self, tree: Tree) -> Outcome:
         """Rewrite the tree, or report why not. May raise ShapeError for ``failed``."""
 
+    SIGNATURE: ClassVar[Signature | None] = None
+    """The barrier's behaviour, searched for across the tree before a ``not-needed``."""
+
     def run(self, tree: Tree) -> Outcome:
+        """The codemod's outcome, a ``not-needed`` proven by a search of the whole tree."""
+        return self.prove_absent(tree, self.attempt(tree))
+
+    def attempt(self, tree: Tree) -> Outcome:
+        """What the codemod makes of the files it reads (``paths``) alone: all that decides it,
+        so the engine may cache it by their texts."""
         try:
             return self.transform(tree)
         except ShapeError as error:
             return Outcome(Status.FAILED, str(error))
+
+    def prove_absent(self, tree: Tree, outcome: Outcome) -> Outcome:
+        """``not-needed`` only where the barrier is nowhere in the tree: found elsewhere, or in
+        an expected file in a shape the codemod does not know, it is ``failed`` at its line; a
+        source that cannot be searched gives ``unknown``."""
+        signature = self.SIGNATURE
+        if outcome.status is not Status.NOT_NEEDED or signature is None:
+            return outcome
+        try:
+            for path in tree.files(self):
+                text = tree.text(path)
+                if text is not None and not text.strip() and not path.endswith("/__init__.py"):
+                    raise ShapeError(f"{path}:1: empty, where {signature.barrier} is expected")
+            if not tree.searchable:
+                return Outcome(
+                    Status.UNKNOWN,
+                    f"{outcome.detail} where {self.NAME} looks; this source is read by range "
+                    f"and cannot be searched for {signature.barrier} elsewhere",
+                )
+            found = tree.sightings(signature)
+        except ShapeError as error:
+            return Outcome(Status.FAILED, str(error))
+        if found:
+            more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
+            return Outcome(
+                Status.FAILED,
+                f"{found[0]}: {signature.barrier} is here{more}, in a file or shape "
+                f"{self.NAME} does not patch",
+            )
+        return outcome
 
 
 class FileCodemod(Codemod[FileOptions]):

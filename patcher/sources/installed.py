@@ -21,7 +21,7 @@ from packaging.version import Version
 from patcher.errors import PatcherError
 from patcher.outputs import record
 from patcher.sources.base import Source
-from patcher.sources.directory import parse_version
+from patcher.sources.directory import parse_version, walk
 
 ORIGINALS = "patcher-originals"
 """The folder in the dist-info holding the bytes patcher replaced, listed in RECORD."""
@@ -237,16 +237,18 @@ class Provenance:
 
 
 class InstalledSource(Source):
-    """The ``vllm/`` files an installed distribution's RECORD lists, read where they are."""
+    """The ``vllm/`` files of an installed distribution, as RECORD lists them and as they are on
+    disk, read where they are."""
 
     def __init__(self, installation: Installation) -> None:
         self.installation = installation
         self.version = installation.version
         self.description = installation.description
         rows = record.parse_record(installation.record(), str(installation.record_path))
-        self._names = sorted(
-            path for path in rows if path.startswith("vllm/") and "__pycache__" not in path
-        )
+        listed = {path for path in rows if path.startswith("vllm/") and "__pycache__" not in path}
+        # and the files RECORD does not list: a gate in one is not absent, and patching it
+        # is refused for want of its row
+        self._names = sorted(listed | set(walk(installation.root, "vllm")))
 
     def names(self) -> Sequence[str]:
         return self._names
