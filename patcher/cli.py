@@ -197,14 +197,43 @@ def why_unchanged(result: PatchResult) -> str:
     return f"{result.distribution} {version} needs no patch for {name} ({statuses})"
 
 
-def refuse_drift(result: PatchResult) -> None:
-    """Drift fails ``apply``, except an already patched tree: upstream where a patch was due."""
+VERDICT_STATUSES = {
+    Verdict.NEEDS_PATCH: {Status.APPLIED},
+    Verdict.UPSTREAM: {Status.PRESENT, Status.NOT_NEEDED},
+    Verdict.UNSUPPORTED: {Status.UNSUPPORTED},
+    Verdict.BROKEN: {Status.FAILED},
+    Verdict.UNKNOWN: {Status.UNKNOWN},
+}
+"""The statuses that make each verdict: the patches a drift message names."""
+
+
+def drift(result: PatchResult) -> str | None:
+    """What drifted, naming the patches behind the verdict; None without drift, or for an
+    already patched tree (upstream where a patch was due)."""
     already = result.expected is Verdict.NEEDS_PATCH and result.verdict is Verdict.UPSTREAM
-    if result.drift and not already:
-        raise DriftError(
-            f"vllm {result.version} came out {result.verdict}, but {result.patchset.name} "
-            f"declares {result.expected} for it"
-        )
+    if not result.drift or already:
+        return None
+    patches = ", ".join(
+        f"{name} {outcome.status}"
+        for name, outcome in result.outcomes.items()
+        if outcome.status in VERDICT_STATUSES[result.verdict]
+    )
+    return (
+        f"{result.distribution} {result.version} came out {result.verdict} ({patches}), but "
+        f"{result.patchset.name} declares {result.expected} for it"
+    )
+
+
+def refuse_drift(result: PatchResult, allowed: bool) -> None:
+    """On drift ``apply`` writes nothing and exits 1, unless ``--allow-drift``: then it writes
+    and says what drifted."""
+    found = drift(result)
+    if found is None:
+        return
+    if not allowed:
+        written = "; nothing written (--allow-drift writes it anyway)" if result.changed else ""
+        raise DriftError(found + written)
+    err.print(f"patcher: drift allowed: {found}", markup=False, soft_wrap=True)
 
 
 def status_table(result: PatchResult) -> Table:
@@ -245,11 +274,11 @@ def command_apply(args: argparse.Namespace) -> int:
         out.print(status_table(result))
         if result.verdict is Verdict.UNSUPPORTED:
             raise PatcherError(f"nothing applied: {why_unchanged(result)}")
+        refuse_drift(result, args.allow_drift)
         if not result.changed:
             out.print(f"nothing to patch: {why_unchanged(result)}", markup=False)
         else:
             out.print(output.write(result))
-    refuse_drift(result)
     return 0
 
 
@@ -282,6 +311,7 @@ def apply_locked(args: argparse.Namespace, installation: Installation) -> int:
     out.print(status_table(result))
     if result.verdict is Verdict.UNSUPPORTED:
         raise PatcherError(f"nothing applied: {why_unchanged(result)}")
+    refuse_drift(result, args.allow_drift)
     if not result.changed:
         message = f"nothing to patch in {installation.description}: {why_unchanged(result)}"
         if args.require_patch:
@@ -294,7 +324,6 @@ def apply_locked(args: argparse.Namespace, installation: Installation) -> int:
             f"patched {len(provenance.files)} file(s) of {installation.description}; RECORD "
             f"updated, originals and provenance in {installation.root / installation.info}"
         )
-    refuse_drift(result)
     return 0
 
 
@@ -545,6 +574,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="with --source: patch read-only files, and symlinked ones where they point",
     )
     add_python_option(apply)
+    apply.add_argument(
+        "--allow-drift",
+        action="store_true",
+        help="write the patch where the release's verdict is not the one the patchset declares",
+    )
     apply.add_argument(
         "--require-patch",
         action="store_true",

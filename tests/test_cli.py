@@ -229,10 +229,13 @@ def test_apply_fails_where_it_applies_nothing_or_drifts(tree_0_16, tmp_path, cap
 
     drift = write_patchset(tmp_path / "drift.toml", *DECLARED_UPSTREAM_SINCE_0_16)
     tree = copy_tree(tree_0_16, tmp_path / "drift")
+    before = {p: p.read_bytes() for p in tree.rglob("*.py")}
     assert main(["apply", "--source", str(tree), "--patchset", str(drift)]) == 1
     out, err = capsys.readouterr()
-    assert "patched 4 file(s)" in out
-    assert "vllm 0.16.0 came out needs-patch, but kimi-k2.5-eagle3 declares upstream" in err
+    assert "patched" not in out
+    assert "vllm 0.16.0 came out needs-patch (eagle3-whitelist applied" in err
+    assert "but kimi-k2.5-eagle3 declares upstream for it; nothing written" in err
+    assert {p: p.read_bytes() for p in tree.rglob("*.py")} == before
 
 
 def network(argv: list[str], message: str):
