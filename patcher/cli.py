@@ -47,7 +47,12 @@ from patcher.sources.base import Source
 from patcher.sources.directory import DirectorySource
 from patcher.sources.git import GitSource
 from patcher.sources.index_wheel import IndexWheelSource
-from patcher.sources.installed import Installation, InstalledSource, find_installation
+from patcher.sources.installed import (
+    Installation,
+    InstalledSource,
+    UnpatchedSource,
+    find_installation,
+)
 from patcher.sources.wheel import WheelSource
 from patcher.terminal import err, new_table, out
 from patcher.verify.command import check_verifiable, probe_model, verify_release
@@ -301,6 +306,19 @@ def apply_locked(args: argparse.Namespace, installation: Installation) -> int:
             )
         if provenance.in_place and (found := in_place.problems(installation, provenance)):
             raise PatcherError("; ".join(found))
+        before = (
+            UnpatchedSource(installation, provenance)
+            if provenance.in_place
+            else InstalledSource(installation)  # a patched wheel: nothing patched in place
+        )
+        again = run_patchset(patchset, before)
+        fail_on_errors(again)
+        if differ := in_place.differences(installation, provenance, again):
+            raise PatcherError(
+                f"{installation.description} is patched with {patchset.name} "
+                f"({provenance.tool}), but the patchset now writes otherwise: "
+                f"{', '.join(differ)} differ; run patcher revert --installed first"
+            )
         say(
             f"{installation.description} is already patched with {patchset.name} "
             f"({provenance.tool}); nothing changed"

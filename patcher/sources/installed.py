@@ -261,3 +261,21 @@ class InstalledSource(Source):
             return None
         except OSError as error:
             raise PatcherError(f"cannot read {file}: {error.strerror}") from error
+
+
+class UnpatchedSource(InstalledSource):
+    """The installed vLLM as it was before ``apply --installed``: each file patched in place is
+    read from the copy kept of it, so a patchset can be run again to see what it would write."""
+
+    def __init__(self, installation: Installation, provenance: Provenance) -> None:
+        super().__init__(installation)
+        self._patched = {f.path for f in provenance.files}
+
+    def read(self, path: str) -> bytes | None:
+        if path not in self._patched:
+            return super().read(path)
+        kept = self.installation.original(path)
+        try:
+            return kept.read_bytes()
+        except OSError as error:
+            raise PatcherError(f"cannot read {kept}: {error.strerror}") from error
