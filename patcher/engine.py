@@ -5,7 +5,16 @@ from __future__ import annotations
 import difflib
 
 from patcher import results_cache
-from patcher.codemods.base import BOM, Codemod, Outcome, ShapeError, Status, Tree, decode
+from patcher.codemods.base import (
+    BOM,
+    Codemod,
+    Outcome,
+    ShapeError,
+    Status,
+    Tree,
+    decode,
+    moved_class,
+)
 from patcher.patchset import Patchset
 from patcher.result import PatchResult
 from patcher.sources.base import Source
@@ -34,7 +43,11 @@ def run_patchset(patchset: Patchset, source: Source, memo: bool = True) -> Patch
         return PatchResult(version, patchset, failed)
     if missing:
         why = ", ".join(f"no {r.class_name} in {r.module}" for r in missing)
-        outcomes = {name: Outcome(Status.UNSUPPORTED, why) for name in patchset.patch_names}
+        moved = next(
+            (m for r in missing if (m := moved_class(tree, r.class_name, why)) is not None), None
+        )
+        outcome = moved or Outcome(Status.UNSUPPORTED, why)
+        outcomes = {name: outcome for name in patchset.patch_names}
         return PatchResult(version, patchset, outcomes, distribution=source.distribution)
     outcomes = {}
     for codemod in patchset.codemods():

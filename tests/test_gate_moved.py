@@ -72,9 +72,18 @@ def files(tree: Path) -> dict[str, bytes | str]:
     }
 
 
-def apply(tree: Path) -> subprocess.CompletedProcess[str]:
+def apply(tree: Path, patchset: str = "kimi-k2.5-eagle3") -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [PATCHER, "apply", "--source", str(tree), "--vllm-version", "0.16.0"],
+        [
+            PATCHER,
+            "apply",
+            "--source",
+            str(tree),
+            "--vllm-version",
+            "0.16.0",
+            "--patchset",
+            patchset,
+        ],
         capture_output=True,
         text=True,
         timeout=600,
@@ -124,6 +133,52 @@ def dangling_symlink(tree: Path) -> str:
     (tree / SPECULATIVE).unlink()
     (tree / SPECULATIVE).symlink_to("speculative-gone.py")
     return re.escape(SPECULATIVE)
+
+
+MODELS = "vllm/model_executor/models"
+
+
+def wrapper_module_renamed(tree: Path) -> str:
+    """The class every patch of kimi-k2.5-eagle3 requires, in a module of another name."""
+    (tree / MODELS / "kimi_k25.py").rename(tree / MODELS / "kimi_k2_5.py")
+    return rf"{MODELS}/kimi_k2_5\.py:309: class KimiK25ForConditionalGeneration is here"
+
+
+def text_module_renamed(tree: Path) -> str:
+    (tree / MODELS / "deepseek_v2.py").rename(tree / MODELS / "deepseek.py")
+    return rf"{MODELS}/deepseek\.py:\d+: class DeepseekV2ForCausalLM is here"
+
+
+def backbone_class_moved(tree: Path) -> str:
+    """glm4-moe-eagle3's backbone class moved out of the module the patchset names."""
+    module = tree / MODELS / "glm4_moe.py"
+    text = module.read_text()
+    start = text.index("class Glm4MoeModel(")
+    end = text.index("\nclass ", start) + 1
+    module.write_text(text[:start] + text[end:])
+    (tree / MODELS / "glm4_moe_model.py").write_text(text[start:end])
+    return rf"{MODELS}/glm4_moe_model\.py:1: class Glm4MoeModel is here"
+
+
+@pytest.mark.parametrize(
+    ("shape", "patch", "patchset"),
+    [
+        (wrapper_module_renamed, "eagle3-whitelist", "kimi-k2.5-eagle3"),
+        (text_module_renamed, "eagle3-interface", "kimi-k2.5-eagle3"),
+        (backbone_class_moved, "eagle3-backbone", "glm4-moe-eagle3"),
+    ],
+    ids=lambda value: getattr(value, "__name__", value),
+)
+def test_a_class_in_another_module_is_failed_not_unsupported(tree, shape, patch, patchset):
+    """A class a patchset names, not where it says: moved, not missing from the release."""
+    where = shape(tree)
+    before = files(tree)
+    done = apply(tree, patchset)
+    output = done.stdout + done.stderr
+    assert done.returncode == 2, output
+    assert not re.search(rf"{patch}\s+unsupported", output), output
+    assert re.search(rf"error: {patch} failed: {where}", done.stderr), output
+    assert files(tree) == before
 
 
 @pytest.mark.parametrize(

@@ -279,6 +279,31 @@ class Tree:
             ) from error
 
 
+def class_lines(name: str, module: ast.Module) -> Iterator[int]:
+    """Where ``module`` defines a class ``name``, at any depth."""
+    for node in ast.walk(module):
+        if isinstance(node, ast.ClassDef) and node.name == name:
+            yield node.lineno
+
+
+def moved_class(tree: Tree, name: str, why: str) -> Outcome | None:
+    """For a class a patchset names but not where it says (``why``): ``failed`` at its line if
+    the tree defines it elsewhere; None where it is nowhere, or the tree cannot be searched
+    (the caller's ``unsupported`` stands)."""
+    if not tree.searchable:
+        return None
+    signature = Signature(
+        f"class {name}", (f"class {name.lower()}",), functools.partial(class_lines, name)
+    )
+    try:
+        found = tree.sightings(signature)
+    except ShapeError as error:
+        return Outcome(Status.FAILED, str(error))
+    if not found:
+        return None
+    return Outcome(Status.FAILED, f"{found[0]}: class {name} is here, but {why}")
+
+
 OptionsT = TypeVar("OptionsT")
 
 
@@ -316,6 +341,10 @@ class Codemod(ABC, Generic[OptionsT]):
             return self.transform(tree)
         except ShapeError as error:
             return Outcome(Status.FAILED, str(error))
+
+    def unsupported(self, tree: Tree, name: str, why: str) -> Outcome:
+        """``unsupported`` for want of class ``name`` (``why``), unless it moved elsewhere."""
+        return moved_class(tree, name, why) or Outcome(Status.UNSUPPORTED, why)
 
     def prove_absent(self, tree: Tree, outcome: Outcome) -> Outcome:
         """``not-needed`` only where the barrier is nowhere in the tree: found elsewhere, or in
