@@ -199,6 +199,11 @@ def why_unchanged(result: PatchResult) -> str:
         why = next(o.detail for o in result.outcomes.values() if o.status is Status.UNSUPPORTED)
         return f"{result.distribution} {version} is unsupported for {name}: {why}"
     statuses = ", ".join(f"{n} {o.status}" for n, o in result.outcomes.items())
+    if result.verdict is Verdict.UNKNOWN:
+        return (
+            f"no patch of {name} applies to {result.distribution} {version} ({statuses}); "
+            "read by range, the rest of the tree was not searched for the gates"
+        )
     return f"{result.distribution} {version} needs no patch for {name} ({statuses})"
 
 

@@ -200,7 +200,9 @@ def test_an_empty_diff_says_why_on_stderr(tmp_path, capsys):
     )
     assert main(["diff", "--vllm", "0.18.0"]) == 0
     out, err = capsys.readouterr()
-    assert out == "" and "vllm 0.18.0 needs no patch" in err and "eagle3-whitelist present" in err
+    assert out == "" and "no patch of kimi-k2.5-eagle3 applies to vllm 0.18.0" in err
+    assert "eagle3-whitelist present" in err and "eagle-target-backbone unknown" in err
+    assert "read by range, the rest of the tree was not searched for the gates" in err
     empty = tmp_path / "empty.toml"
     empty.write_text('name = "empty"\npatches = []\n\n[model]\ntypes = ["kimi_k2"]\n')
     assert main(["diff", "--vllm", "0.16.0", "--patchset", str(empty)]) == 0
