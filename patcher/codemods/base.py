@@ -314,6 +314,8 @@ class Codemod(ABC, Generic[OptionsT]):
     NAME: ClassVar[str]
     DESCRIPTION: ClassVar[str]
     Options: ClassVar[type[Any]]
+    SIGNATURE: ClassVar[Signature | None] = None
+    """The barrier's behaviour, searched for across the tree before a ``not-needed``."""
 
     def __init__(self, model: Model, options: OptionsT) -> None:
         self.model = model
@@ -326,9 +328,6 @@ class Codemod(ABC, Generic[OptionsT]):
     @abstractmethod
     def transform(self, tree: Tree) -> Outcome:
         """Rewrite the tree, or report why not. May raise ShapeError for ``failed``."""
-
-    SIGNATURE: ClassVar[Signature | None] = None
-    """The barrier's behaviour, searched for across the tree before a ``not-needed``."""
 
     def run(self, tree: Tree) -> Outcome:
         """The codemod's outcome, a ``not-needed`` proven by a search of the whole tree."""
