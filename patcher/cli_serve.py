@@ -14,8 +14,10 @@ from rich.console import Console
 from patcher import patchset as patchsets
 from patcher import proofs
 from patcher.cache import atomic_write
+from patcher.cli_doctor import print_diagnosis
 from patcher.cli_wheels import official_wheel, patch_official
 from patcher.codemods.base import Verdict
+from patcher.doctor import diagnose, read_inputs
 from patcher.errors import PatcherError
 from patcher.index import machine_platform
 from patcher.outputs.wheel import WheelPlan
@@ -42,6 +44,7 @@ from patcher.serving.preflight import preflight
 from patcher.serving.report import BenchReport
 from patcher.serving.setup import VLLM_SERVE, ServeSetup, Timeouts
 from patcher.serving.venv import serving_venv
+from patcher.sources.wheel import WheelSource
 from patcher.terminal import err, new_table, out
 from patcher.verify.command import patched_wheel
 
@@ -176,6 +179,7 @@ def serve_bench_cpu(args: argparse.Namespace) -> int:
     progress(f"venv {'built' if official.created else 'found'} in {official.seconds:.0f} s")
     env: dict[str, str] = {}
     extra: tuple[str, ...] = ()
+    speculative: dict[str, object] = {}
     if args.model:
         model, drafter = args.model, args.drafter
     else:
@@ -186,6 +190,7 @@ def serve_bench_cpu(args: argparse.Namespace) -> int:
         model = str(replica_dir / manifest["target"])
         drafter = str(replica_dir / manifest["drafter"])
         env, extra = dict(manifest["env"]), tuple(manifest["serve_args"])
+        speculative = dict(manifest.get("speculative", {}))
         notes += [
             f"served a replica of {manifest['architecture']} ({manifest['drafter_kind']} "
             f"drafter) written by patcher replica",
@@ -211,6 +216,7 @@ def serve_bench_cpu(args: argparse.Namespace) -> int:
         max_model_len=args.max_model_len or 1024,
         extra_args=(*extra, *args.vllm_args),
         env={**CPU_ENV, **env},
+        speculative_extra=tuple(speculative.items()),
     )
     prompts = read_prompts(args.prompts) if args.prompts else DEFAULT_PROMPTS
     load = Load(prompts, args.max_tokens or CPU_MAX_TOKENS, args.concurrency, args.api)
@@ -274,12 +280,18 @@ def print_cpu_report(report: CpuReport, console: Console) -> None:
 
 
 def command_preflight(args: argparse.Namespace) -> int:
-    wheel, _ = official_wheel(args)
+    # bad input fails before any download or venv (minutes): the doctor's inputs, then the shrink
+    inputs = read_inputs(args.drafter, args.model)
+    replica = shrink(args.model, args.drafter, None)
+    wheel, sha256 = official_wheel(args)
+    with WheelSource(wheel, sha256) as source:  # the doctor first: it reads, starts nothing
+        diagnosis = diagnose(source, inputs)
+    print_diagnosis(diagnosis, lambda line: out.print(line, markup=False, soft_wrap=True))
     progress(f"preparing the serving venv for {wheel.name}")
     venv = serving_venv(wheel)
     progress(f"venv {'built' if venv.created else 'found'} in {venv.seconds:.0f} s")
     args.workdir.mkdir(parents=True, exist_ok=True)
-    result = preflight(args.model, args.drafter, venv, args.workdir, progress)
+    result = preflight(replica, venv, args.workdir, progress)
     verdict = "pass" if result.passed else "barrier"
     out.print(f"{verdict}: {result.detail} ({result.seconds:.0f} s)", markup=False, soft_wrap=True)
     return 0 if result.passed else 1

@@ -27,6 +27,7 @@ from packaging.version import Version
 from patcher import distributions
 from patcher.cache import checked_dir, read_checked, write_checked
 from patcher.errors import PatcherError
+from patcher.pipconfig import redacted
 
 SIMPLE_JSON = "application/vnd.pypi.simple.v1+json"
 LISTING_TTL_SECONDS = 600
@@ -187,6 +188,12 @@ def iter_body(response: requests.Response, deadline: Deadline) -> Iterator[bytes
         yield piece
 
 
+NOT_FETCHABLE = (
+    requests.exceptions.InvalidSchema,
+    requests.exceptions.MissingSchema,
+    requests.exceptions.InvalidURL,
+)
+"""``file://``, ``ftp://``, no scheme, no host: no retry can fix the URL itself."""
 TRANSIENT = (requests.RequestException, urllib3.exceptions.HTTPError, BodyTooSlow, OSError)
 
 
@@ -233,6 +240,7 @@ class HttpClient:
         ranged: bool,
         accept: tuple[int, ...],
     ) -> requests.Response:
+        shown = redacted(url)
         deadline = Deadline(timeout())
         last = "no attempt"
         tries = 0
@@ -262,10 +270,10 @@ class HttpClient:
                     continue
                 if response.status_code >= 400:
                     response.close()
-                    raise PatcherError(f"{url}: HTTP {response.status_code}")
+                    raise PatcherError(f"{shown}: HTTP {response.status_code}")
                 if ranged and response.status_code != 206:
                     response.close()
-                    raise RangesRefused(f"{url}: the server does not honour range requests")
+                    raise RangesRefused(f"{shown}: the server does not honour range requests")
                 if stream or method == "HEAD":
                     return response
                 with response:
@@ -278,22 +286,29 @@ class HttpClient:
                     last = f"truncated response ({len(body)} of {promised} bytes)"
                     continue
                 return response
+            except NOT_FETCHABLE as error:
+                raise PatcherError(
+                    f"{shown}: not a URL patcher can fetch; it reads indexes over http and https "
+                    f"({type(error).__name__})"
+                ) from error
             except TRANSIENT as error:
                 last = str(error) if isinstance(error, BodyTooSlow) else type(error).__name__
         if deadline.passed():
             raise PatcherError(
-                f"{url}: no good answer within {deadline.seconds:g} s "
+                f"{shown}: no good answer within {deadline.seconds:g} s "
                 f"({tries} {'try' if tries == 1 else 'tries'}, last: {last}; "
                 f"{TIMEOUT_ENV} sets the limit)"
             )
-        raise PatcherError(f"{url}: no good answer after {tries} tries ({last})")
+        raise PatcherError(f"{shown}: no good answer after {tries} tries ({last})")
 
 
 def content_length(url: str, value: str) -> int:
     try:
         return int(value)
     except ValueError as error:
-        raise PatcherError(f"{url}: Content-Length {value!r} is not a number of bytes") from error
+        raise PatcherError(
+            f"{redacted(url)}: Content-Length {value!r} is not a number of bytes"
+        ) from error
 
 
 class RangesRefused(PatcherError):
@@ -316,7 +331,7 @@ class PackageIndex:
 
     @property
     def _listing_cache(self) -> Path:
-        key = self.url.replace("://", "_").replace("/", "_").replace(":", "_")
+        key = redacted(self.url).replace("://", "_").replace("/", "_").replace(":", "_")
         return checked_dir("index") / f"{key}-{self.distribution}.json"
 
     def _listing(self) -> dict:
@@ -337,7 +352,8 @@ class PackageIndex:
                     raise TypeError(f"{problem}: {entry!r:.80}")
         except (ValueError, KeyError, TypeError) as error:
             raise PatcherError(
-                f"{url}: the index answered something that is not a JSON simple API page ({error})"
+                f"{redacted(url)}: the index answered something that is not a JSON simple API "
+                f"page ({error})"
             ) from error
         write_checked(cached, response.content)
         return data
@@ -378,8 +394,8 @@ class PackageIndex:
         if wanted in releases:
             return releases[wanted]
         raise PatcherError(
-            f"{self.distribution} {version} is not on the index {self.url}; nearest releases: "
-            + ", ".join(str(v) for v in nearest(wanted, list(releases)))
+            f"{self.distribution} {version} is not on the index {redacted(self.url)}; nearest "
+            "releases: " + ", ".join(str(v) for v in nearest(wanted, list(releases)))
         )
 
     def project_versions(self, project: str) -> set[str]:
@@ -390,7 +406,7 @@ class PackageIndex:
             files = json.loads(response.content)["files"]
             names = [f["filename"] for f in files if f["filename"].endswith(".whl")]
         except (ValueError, KeyError, TypeError) as error:
-            raise PatcherError(f"{url}: not a JSON simple API page ({error})") from error
+            raise PatcherError(f"{redacted(url)}: not a JSON simple API page ({error})") from error
         versions = set()
         for name in names:
             try:

@@ -7,11 +7,22 @@ repository never names an index: whatever pip is set up to use, uv uses too.
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from dataclasses import dataclass
 
 from patcher.errors import PatcherError
+
+USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/?#@\s]*@")
+"""The ``user:password@`` of a URL, wherever one appears in a text."""
+
+
+def redacted(text: str) -> str:
+    """``text`` with the credentials of every URL in it replaced by ``****``: an index URL may
+    carry them (``https://user:token@host/simple``), and none may be printed or stored."""
+    return USERINFO.sub(r"\1****@", text)
+
 
 SECTIONS = (":env:", "install", "global")
 """pip's precedence: environment variables, then the ``install`` section, then ``global``."""

@@ -40,8 +40,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from patcher.cache import cache_dir, sha256_of
 from patcher.elf import needed_libraries
 from patcher.errors import PatcherError
-from patcher.pipconfig import PipSources
-from patcher.pipconfig import pip_sources as read_pip_sources
+from patcher.pipconfig import PipSources, pip_sources, redacted
 
 FORMAT = 1
 """Bumped when the way a venv is built changes, so venvs built the old way are not reused."""
@@ -197,7 +196,9 @@ def _read_marker(path: Path, key: str) -> dict[str, Any] | None:
 def _build(path: Path, plan: VenvPlan, key: str, base: Venv | None, log: Path) -> tuple[str, ...]:
     start = time.monotonic()
     with log.open("w") as out:
-        uv = Uv(out, log)
+        # Read for each build, never once per process: the configuration may change in between
+        # (the test suite's offline guard sets PIP_INDEX_URL for one test and not the next).
+        uv = Uv(out, log, pip_sources())
         if base is not None:
             clone_tree(base.path, path)
             uv.install(path, "--no-deps", "--reinstall", "--no-cache", str(plan.wheel))
@@ -233,16 +234,18 @@ def _install_requirements(uv: Uv, path: Path, plan: VenvPlan) -> None:
     if plan.excludes:
         options += ["--excludes", str(path / "patcher-excludes.txt")]
     # pip takes the best version from all its sources; uv's default stops at the first.
-    options += ["--index-strategy", "unsafe-best-match", *pip_sources().uv_options()]
+    options += ["--index-strategy", "unsafe-best-match", *uv.sources.uv_options()]
     uv.install(path, *options)
 
 
 class Uv:
-    """uv with patcher's cache and no config of its own, logging to one file."""
+    """uv with patcher's cache and no config of its own, logging to one file; ``sources`` are
+    pip's, which uv does not read."""
 
-    def __init__(self, out: IO[str], log: Path) -> None:
+    def __init__(self, out: IO[str], log: Path, sources: PipSources) -> None:
         self.out = out
         self.log = log
+        self.sources = sources
 
     def install(self, venv: Path, *args: str) -> None:
         what = args[-1] if args[-1].endswith(".whl") else "the requirements"
@@ -254,7 +257,7 @@ class Uv:
         command = [find_uv_bin(), *args]
         env = {
             **os.environ,
-            **pip_sources().uv_environment(),
+            **self.sources.uv_environment(),
             "UV_CACHE_DIR": str(uv_cache()),
             "UV_NO_CONFIG": "1",
             "UV_PYTHON_DOWNLOADS": "never",
@@ -262,7 +265,7 @@ class Uv:
             # --no-cache unpacks into a temporary cache: keep it on the venvs' file system.
             "TMPDIR": str(cache_dir()),
         }
-        self.out.write(f"$ {' '.join(command)}\n")
+        self.out.write(f"$ {redacted(' '.join(command))}\n")
         self.out.flush()
         done = subprocess.run(
             command, stdout=self.out, stderr=subprocess.STDOUT, env=env, check=False
@@ -328,12 +331,6 @@ def drop_cuda_binaries(venv: Path, wheel: Path | None) -> tuple[str, ...]:
             path.unlink()
             dropped.append(rel)
     return tuple(sorted(dropped))
-
-
-@cache
-def pip_sources() -> PipSources:
-    """pip's sources, read once per process."""
-    return read_pip_sources()
 
 
 @cache

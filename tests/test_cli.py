@@ -292,3 +292,19 @@ def test_ctrl_c_is_left_to_patcher_not_to_the_matrix_worker_processes(tmp_path):
         [sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True, timeout=60
     )
     assert done.stdout.split() == ["True", "True", "True"], done.stderr
+
+
+def test_a_git_branch_without_vllm_version_asks_for_it(tmp_path, capsys):
+    """issue 22: ``--ref kimi`` (a branch) failed with "'kimi' is not a valid version" and did
+    not say that --vllm-version gives it. A real repository with a branch of that name."""
+    root = tmp_path / "repo"
+    (root / "vllm").mkdir(parents=True)
+    (root / "vllm/__init__.py").write_text("")
+    repo = git.Repo.init(root)
+    repo.index.add(["vllm/__init__.py"])
+    repo.index.commit("a", author=git.Actor("t", "t@localhost"), committer=git.Actor("t", "t@x"))
+    repo.create_head("kimi")
+    assert main(["diff", "--git", str(root), "--ref", "kimi"]) == 2
+    error = one_error_line(capsys)
+    assert f"{root}@kimi: the ref is not a release tag" in error
+    assert "say which release it holds with --vllm-version" in error

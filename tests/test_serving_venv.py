@@ -160,3 +160,21 @@ def test_a_server_gets_a_tmpdir_short_enough_for_vllms_ipc_sockets():
     nox_tmp = "/work/wt-serve2/.nox/serve-cpu-vllm-0-32-0-patchset-glm4-moe-eagle3/tmp"
     assert socket_safe({"TMPDIR": nox_tmp, "A": "1"}) == {"TMPDIR": "/tmp", "A": "1"}
     assert socket_safe({"TMPDIR": "/tmp/short"}) == {"TMPDIR": "/tmp/short"}
+
+
+def test_preflight_reads_the_configs_before_it_fetches_the_wheel_or_builds_a_venv(
+    tmp_path, monkeypatch, capsys
+):
+    """issue 22: a missing --model was found only after the venv was prepared. Offline: the
+    wheel would come from the index, which the guard closes, so a refusal here comes first."""
+    from patcher.cli import main
+
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("PATCHER_CACHE_DIR", str(cache))
+    drafter = tmp_path / "drafter"
+    drafter.mkdir()
+    (drafter / "config.json").write_text('{"architectures": ["LlamaForCausalLMEagle3"]}')
+    argv = ["preflight", "--vllm=0.32.0", f"--model={tmp_path / 'nope'}", f"--drafter={drafter}"]
+    assert main([*argv, f"--workdir={tmp_path / 'work'}"]) == 2
+    assert capsys.readouterr().err == f"patcher: error: model {tmp_path / 'nope'}: no such folder\n"
+    assert not cache.exists() and not (tmp_path / "work").exists()

@@ -12,9 +12,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from commandline import PATCHER
 from conftest import copy_tree, one_error_line
 
+from patcher import patchset as patchsets
 from patcher.cli import main
+from patcher.codemods.base import Tree
+from patcher.engine import needed_paths
 
 pytestmark = pytest.mark.network
 
@@ -193,3 +197,47 @@ def test_an_unreadable_target_is_a_one_line_error(tree, capsys):
     (tree / EAGLE).symlink_to("/proc/self/mem")
     assert main(["diff", "--source", str(tree)]) == 2
     assert f"{tree / EAGLE}: cannot read it (Input/output error)" in one_error_line(capsys)
+
+
+CONCURRENT_PATCHSETS = ("glm4-moe-eagle3", "gemma3-eagle3")
+"""Two patchsets that both add their model type to speculative.py's whitelist on 0.16.0."""
+
+
+@pytest.fixture(scope="module")
+def two_patchset_tree(release, tmp_path_factory) -> Path:
+    """A 0.16.0 tree with the files both patchsets read, fetched from the index."""
+    source = release("0.16.0")
+    root = tmp_path_factory.mktemp("two-patchsets")
+    needed = {"vllm/__init__.py", "vllm/_version.py"}
+    for name in CONCURRENT_PATCHSETS:
+        needed |= set(needed_paths(patchsets.load(name), Tree(source)))
+    for path in sorted(needed):
+        data = source.read(path)
+        assert data is not None, path
+        (root / path).parent.mkdir(parents=True, exist_ok=True)
+        (root / path).write_bytes(data)
+    return root
+
+
+@pytest.mark.slow
+def test_concurrent_applies_of_two_patchsets_both_land(two_patchset_tree, tmp_path):
+    """issue 22: two applies at once each read the tree as it was; the later rename dropped
+    the other's change (2 tries in 8) and both said ``patched``. Real processes of the
+    installed console script, started together, on a fresh copy of the tree each try."""
+    for attempt in range(20):  # today's code lost one in 4 tries: 0.3% chance to pass it
+        root = copy_tree(two_patchset_tree, tmp_path / f"try-{attempt}")
+        runs = [
+            subprocess.Popen(
+                [PATCHER, "apply", "--source", str(root), "--patchset", name],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for name in CONCURRENT_PATCHSETS
+        ]
+        for run in runs:
+            out, err = run.communicate(timeout=300)
+            assert run.returncode == 0, err
+            assert "patched" in out
+        speculative = (root / SPECULATIVE).read_text()
+        assert '"glm4_moe"' in speculative and '"gemma3_text"' in speculative, f"try {attempt}"

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import io
 import json
 import shutil
+import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
+from fakeindex import loopback_server
 from verify_helpers import fake_wheel
 
 from patcher import venvs
@@ -187,3 +193,67 @@ def test_pip_config_becomes_uv_options_with_pip_precedence():
     ]
     assert sources.uv_environment() == {"SSL_CERT_FILE": "/etc/ca.pem", "UV_HTTP_TIMEOUT": "180"}
     assert parse("").uv_options() == []
+
+
+PROBE = "tiny-offline-probe"
+"""A one-module distribution, served by a loopback index in the test below."""
+
+
+def probe_wheel() -> tuple[str, bytes]:
+    """``PROBE`` 1.0 as a pure-Python wheel with a true RECORD: its file name and bytes."""
+    name = PROBE.replace("-", "_")
+    info = f"{name}-1.0.dist-info"
+    files = {
+        f"{name}.py": b"ANSWER = 42\n",
+        f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {PROBE}\nVersion: 1.0\n".encode(),
+        f"{info}/WHEEL": b"Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+    }
+    rows = []
+    for path, data in files.items():
+        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+        rows.append(f"{path},sha256={digest},{len(data)}\n")
+    files[f"{info}/RECORD"] = ("".join(rows) + f"{info}/RECORD,,\n").encode()
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        for path, data in files.items():
+            archive.writestr(path, data)
+    return f"{name}-1.0-py3-none-any.whl", buffer.getvalue()
+
+
+@pytest.fixture
+def server():
+    yield from loopback_server()
+
+
+def test_each_build_reads_pips_sources_anew_so_the_offline_guard_does_not_leak(
+    tmp_path, monkeypatch, server
+):
+    """Issue 22, defect 13: a build under the offline guard (this test is not marked network,
+    so PIP_INDEX_URL is the closed port) plus PIP_NO_INDEX, as test_serving_venv makes one,
+    left its sources memoised for the process, and a later build that should reach an index
+    ran ``uv pip install --no-index --index-url http://127.0.0.1:9/simple/``. Real uv builds;
+    the index they should reach is a loopback server standing in for the package index."""
+    monkeypatch.setenv("PATCHER_CACHE_DIR", str(tmp_path / "cache"))
+    plan = VenvPlan(requirements=(f"{PROBE}==1.0",))
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    with pytest.raises(PatcherError, match="uv could not install the requirements"):
+        ready_venv(plan)
+
+    filename, data = probe_wheel()
+    digest = hashlib.sha256(data).hexdigest()
+    page = f'<a href="/files/{filename}#sha256={digest}">{filename}</a>'
+    server.expect_request(f"/simple/{PROBE}/").respond_with_data(page, content_type="text/html")
+    server.expect_request(f"/files/{filename}").respond_with_data(data)
+    monkeypatch.delenv("PIP_NO_INDEX")
+    monkeypatch.setenv("PIP_INDEX_URL", server.url_for("/simple/"))
+    venv = ready_venv(plan)
+    log = (tmp_path / "cache" / "envs" / f"{venv.key}.log").read_text()
+    assert "--no-index" not in log and "127.0.0.1:9/" not in log, log
+    assert server.url_for("/simple/") in log
+    answer = subprocess.run(
+        [str(venv.python), "-c", f"import {PROBE.replace('-', '_')} as m; print(m.ANSWER)"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert answer.stdout == "42\n"

@@ -9,14 +9,13 @@ byte back, and the modules' modification times with them, so the old bytecode is
 
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 
 from filelock import FileLock
 
 from patcher import __version__
-from patcher.cache import cache_dir
+from patcher.cache import folder_lock
 from patcher.errors import PatcherError
 from patcher.outputs import record
 from patcher.outputs.transaction import Transaction
@@ -25,12 +24,8 @@ from patcher.sources.installed import ORIGINALS, Installation, PatchedFile, Prov
 
 
 def locked(installation: Installation) -> FileLock:
-    """One apply or revert at a time per installation. The lock lives in patcher's cache: a
-    file left in the dist-info would be one RECORD does not list."""
-    key = hashlib.sha256(str(installation.root / installation.info).encode()).hexdigest()[:16]
-    folder = cache_dir() / "installed-locks"
-    folder.mkdir(parents=True, exist_ok=True)
-    return FileLock(str(folder / f"{key}.lock"))
+    """One apply or revert at a time per installation."""
+    return folder_lock(installation.root / installation.info)
 
 
 def bytecode_rows(rows: list[record.RecordRow], module: str) -> list[record.RecordRow]:
@@ -41,7 +36,10 @@ def bytecode_rows(rows: list[record.RecordRow], module: str) -> list[record.Reco
 
 
 def patched_record(
-    installation: Installation, original: bytes, provenance: Provenance, provenance_bytes: bytes
+    installation: Installation,
+    original: bytes,
+    provenance: Provenance,
+    provenance_row: record.RecordRow,
 ) -> bytes:
     """RECORD as apply leaves it: computed from the original, so revert can check it."""
     replace: dict[str, record.RecordRow | None] = {f.path: f.patched for f in provenance.files}
@@ -57,7 +55,7 @@ def patched_record(
     kept.append(
         record.RecordRow.of(installation.original_member(f"{installation.info}/RECORD"), original)
     )
-    kept.append(record.RecordRow.of(installation.provenance_member, provenance_bytes))
+    kept.append(provenance_row)
     return record.rewrite(original, replace, kept)
 
 
@@ -98,7 +96,8 @@ def apply(installation: Installation, result: PatchResult) -> Provenance:
         moved=tuple(moved),
     )
     provenance_bytes = encode(provenance)
-    new_record = patched_record(installation, original_record, provenance, provenance_bytes)
+    provenance_row = record.RecordRow.of(installation.provenance_member, provenance_bytes)
+    new_record = patched_record(installation, original_record, provenance, provenance_row)
     mode = installation.record_path.stat().st_mode & 0o7777
     transaction = Transaction()
     for path, data in originals.items():
@@ -151,10 +150,9 @@ def problems(installation: Installation, provenance: Provenance) -> list[str]:
         if row.problem(root)
     ]
     original_record = installation.original(f"{installation.info}/RECORD")
-    provenance_file = root / installation.provenance_member
     try:
         expected = patched_record(
-            installation, original_record.read_bytes(), provenance, provenance_file.read_bytes()
+            installation, original_record.read_bytes(), provenance, provenance_row(installation)
         )
     except OSError as error:
         found.append(f"cannot read {error.filename}: {error.strerror}")
@@ -162,6 +160,75 @@ def problems(installation: Installation, provenance: Provenance) -> list[str]:
         if installation.record() != expected:
             found.append(f"{installation.record_path} changed since patching")
     return found
+
+
+def provenance_row(installation: Installation) -> record.RecordRow:
+    """The provenance's RECORD row: of its bytes, or, once it is deleted, the row RECORD kept."""
+    path = installation.root / installation.provenance_member
+    if path.is_file():
+        return record.RecordRow.of(installation.provenance_member, path.read_bytes())
+    rows = record.parse_record(installation.record(), str(installation.record_path))
+    if installation.provenance_member not in rows:
+        raise PatcherError(f"{installation.record_path} does not list {path}")
+    return record.RecordRow(installation.provenance_member, *rows[installation.provenance_member])
+
+
+def recovered(installation: Installation) -> Provenance:
+    """The provenance apply wrote, rebuilt once it was deleted, from what apply kept: each
+    original in ``patcher-originals/`` and its patched file's row in RECORD. ``revert`` checks it
+    as it checks a written one (``problems``: RECORD must be exactly what apply made of the
+    original RECORD with these files), so a guess that does not hold is refused, not applied.
+    A module's old modification time is read from the bytecode kept with it, where there is
+    one; without bytecode, none is needed."""
+    top = installation.root / installation.info / ORIGINALS
+    rows = record.parse_record(installation.record(), str(installation.record_path))
+    kept = sorted(p for p in top.rglob("*") if p.is_file()) if top.is_dir() else []
+    if not (top / "RECORD").is_file():
+        raise PatcherError(f"refusing to revert: {top / 'RECORD'} (the original RECORD) is gone")
+    installed = record.parse_record((top / "RECORD").read_bytes(), str(top / "RECORD"))
+    for copy in kept:
+        path = copy.relative_to(top).as_posix()
+        if path != "RECORD" and (
+            path not in installed or record.RecordRow(path, *installed[path]).problem(top)
+        ):
+            raise PatcherError(
+                f"refusing to revert: {copy} is not the {path} the original RECORD lists"
+            )
+    moved = [
+        record.RecordRow.of(p.relative_to(top).as_posix(), p.read_bytes())
+        for p in kept
+        if p.parent.name == "__pycache__" and p.suffix == ".pyc"
+    ]
+    files = []
+    for copy in kept:
+        path = copy.relative_to(top).as_posix()
+        if path == "RECORD" or any(row.path == path for row in moved):
+            continue
+        if path not in rows:
+            raise PatcherError(f"refusing to revert: {copy} is kept, but RECORD lists no {path}")
+        mtime = bytecode_mtime(path, moved, top) or (installation.root / path).stat().st_mtime_ns
+        original = record.RecordRow.of(path, copy.read_bytes())
+        files.append(PatchedFile(original, record.RecordRow(path, *rows[path]), mtime))
+    if not files:
+        raise PatcherError(f"refusing to revert: {top} holds no patched module to restore")
+    return Provenance(
+        patchset="the patchset of the deleted provenance",
+        patches={},
+        verdict="unknown",
+        tool="unknown",
+        files=tuple(files),
+        moved=tuple(moved),
+    )
+
+
+def bytecode_mtime(module: str, moved: list[record.RecordRow], top: Path) -> int | None:
+    """The source modification time (ns) a kept timestamp-based .pyc of ``module`` was built
+    against: the time Python checks it by, so restored with it the .pyc is valid again."""
+    for row in bytecode_rows(moved, module):
+        header = (top / row.path).read_bytes()[:16]
+        if len(header) == 16 and header[4:8] == bytes(4):  # flags 0: checked by mtime
+            return int.from_bytes(header[8:12], "little") * 1_000_000_000
+    return None
 
 
 def revert(installation: Installation, provenance: Provenance) -> list[str]:
@@ -190,7 +257,8 @@ def revert(installation: Installation, provenance: Provenance) -> list[str]:
     for path in [*(f.path for f in provenance.files), *(r.path for r in provenance.moved)]:
         transaction.remove(installation.original(path))
     transaction.remove(installation.original(record_member))
-    transaction.remove(root / installation.provenance_member)
+    if (root / installation.provenance_member).is_file():  # gone already when recovered
+        transaction.remove(root / installation.provenance_member)
     transaction.commit()
     remove_empty_folders(root / installation.info / ORIGINALS)
     return [f.path for f in provenance.files]

@@ -95,14 +95,34 @@ def roll_back(
 
 
 def make_parents(folder: Path, made: list[Path]) -> None:
-    """Create ``folder`` and its missing parents, adding each to ``made`` as it is created."""
+    """Create ``folder`` and its missing parents, adding each to ``made`` as it is created.
+    Each is given the owner of the folder it was made in, as a new file is."""
     missing = []
     while not folder.exists():
         missing.append(folder)
         folder = folder.parent
+    owner = folder.stat()
     for path in reversed(missing):
         path.mkdir()
         made.append(path)
+        give_owner(path, owner)
+
+
+def give_owner(path: Path, like: os.stat_result) -> None:
+    """``path`` owned as ``like`` is: root patching a user's files must not leave them root's.
+    Only root may give a file away; for anyone else the file is theirs already, or the
+    content is what matters."""
+    if (like.st_uid, like.st_gid) != (os.geteuid(), os.getegid()):
+        with contextlib.suppress(PermissionError):
+            os.chown(path, like.st_uid, like.st_gid)
+
+
+def owner_for(target: Path) -> os.stat_result:
+    """Whose a written file is: the replaced file's owner, else that of the folder it goes in."""
+    try:
+        return target.stat()
+    except FileNotFoundError:
+        return target.parent.stat()
 
 
 def stage(write: Write) -> Path:
@@ -113,6 +133,7 @@ def stage(write: Write) -> Path:
         with os.fdopen(fd, "wb") as handle:
             handle.write(write.data)
         os.chmod(tmp, write.mode)
+        give_owner(tmp, owner_for(target))
         if write.mtime_ns is not None:
             os.utime(tmp, ns=(write.mtime_ns, write.mtime_ns))
     except OSError:

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
 import stat
 import tempfile
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 
+from patcher.cache import folder_lock
 from patcher.errors import PatcherError
 from patcher.outputs.base import Output
+from patcher.outputs.transaction import give_owner
 from patcher.result import PatchResult
 
 
@@ -19,6 +21,11 @@ class TreeOutput(Output):
 
     def __init__(self, root: Path, force: bool = False) -> None:
         self.root, self.force = root, force
+
+    def locked(self) -> AbstractContextManager[object]:
+        """The tree is read, patched and written under one lock: two applies at once each
+        patched the tree as it was, and the second rename lost the first one's change."""
+        return folder_lock(self.root)
 
     def write(self, result: PatchResult) -> str:
         written = write_tree(self.root, result.changed, force=self.force)
@@ -106,10 +113,7 @@ def write_beside(target: Path, data: bytes, original: os.stat_result) -> Path:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
         os.chmod(tmp, stat.S_IMODE(original.st_mode))
-        if (original.st_uid, original.st_gid) != (os.getuid(), os.getgid()):
-            # only root may give a file away; elsewhere the content is what matters
-            with contextlib.suppress(PermissionError):
-                os.chown(tmp, original.st_uid, original.st_gid)
+        give_owner(tmp, original)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise

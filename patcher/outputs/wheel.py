@@ -9,6 +9,7 @@ source's members are first checked against its RECORD (``record.check_source``).
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import json
@@ -33,9 +34,12 @@ from patcher.outputs.record import (
     read_member,
     record_hash,
 )
+from patcher.outputs.transaction import make_parents
 from patcher.result import PatchResult
 from patcher.sources.wheel import open_wheel
 
+PARTIAL = ".patcher.partial"
+"""The suffix of the wheel being written: only files with it are patcher's to sweep away."""
 STALE_PARTIAL_SECONDS = 3600  # a build writes its .partial continuously and takes minutes
 CENTRAL_RECORD = struct.Struct("<4s6H3L5H2L")  # a central directory header, without names
 LOCAL_RECORD = struct.Struct("<4s5H3L2H")
@@ -169,15 +173,39 @@ def local_version(version: str, label: str) -> Version:
 
 
 def writable_folder(folder: Path) -> None:
-    """Refuse an output folder that cannot take a new file, before any work is done for it."""
-    if folder.exists() and not folder.is_dir():
-        raise PatcherError(f"{folder} is not a directory")
+    """Refuse an output folder that cannot take a new file, before any work is done for it.
+
+    A missing folder is not made here but where the wheel is written: a refusal in between
+    (the release needs no patch, the download fails) would leave it behind, empty. Its nearest
+    existing parent must take the folder instead.
+    """
+    existing = folder
+    while not existing.exists() and existing.parent != existing:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise PatcherError(f"{existing} is not a directory")
     try:
-        folder.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryFile(dir=folder, prefix=".patcher-probe."):
+        with tempfile.TemporaryFile(dir=existing, prefix=".patcher-probe."):
             pass
     except OSError as error:
         raise PatcherError(f"cannot write to {folder}: {error.strerror or error}") from error
+
+
+def refuse_patched(archive: zipfile.ZipFile, name: str) -> None:
+    """A wheel patcher built is not patched again: say so, by the provenance it carries,
+    rather than judge its patched code as an official wheel's."""
+    for member in archive.namelist():
+        folder, _, leaf = member.partition("/")
+        if folder.endswith(".dist-info") and leaf == PROVENANCE:
+            try:
+                data = json.loads(archive.read(member))
+                by = f"{data['patchset']} by {data['tool']}"
+            except (ValueError, KeyError, TypeError, OSError, zipfile.BadZipFile, zlib.error):
+                by = "patcher (its provenance is unreadable)"
+            raise PatcherError(
+                f"{name} is already patched: its {PROVENANCE} says {by}; "
+                "build from the official wheel"
+            )
 
 
 @dataclass(frozen=True)
@@ -220,8 +248,7 @@ def repack(plan: WheelPlan, archive: zipfile.ZipFile, dist: Path) -> Path:
     safe_members(archive, plan.source)
     old_info = f"{plan.distribution}-{plan.result.version}.dist-info"
     names = set(archive.namelist())
-    if f"{old_info}/{PROVENANCE}" in names:
-        raise PatcherError(f"{plan.source.name}: already patched by patcher ({PROVENANCE} present)")
+    refuse_patched(archive, plan.source.name)
     for required in ("RECORD", "METADATA"):
         if f"{old_info}/{required}" not in names:
             raise PatcherError(f"{plan.source.name}: no {old_info}/{required}; not a vLLM wheel")
@@ -230,10 +257,12 @@ def repack(plan: WheelPlan, archive: zipfile.ZipFile, dist: Path) -> Path:
     members = read_members(plan.source, archive)
     check_source(plan.source, plan.source_sha256, archive, old_info)
     writable_folder(dist)
-    remove_stale(dist, ".*.partial", STALE_PARTIAL_SECONDS)
+    remove_stale(dist, f".*{PARTIAL}", STALE_PARTIAL_SECONDS)
     target = dist / plan.output_name()
-    tmp = name_beside(target, ".partial")
+    tmp = name_beside(target, PARTIAL)
+    made: list[Path] = []
     try:
+        make_parents(dist, made)
         with os.fdopen(create_new(tmp), "wb") as out, plan.source.open("rb") as source:
             writer = RawZipWriter(out)
             rows: dict[str, tuple[str, str]] = {}
@@ -268,6 +297,9 @@ def repack(plan: WheelPlan, archive: zipfile.ZipFile, dist: Path) -> Path:
         os.replace(tmp, target)
     except BaseException as error:
         tmp.unlink(missing_ok=True)
+        for folder in reversed(made):
+            with contextlib.suppress(OSError):
+                folder.rmdir()
         if isinstance(error, OSError):
             raise PatcherError(f"cannot write {target}: {error.strerror or error}") from error
         raise

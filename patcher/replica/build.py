@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from patcher.errors import PatcherError
-from patcher.replica.spec import ReplicaSpec, for_architecture, resolve
+from patcher.replica.spec import ReplicaSpec, for_architecture, known, resolve
 from patcher.replica.tokenizer import token_id, tokenizer_files
 
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf", ".msgpack", ".h5", ".ckpt")
@@ -29,6 +29,7 @@ class Replica:
     target: dict[str, bytes]
     drafter: dict[str, bytes]
     serve_args: tuple[str, ...]
+    speculative: dict[str, Any]
     env: dict[str, str]
     notes: tuple[str, ...]
 
@@ -40,6 +41,7 @@ class Replica:
             "target": "target",
             "drafter": "drafter",
             "serve_args": list(self.serve_args),
+            "speculative": self.speculative,
             "env": self.env,
             "notes": list(self.notes),
         }
@@ -103,6 +105,7 @@ def generate(architecture: str | None, drafter_kind: str | None = None) -> Repli
         target=target,
         drafter={"config.json": dump(drafter_config(spec, kind, text))},
         serve_args=spec.serve_args,
+        speculative=dict(spec.speculative),
         env=dict(spec.drafter_env.get(kind, {})),
         notes=(),
     )
@@ -158,9 +161,21 @@ def small_files(folder: Path) -> dict[str, bytes]:
     return kept
 
 
+def architectures_of(config: dict[str, Any], where: str) -> list[str]:
+    """The model classes a config names in ``architectures``: a non-empty list of names (a
+    bare string was read letter by letter, and a missing list as architecture None)."""
+    value = config.get("architectures")
+    if not (isinstance(value, list) and value and all(isinstance(a, str) and a for a in value)):
+        raise PatcherError(
+            f'{where}: "architectures" is {json.dumps(value)}, not a list of model class '
+            f'names such as ["{sorted(known())[0]}"]'
+        )
+    return value
+
+
 def drafter_kind_of(spec: ReplicaSpec, config: dict[str, Any]) -> str:
     """Which of the recipe's drafter kinds a user's drafter is, by its architecture."""
-    architectures = set(config.get("architectures") or ())
+    architectures = set(architectures_of(config, "the drafter's config.json"))
     for kind, recipe in spec.drafters.items():
         if architectures & set(recipe.get("architectures", ())):
             return kind
@@ -174,8 +189,7 @@ def drafter_kind_of(spec: ReplicaSpec, config: dict[str, Any]) -> str:
 def shrink(model_dir: Path, drafter_dir: Path | None, drafter_kind: str | None) -> Replica:
     """A user's own configs made small: fewer, narrower layers; names and vocabulary kept."""
     config = read_config(model_dir)
-    architectures = config.get("architectures") or [None]
-    spec = for_architecture(architectures[0])
+    spec = for_architecture(architectures_of(config, f"{model_dir.name}/config.json")[0])
     notes: list[str] = []
     drop_quantization(config, f"{model_dir.name}/config.json", notes)
     text = text_of(config, spec)
@@ -217,6 +231,7 @@ def shrink(model_dir: Path, drafter_dir: Path | None, drafter_kind: str | None) 
         target=target,
         drafter={"config.json": dump(drafter)},
         serve_args=spec.serve_args,
+        speculative=dict(spec.speculative),
         env=dict(spec.drafter_env.get(kind, {})),
         notes=tuple(notes),
     )

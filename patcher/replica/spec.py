@@ -37,6 +37,8 @@ class ReplicaSpec:
     vision_config: str
     default_drafter: str
     serve_args: tuple[str, ...]
+    speculative: dict[str, Any]
+    """Keys added to ``--speculative-config``: what the drafter is served with."""
     chat_template: str
     tokenizer: TokenizerSpec
     target: dict[str, Any]
@@ -78,6 +80,7 @@ class ReplicaSpec:
             vision_config=data.get("vision_config", ""),
             default_drafter=default,
             serve_args=tuple(data.get("serve_args", ())),
+            speculative=dict(data.get("speculative", {})),
             chat_template=data.get("chat_template", ""),
             tokenizer=TokenizerSpec(
                 vocab_size=int(tok.get("vocab_size", 1024)),

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from patcher.errors import PatcherError
-from patcher.replica.build import shrink
+from patcher.replica.build import Replica
 from patcher.replica.write import write_replica
 from patcher.serving.cpu import CPU_ENV, SERVED_NAME, CpuSetup
 from patcher.serving.load import complete
@@ -37,14 +37,14 @@ class Preflight:
 
 
 def preflight(
-    model_dir: Path,
-    drafter_dir: Path,
+    replica: Replica,
     venv: ServingVenv,
     workdir: Path,
     progress: Callable[[str], None] = lambda message: None,
 ) -> Preflight:
+    """``replica``, shrunk from the user's configs by the caller before it prepared ``venv``:
+    a missing or unreadable config is refused before minutes of venv building."""
     started = time.monotonic()
-    replica = shrink(model_dir, drafter_dir, None)
     out = write_replica(replica, workdir / "replica")
     for note in replica.notes:
         progress(f"note: {note}")
@@ -52,6 +52,7 @@ def preflight(
         model=str(out / "target"),
         drafter=str(out / "drafter"),
         extra_args=replica.serve_args,
+        speculative_extra=tuple(replica.speculative.items()),
         env={**CPU_ENV, **replica.env},
     )
     port = free_port()

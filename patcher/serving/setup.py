@@ -21,12 +21,15 @@ class Speculation:
     drafter: str
     num_speculative_tokens: int = 3
     method: str = "eagle3"
+    speculative_extra: tuple[tuple[str, Any], ...] = ()
+    """More ``--speculative-config`` keys, e.g. the drafter's attention backend on CPU."""
 
     def speculative_config(self) -> dict[str, Any]:
         return {
             "method": self.method,
             "model": self.drafter,
             "num_speculative_tokens": self.num_speculative_tokens,
+            **dict(self.speculative_extra),
         }
 
 

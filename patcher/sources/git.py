@@ -25,7 +25,17 @@ class GitSource(Source):
             self.commit.tree / "vllm" / "__init__.py"
         except KeyError as error:
             raise PatcherError(f"{repository}@{ref}: not a vLLM tree") from error
-        self.version = parse_version(version or ref.removeprefix("v"), f"{repository}@{ref}")
+        where = f"{repository}@{ref}"
+        if version is not None:
+            self.version = parse_version(version, where)
+        else:
+            try:
+                self.version = parse_version(ref.removeprefix("v"), where)
+            except PatcherError as error:
+                raise PatcherError(
+                    f"{where}: the ref is not a release tag, so it gives no version; "
+                    "say which release it holds with --vllm-version"
+                ) from error
         self.description = f"vllm {self.version} ({repository}@{ref})"
 
     def close(self) -> None:

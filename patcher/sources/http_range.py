@@ -9,6 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from patcher.errors import PatcherError
 from patcher.index import HttpClient
+from patcher.pipconfig import redacted
 
 BLOCK = 64 * 1024
 COALESCE_GAP = 256 * 1024
@@ -89,7 +90,9 @@ class RangeFile(io.RawIOBase):
         )
         body = response.content
         if len(body) != end - start:
-            raise PatcherError(f"{self.url}: range answer has {len(body)} bytes, not {end - start}")
+            raise PatcherError(
+                f"{redacted(self.url)}: range answer has {len(body)} bytes, not {end - start}"
+            )
         with self._lock:
             self.bytes_fetched += len(body)
             for block in range(first, last + 1):

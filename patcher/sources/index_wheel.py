@@ -16,6 +16,7 @@ from pathlib import Path
 from patcher.cache import checked_dir, read_checked, write_checked
 from patcher.errors import PatcherError
 from patcher.index import HttpClient, IndexEntry, RangesRefused, Release
+from patcher.pipconfig import redacted
 from patcher.sources.base import Source
 from patcher.sources.download import download_wheel
 from patcher.sources.http_range import RangeFile
@@ -61,7 +62,9 @@ class IndexWheelSource(Source):
             except RangesRefused:
                 self._zip = self._download()
             except zipfile.BadZipFile as error:
-                raise PatcherError(f"{self.wheel.url}: not a zip file ({error})") from error
+                raise PatcherError(
+                    f"{redacted(self.wheel.url)}: not a zip file ({error})"
+                ) from error
         return self._zip
 
     def _download(self) -> zipfile.ZipFile:
@@ -84,7 +87,7 @@ class IndexWheelSource(Source):
             return int(head.headers["Content-Length"])
         except (KeyError, ValueError) as error:
             raise PatcherError(
-                f"{self.wheel.url}: cannot learn the wheel's size (no Content-Length)"
+                f"{redacted(self.wheel.url)}: cannot learn the wheel's size (no Content-Length)"
             ) from error
 
     def names(self) -> Sequence[str]:

