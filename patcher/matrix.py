@@ -17,12 +17,10 @@ from concurrent.futures import (
 )
 from dataclasses import dataclass
 from multiprocessing import forkserver
-from pathlib import Path
 
 from packaging.version import Version
 
 from patcher import distributions, results_cache
-from patcher.cache import atomic_write
 from patcher.codemods.base import Outcome, Tree, Verdict
 from patcher.engine import needed_paths, run_patchset
 from patcher.errors import PatcherError
@@ -218,12 +216,12 @@ def select_releases(
     return releases
 
 
-def write_json(patchsets_rows: Mapping[str, Sequence[Row]], path: Path) -> None:
+def json_report(patchsets_rows: Mapping[str, Sequence[Row]]) -> str:
     """One object per patchset and release; ``patchset`` names which."""
     data = [
         {"patchset": name, **row.to_json()} for name, rows in patchsets_rows.items() for row in rows
     ]
-    atomic_write(path, (json.dumps(data, indent=2) + "\n").encode())
+    return json.dumps(data, indent=2) + "\n"
 
 
 def markdown(patchsets_rows: Mapping[str, Sequence[Row]]) -> str:

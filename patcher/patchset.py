@@ -76,6 +76,7 @@ class Header:
     requires: tuple[Requirement, ...] = ()
     expect: tuple[Expectation, ...] = ()
     serve: ServeExpectation | None = None
+    harness: bool = False
 
 
 @dataclass(frozen=True)
@@ -90,6 +91,8 @@ class Patchset:
     verify: tuple[str, ...]  # the CPU checks that prove this patchset's wheel
     serve: ServeExpectation | None  # what serving it on CPU must show of the official wheel
     digest: str  # of the file's content, to key cached results
+    harness: bool = False
+    """patcher's own test harness (``testing/``): serving proofs apply it, users never do."""
 
     @property
     def patch_names(self) -> list[str]:
@@ -122,11 +125,26 @@ def available() -> list[str]:
     )
 
 
+HARNESS_DIR = "testing"
+"""patcher's own harness patchsets: loaded by name, never listed among the built-in ones."""
+
+
+def harnesses() -> list[str]:
+    folder = builtin_dir() / HARNESS_DIR
+    if not folder.is_dir():
+        return []
+    names = (entry.name for entry in folder.iterdir())
+    return sorted(name.removesuffix(".toml") for name in names if name.endswith(".toml"))
+
+
 def load(name_or_path: str | None = None) -> Patchset:
     """A patchset by built-in name or by file path; the default is ``kimi-k2.5-eagle3``."""
     name_or_path = name_or_path or DEFAULT_PATCHSET
     path = Path(name_or_path)
     if path.suffix != ".toml" or not path.exists():
+        if name_or_path in harnesses():
+            harness = builtin_dir() / HARNESS_DIR / f"{name_or_path}.toml"
+            return parse(harness.read_bytes(), f"{HARNESS_DIR}/{name_or_path}.toml")
         if name_or_path not in available():
             raise PatcherError(
                 f"no patchset {name_or_path!r}; built-in ones: {', '.join(available())}"
@@ -161,6 +179,7 @@ def parse(content: bytes, where: str) -> Patchset:
         expectations=header.expect,
         verify=header.verify,
         serve=header.serve,
+        harness=header.harness,
         digest=hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest(),
     )
 

@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+import os
+import sys
+from pathlib import Path
+from typing import Any, TextIO
+
 from rich import box
 from rich.console import Console
 from rich.table import Table
+
+from patcher.outputs.named import check_file, one_stdout, stdout_error
 
 
 def console(stderr: bool = False) -> Console:
@@ -22,3 +29,49 @@ err = console(stderr=True)
 def new_table(title: str, on: Console = out) -> Table:
     """Boxed in a terminal; piped, columns separated by spaces only, easy to grep."""
     return Table(title=title, title_justify="left", box=box.HEAVY_HEAD if on.is_terminal else None)
+
+
+class GuardedStdout:
+    """``sys.stdout`` whose failed writes raise ``StdoutError``: a closed pipe ends the command
+    quietly and a full disk is one line, where Python would print a traceback (and Rich would
+    exit 1 without a word on a closed pipe)."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return self.stream.write(text)
+        except OSError as error:
+            raise stdout_error(error) from error
+
+    def flush(self) -> None:
+        try:
+            self.stream.flush()
+        except OSError as error:
+            raise stdout_error(error) from error
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.stream, name)
+
+
+def discard_stdout() -> None:
+    """Point fd 1 at /dev/null once stdout has failed, so the interpreter's last flush of what
+    is still buffered cannot fail again and print "Exception ignored" after the one line."""
+    try:
+        fd = sys.__stdout__.fileno() if sys.__stdout__ else 1
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, fd)
+        os.close(null)
+    except (OSError, ValueError):
+        pass
+
+
+def check_outputs(options: dict[str, Path | None]) -> None:
+    """The named output files checked before the work that fills them; with one of them ``-``
+    (stdout), the tables go to stderr so that stdout holds that output alone."""
+    if one_stdout(options):
+        out.file = sys.stderr
+    for flag, path in options.items():
+        if path is not None:
+            check_file(path, flag)

@@ -60,6 +60,16 @@ def loopback_server() -> Iterator[HTTPServer]:
     server.stop()
 
 
+def fake_index(server: HTTPServer, wheel: bytes) -> Iterator[FakeIndex]:
+    """A ``FakeIndex`` on a cleared ``server``, its held answers released and its handler
+    errors raised afterwards; the body of a test module's ``fake`` fixture."""
+    server.clear()
+    fake = FakeIndex(server, wheel)
+    yield fake
+    fake.release_all()
+    server.check_handler_errors()
+
+
 def own_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, timeout: float) -> Path:
     """A cache dir of the test's own, an HTTP ``timeout`` and a short backoff between tries."""
     root = tmp_path / "cache"

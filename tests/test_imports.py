@@ -40,6 +40,7 @@ LAYERS: dict[str, int] = {
     "patcher.pipconfig": 2,
     "patcher.elf": 2,
     "patcher.venvs": 2,
+    "patcher.torches": 2,
     "patcher.results_cache": 2,
     "patcher.proofs": 2,
     "patcher.sources": 2,

@@ -28,6 +28,7 @@ from fakeindex import (
     VERSION,
     FakeIndex,
     build_wheel,
+    fake_index,
     loopback_server,
     own_cache,
 )
@@ -72,11 +73,7 @@ def umask() -> Iterator[None]:
 
 @pytest.fixture
 def fake(server: HTTPServer, wheel_bytes: bytes) -> Iterator[FakeIndex]:
-    server.clear()
-    fake = FakeIndex(server, wheel_bytes)
-    yield fake
-    fake.release_all()
-    server.check_handler_errors()
+    yield from fake_index(server, wheel_bytes)
 
 
 @pytest.fixture

@@ -65,3 +65,16 @@ def test_serve_cpu_serves_patchsets_with_a_replica_that_need_a_patch_on_those_re
         assert {str(r.version): r.verdict for r in rows} == dict.fromkeys(
             nox_module.SERVE_CPU_RELEASES, "needs-patch"
         )
+
+
+def test_serve_cpu_serves_kimi_k25_where_it_needs_its_patch_on_the_harness(cpu_index):
+    """Kimi-K2.5's sessions: needs-patch for the patchset, and for the harness under it."""
+    nox_module = noxfile()
+    releases = select_releases(cpu_index, nox_module.SERVE_CPU_KIMI_RELEASES, None)
+    kimi, harness = patchsets.load("kimi-k2.5-eagle3"), patchsets.load("cpu-eagle-backport")
+    rows = build_matrix([kimi, harness], cpu_index, releases, "x86_64")
+    for patchset in (kimi, harness):
+        verdicts = {str(r.version): r.verdict for r in rows[patchset.name]}
+        assert verdicts == dict.fromkeys(nox_module.SERVE_CPU_KIMI_RELEASES, "needs-patch")
+    sessions = set(nox_module.SERVE_CPU_SESSIONS)
+    assert {(v, "kimi-k2.5-eagle3") for v in nox_module.SERVE_CPU_KIMI_RELEASES} <= sessions

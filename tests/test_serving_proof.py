@@ -21,12 +21,15 @@ from patcher.serving.cpu import (
 from patcher.serving.load import Load, ServerRun
 from patcher.serving.metrics import SpecDecodeCounters
 from patcher.serving.venv import ServingVenv
+from patcher.torches import LOCAL_DISK, TorchChoice
 
 REFUSED = "RuntimeError: Model does not support EAGLE3 interface but aux_hidden_state_outputs"
 
 
 def venv(name: str) -> ServingVenv:
-    return ServingVenv(Path("/nonexistent") / name, Path(f"{name}.whl"), "0" * 64, False, 0.0)
+    torch = TorchChoice("torch==2.13.0+cpu", "torch==2.13.0+cpu", LOCAL_DISK)
+    path = Path("/nonexistent") / name
+    return ServingVenv(path, Path(f"{name}.whl"), "0" * 64, False, 0.0, torch)
 
 
 def served(label: str, drafts: float = 0, same: int | None = None) -> RunResult:

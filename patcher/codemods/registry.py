@@ -20,6 +20,8 @@ WHERE: dict[str, tuple[str, type[Any]]] = {
     "eagle3-interface": ("eagle3_interface:Eagle3Interface", InterfaceOptions),
     "eagle-mla-detect": ("eagle_mla_detect:EagleMlaDetect", FileOptions),
     "eagle3-backbone": ("eagle3_backbone:Eagle3Backbone", BackboneOptions),
+    "cpu-spec-decode": ("cpu_spec_decode:CpuSpecDecode", FileOptions),
+    "cpu-model-device": ("cpu_model_device:CpuModelDevice", FileOptions),
 }
 
 OPTIONS: dict[str, type[Any]] = {name: options for name, (_, options) in WHERE.items()}

@@ -27,6 +27,7 @@ from packaging.version import Version
 from patcher import __version__
 from patcher.cache import create_new, name_beside, remove_stale
 from patcher.errors import PatcherError
+from patcher.outputs.named import check_folder
 from patcher.outputs.record import (
     PROVENANCE,
     check_source,
@@ -161,8 +162,18 @@ class RawZipWriter:
         self.out.write(END_RECORD.pack(b"PK\x05\x06", 0, 0, count, count, size, start, 0))
 
 
+LOCAL_LABEL_MAX = 100
+"""Characters in a local label: it goes into the wheel's file name and its temporary name,
+which must fit the file system's 255 bytes with the rest of the name."""
+
+
 def local_version(version: str, label: str) -> Version:
     """``version+label``, or a one-line error if ``label`` is no PEP 440 local label."""
+    if len(label) > LOCAL_LABEL_MAX:
+        raise PatcherError(
+            f"local label of {len(label)} characters: at most {LOCAL_LABEL_MAX}, as it goes "
+            "into the wheel's file name"
+        )
     try:
         return Version(f"{version}+{label}")
     except ValueError as error:  # InvalidVersion, or past Python's 4300-digit int limit
@@ -172,13 +183,17 @@ def local_version(version: str, label: str) -> Version:
         ) from error
 
 
-def writable_folder(folder: Path) -> None:
+def writable_folder(folder: Path, option: str | None = None) -> None:
     """Refuse an output folder that cannot take a new file, before any work is done for it.
 
     A missing folder is not made here but where the wheel is written: a refusal in between
-    (the release needs no patch, the download fails) would leave it behind, empty. Its nearest
-    existing parent must take the folder instead.
+    (the release needs no patch, the download fails) would leave it behind, empty. ``option`` is
+    the flag that named it (``--dist``), whose parent must then exist (``patcher.outputs.named``);
+    None for a folder of patcher's own, made with its parents. The nearest existing folder must
+    take a file.
     """
+    if option is not None:
+        check_folder(folder, option)
     existing = folder
     while not existing.exists() and existing.parent != existing:
         existing = existing.parent

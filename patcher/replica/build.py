@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import copy
 import json
+from collections.abc import Collection
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +22,15 @@ WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf", ".msgpack", "
 COPY_LIMIT = 64 << 20
 """Files beside a user's config.json that are copied (tokenizer, remote code) are small."""
 AUX_LAYERS = "eagle_aux_hidden_state_layer_ids"
+VOCAB_LIMIT = 1 << 20
+"""The largest vocabulary a replica keeps from a user's config: four times the largest real
+one (Gemma's 262144). The vocabulary is kept, not shrunk, so that the user's tokenizer and
+drafter still fit; past this it is no model's, and its tokenizer would not fit in memory."""
+SIZE_LIMIT = 4096
+"""The largest size a replica keeps from a user's config where its recipe sets none: the
+recipe's own sizes are 4096 at most (the context length)."""
+SIZE_PREFIXES = ("num_", "n_")
+SIZE_SUFFIXES = ("_size", "_dim", "_rank", "_experts", "_heads", "_layers")
 
 
 @dataclass(frozen=True)
@@ -32,6 +43,8 @@ class Replica:
     speculative: dict[str, Any]
     env: dict[str, str]
     notes: tuple[str, ...]
+    images: bool = False
+    """The server takes an image per request: a serving run sends one."""
 
     def manifest(self) -> dict[str, Any]:
         """What ``patcher serve-bench --device cpu`` reads back from the replica's folder."""
@@ -44,6 +57,7 @@ class Replica:
             "speculative": self.speculative,
             "env": self.env,
             "notes": list(self.notes),
+            "images": self.images,
         }
 
 
@@ -61,7 +75,14 @@ def text_of(config: dict[str, Any], spec: ReplicaSpec) -> dict[str, Any]:
     return text
 
 
-def choose_drafter(spec: ReplicaSpec, kind: str | None) -> str:
+def choose_drafter(
+    spec: ReplicaSpec, kind: str | None, release: Collection[str] | None = None
+) -> str:
+    """``kind``, else the recipe's default where ``release`` (its file names) can load it, else
+    the first kind it can."""
+    if kind is None and release is not None:
+        loadable = [k for k in spec.drafters if spec.drafter_needs.get(k, "") in {"", *release}]
+        kind = spec.default_drafter if spec.default_drafter in loadable else loadable[0]
     kind = kind or spec.default_drafter
     if kind not in spec.drafters:
         raise PatcherError(
@@ -80,10 +101,46 @@ def preprocessor_files(spec: ReplicaSpec) -> dict[str, bytes]:
     return {spec.preprocessor["file"]: dump(spec.preprocessor["content"])}
 
 
-def generate(architecture: str | None, drafter_kind: str | None = None) -> Replica:
-    """A replica from the recipe alone: a small vocabulary, float32, a generated tokenizer."""
+def remote_processor(
+    spec: ReplicaSpec, config: dict[str, Any], release: Collection[str] | None
+) -> dict[str, bytes]:
+    """The remote-code processor files for a release that ships no processor of its own, with
+    its keys set in ``config``; nothing for other releases (or none named)."""
+    remote = spec.remote_processor
+    if not remote or release is None or remote["unless_release_has"] in release:
+        return {}
+    config.update(remote.get("config", {}))
+    code = resources.files("patcher.replica") / "remote_code" / remote["code"]
+    content = {**spec.preprocessor["content"], "auto_map": remote["auto_map"]}
+    return {remote["code"]: code.read_bytes(), spec.preprocessor["file"]: dump(content)}
+
+
+def served_with(
+    spec: ReplicaSpec, release: Collection[str] | None
+) -> tuple[tuple[str, ...], dict[str, Any]]:
+    """The serve args and speculative-config keys of the recipe's ``serve_when`` entries that
+    hold for ``release`` (by its file names; all of them for a release not named: the newest)."""
+    args: list[str] = []
+    speculative: dict[str, Any] = {}
+    for when in spec.serve_when:
+        if release is None or when["release_has"] in release:
+            args += when.get("serve_args", ())
+            speculative.update(when.get("speculative", {}))
+    return tuple(args), speculative
+
+
+def generate(
+    architecture: str | None,
+    drafter_kind: str | None = None,
+    release: Collection[str] | None = None,
+) -> Replica:
+    """A replica from the recipe alone: a small vocabulary, float32, a generated tokenizer.
+
+    ``release``: the file names of the vLLM to serve it, for what the recipe chooses by them
+    (the drafter kind, remote code); without it, the recipe's defaults.
+    """
     spec = for_architecture(architecture)
-    kind = choose_drafter(spec, drafter_kind)
+    kind = choose_drafter(spec, drafter_kind, release)
     vocab_size = spec.tokenizer.vocab_size
     config = copy.deepcopy(spec.target)
     text = text_of(config, spec)
@@ -94,20 +151,26 @@ def generate(architecture: str | None, drafter_kind: str | None = None) -> Repli
         config[attribute] = token_id(spec.tokenizer, token)
         if text is not config:
             text.setdefault(attribute, config[attribute])
+    remote = remote_processor(spec, config, release)
     target = {
         "config.json": dump(config),
         **tokenizer_files(spec.tokenizer, vocab_size, spec.chat_template),
         **preprocessor_files(spec),
+        **remote,
     }
+    notes = (f"{spec.architecture}'s image processor: patcher's remote code, by auto_map",)
+    base_args = tuple(spec.remote_processor.get("serve_args", ())) if remote else spec.serve_args
+    when_args, speculative = served_with(spec, release)
     return Replica(
         architecture=spec.architecture,
         drafter_kind=kind,
         target=target,
         drafter={"config.json": dump(drafter_config(spec, kind, text))},
-        serve_args=spec.serve_args,
-        speculative=dict(spec.speculative),
+        serve_args=(*base_args, *when_args),
+        speculative=speculative,
         env=dict(spec.drafter_env.get(kind, {})),
-        notes=(),
+        notes=notes if remote else (),
+        images=bool(remote and spec.remote_processor.get("serve_args")),
     )
 
 
@@ -186,14 +249,51 @@ def drafter_kind_of(spec: ReplicaSpec, config: dict[str, Any]) -> str:
     )
 
 
-def shrink(model_dir: Path, drafter_dir: Path | None, drafter_kind: str | None) -> Replica:
-    """A user's own configs made small: fewer, narrower layers; names and vocabulary kept."""
+def whole_number(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def size_problems(config: dict[str, Any], where: str, vocabularies: dict[str, bool]) -> list[str]:
+    """What in a shrunk config is no size a replica serves: a vocabulary (``vocabularies``:
+    name -> required) that is missing, not a whole number or past VOCAB_LIMIT, and any other
+    size kept from the user's config past SIZE_LIMIT."""
+    problems = []
+    for key, required in vocabularies.items():
+        if key not in config:
+            if required:
+                problems.append(f"{where}: no {key}")
+        elif not whole_number(config[key]):
+            problems.append(f"{where}: {key} is {json.dumps(config[key])}, not a whole number")
+        elif not 1 <= config[key] <= VOCAB_LIMIT:
+            problems.append(f"{where}: {key} {config[key]} is not in 1..{VOCAB_LIMIT}")
+    for key, value in config.items():
+        sized = key.startswith(SIZE_PREFIXES) or key.endswith(SIZE_SUFFIXES)
+        if sized and key not in vocabularies and whole_number(value) and value > SIZE_LIMIT:
+            problems.append(f"{where}: {key} {value} is more than a replica's {SIZE_LIMIT}")
+    return problems
+
+
+def refuse_sizes(problems: list[str]) -> None:
+    if problems:
+        raise PatcherError(f"cannot make a replica: {'; '.join(problems)}")
+
+
+def shrink(
+    model_dir: Path,
+    drafter_dir: Path | None,
+    drafter_kind: str | None,
+    release: Collection[str] | None = None,
+) -> Replica:
+    """A user's own configs made small: fewer, narrower layers; names and vocabulary kept.
+    ``release``: the file names of the vLLM to serve it, for the serve args chosen by them."""
     config = read_config(model_dir)
     spec = for_architecture(architectures_of(config, f"{model_dir.name}/config.json")[0])
     notes: list[str] = []
     drop_quantization(config, f"{model_dir.name}/config.json", notes)
     text = text_of(config, spec)
+    where = f"{model_dir / 'config.json'}" + (f" {spec.text_config}" if spec.text_config else "")
     shrink_onto(text, spec.shrink_text, text, only_present=False)
+    refuse_sizes(size_problems(text, where, {"vocab_size": True}))
     if spec.vision_config and isinstance(config.get(spec.vision_config), dict):
         shrink_onto(config[spec.vision_config], spec.shrink_vision, text, only_present=True)
     target = small_files(model_dir)
@@ -216,6 +316,8 @@ def shrink(model_dir: Path, drafter_dir: Path | None, drafter_kind: str | None) 
         references.pop("vocab_size", None)  # the vocabulary is kept
         references.pop("draft_vocab_size", None)
         shrink_onto(drafter, {**references, "num_hidden_layers": 1}, text, only_present=False)
+        vocabularies = {"vocab_size": False, "draft_vocab_size": False}
+        refuse_sizes(size_problems(drafter, f"{drafter_dir / 'config.json'}", vocabularies))
         if "target_hidden_size" in drafter:
             drafter["target_hidden_size"] = text["hidden_size"]
         for holder in (drafter, drafter.get("eagle_config") or {}):
@@ -225,13 +327,14 @@ def shrink(model_dir: Path, drafter_dir: Path | None, drafter_kind: str | None) 
                     f"index the full model's layers; vLLM picks the default for "
                     f"{text['num_hidden_layers']} layers"
                 )
+    when_args, speculative = served_with(spec, release)
     return Replica(
         architecture=spec.architecture,
         drafter_kind=kind,
         target=target,
         drafter={"config.json": dump(drafter)},
-        serve_args=spec.serve_args,
-        speculative=dict(spec.speculative),
+        serve_args=(*spec.serve_args, *when_args),
+        speculative=speculative,
         env=dict(spec.drafter_env.get(kind, {})),
         notes=tuple(notes),
     )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import tomllib
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
 
@@ -37,8 +37,6 @@ class ReplicaSpec:
     vision_config: str
     default_drafter: str
     serve_args: tuple[str, ...]
-    speculative: dict[str, Any]
-    """Keys added to ``--speculative-config``: what the drafter is served with."""
     chat_template: str
     tokenizer: TokenizerSpec
     target: dict[str, Any]
@@ -48,6 +46,14 @@ class ReplicaSpec:
     shrink_vision: dict[str, Any]
     drafters: dict[str, dict[str, Any]]
     drafter_env: dict[str, dict[str, str]]
+    drafter_needs: dict[str, str] = field(default_factory=dict)
+    """Drafter kind -> the module a release must have to load it."""
+    remote_processor: dict[str, Any] = field(default_factory=dict)
+    serve_when: tuple[dict[str, Any], ...] = ()
+    """More ``serve_args`` and ``--speculative-config`` keys (``speculative``) for a release that
+    has the file ``release_has``."""
+    """Remote code for releases without the file ``unless_release_has``: ``code`` (a file of
+    ``patcher/replica/remote_code``), its ``auto_map`` and the ``config`` keys it goes with."""
 
     @classmethod
     def parse(cls, data: dict[str, Any], where: str) -> ReplicaSpec:
@@ -71,6 +77,9 @@ class ReplicaSpec:
         for attribute, token in tok.get("ids", {}).items():
             if token not in named:
                 problems.append(f"tokenizer.ids.{attribute} names {token!r}, not a special token")
+        for number, when in enumerate(data.get("serve_when", ()), 1):
+            if not isinstance(when, dict) or not isinstance(when.get("release_has"), str):
+                problems.append(f"serve_when #{number} names no release_has file")
         if problems:
             raise PatcherError(f"{where}: {'; '.join(problems)}")
         shrink = data.get("shrink", {})
@@ -80,7 +89,6 @@ class ReplicaSpec:
             vision_config=data.get("vision_config", ""),
             default_drafter=default,
             serve_args=tuple(data.get("serve_args", ())),
-            speculative=dict(data.get("speculative", {})),
             chat_template=data.get("chat_template", ""),
             tokenizer=TokenizerSpec(
                 vocab_size=int(tok.get("vocab_size", 1024)),
@@ -97,6 +105,9 @@ class ReplicaSpec:
             shrink_vision=shrink.get("vision", {}),
             drafters=drafters,
             drafter_env=data.get("drafter_env", {}),
+            drafter_needs=data.get("drafter_needs", {}),
+            remote_processor=data.get("remote_processor", {}),
+            serve_when=tuple(data.get("serve_when", ())),
         )
 
 

@@ -13,17 +13,27 @@ from pathlib import Path
 from typing import Any
 
 from patcher.errors import PatcherError
+from patcher.outputs.named import check_folder
 from patcher.replica.build import Replica
 
 MANIFEST = "patcher-replica.json"
 
 
-def write_replica(replica: Replica, out: Path) -> Path:
-    """Write ``replica`` to ``out``, replacing an earlier replica there; return ``out``."""
+def write_replica(replica: Replica, out: Path, option: str | None = None) -> Path:
+    """Write ``replica`` to ``out``, replacing an earlier replica there; return ``out``.
+
+    ``option`` is the flag that named ``out`` (``--out``), whose folder must then exist (see
+    ``patcher.outputs.named``); None for a folder of patcher's own, made with its parents.
+    """
+    if option is not None:
+        check_folder(out, option)
     if out.exists() and not (out / MANIFEST).is_file() and any(out.iterdir()):
         raise PatcherError(f"{out} exists and is not a replica; choose an empty or new folder")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}."))
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}."))
+    except OSError as error:
+        raise PatcherError(f"cannot write to {out.parent}: {error.strerror or error}") from error
     try:
         staging.chmod(0o755)  # mkdtemp makes it private; a replica is for any user
         for folder, files in (("target", replica.target), ("drafter", replica.drafter)):
@@ -33,10 +43,17 @@ def write_replica(replica: Replica, out: Path) -> Path:
         (staging / MANIFEST).write_text(json.dumps(replica.manifest(), indent=1) + "\n")
         if out.exists():
             old = out.rename(out.parent / f"{staging.name}.old")
-            staging.rename(out)
+            try:
+                staging.rename(out)
+            except BaseException:
+                old.rename(out)
+                raise
             shutil.rmtree(old)
         else:
             staging.rename(out)
+    except OSError as error:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise PatcherError(f"cannot write {out}: {error.strerror or error}") from error
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise

@@ -111,6 +111,7 @@ class RunResult:
                 "path": str(venv.path),
                 "built": venv.created,
                 "seconds": round(venv.seconds, 1),
+                "torch": venv.torch.describe(),
             },
         }
         total, own = disk_usage(venv.path)

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import math
+import struct
 import time
+import zlib
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -47,6 +50,8 @@ class Load:
     concurrency: int = 1
     api: str = "chat"
     """``chat`` applies Kimi's chat template, the format its drafters are trained on."""
+    image_url: str | None = None
+    """An image the first chat request carries, so the multimodal paths run too."""
 
     def to_json(self) -> dict[str, object]:
         """The load as reports record it (greedy, so temperature is always 0)."""
@@ -117,8 +122,30 @@ def read_prompts(path: Path) -> tuple[str, ...]:
     return tuple(prompts)
 
 
+def tiny_png_url(size: int = 56) -> str:
+    """A ``data:`` URL of a small RGB gradient PNG, written without an imaging library."""
+    rows = b"".join(
+        b"\0" + bytes(v for x in range(size) for v in (x * 4 % 256, y * 4 % 256, 128))
+        for y in range(size)
+    )
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        body = kind + data
+        return struct.pack(">I", len(data)) + body + struct.pack(">I", zlib.crc32(body))
+
+    header = struct.pack(">IIBBBBB", size, size, 8, 2, 0, 0, 0)
+    png = b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(rows))
+    return "data:image/png;base64," + base64.b64encode(png + chunk(b"IEND", b"")).decode()
+
+
 def complete(
-    base_url: str, served_model_name: str, api: str, prompt: str, max_tokens: int, timeout: float
+    base_url: str,
+    served_model_name: str,
+    api: str,
+    prompt: str,
+    max_tokens: int,
+    timeout: float,
+    image_url: str | None = None,
 ) -> tuple[int, str]:
     """One greedy request: the output tokens the server counted, and its answer."""
     body: dict[str, Any] = {
@@ -128,7 +155,13 @@ def complete(
     }
     if api == "chat":
         path = "/v1/chat/completions"
-        body["messages"] = [{"role": "user", "content": prompt}]
+        content: Any = prompt
+        if image_url is not None:
+            content = [
+                {"type": "text", "text": prompt},
+                {"type": "image_url", "image_url": {"url": image_url}},
+            ]
+        body["messages"] = [{"role": "user", "content": content}]
     else:
         path = "/v1/completions"
         body["prompt"] = prompt
@@ -151,7 +184,7 @@ def complete(
 def send_load(server: Server, setup: ServeSetup, load: Load, timeouts: Timeouts) -> ServerRun:
     """Every prompt, at most ``load.concurrency`` in flight; wall time spans them all."""
 
-    def timed(prompt: str) -> tuple[int, float, str]:
+    def timed(number: int, prompt: str) -> tuple[int, float, str]:
         start = time.perf_counter()
         tokens, output = complete(
             server.base_url,
@@ -160,13 +193,14 @@ def send_load(server: Server, setup: ServeSetup, load: Load, timeouts: Timeouts)
             prompt,
             load.max_tokens,
             timeouts.request,
+            load.image_url if number == 0 else None,
         )
         return tokens, time.perf_counter() - start, output
 
     pool = ThreadPoolExecutor(load.concurrency)
     start = time.perf_counter()
     try:
-        results = list(pool.map(timed, load.prompts))
+        results = list(pool.map(timed, range(len(load.prompts)), load.prompts))
     finally:
         pool.shutdown(wait=False, cancel_futures=True)
     wall = time.perf_counter() - start

@@ -41,9 +41,11 @@ def preflight(
     venv: ServingVenv,
     workdir: Path,
     progress: Callable[[str], None] = lambda message: None,
+    harness: bool = False,
 ) -> Preflight:
     """``replica``, shrunk from the user's configs by the caller before it prepared ``venv``:
-    a missing or unreadable config is refused before minutes of venv building."""
+    a missing or unreadable config is refused before minutes of venv building. ``harness``: the
+    venv's wheel is on the CPU serving harness (``patcher.serving.harness``)."""
     started = time.monotonic()
     out = write_replica(replica, workdir / "replica")
     for note in replica.notes:
@@ -54,6 +56,7 @@ def preflight(
         extra_args=replica.serve_args,
         speculative_extra=tuple(replica.speculative.items()),
         env={**CPU_ENV, **replica.env},
+        disable_padded_drafter_batch=harness,
     )
     port = free_port()
     command = setup.command(venv.python, port, speculative=True)

