@@ -60,6 +60,7 @@ from patcher.sources.installed import (
     Installation,
     InstalledSource,
     ProvenanceMissing,
+    UnpatchedSource,
     find_installation,
 )
 from patcher.sources.wheel import WheelSource, open_wheel
@@ -73,6 +74,7 @@ STATUS_STYLE = {
     Status.NOT_NEEDED: "green",
     Status.UNSUPPORTED: "dim",
     Status.FAILED: "bold red",
+    Status.UNKNOWN: "magenta",
 }
 
 VERDICT_STYLE = {
@@ -80,6 +82,7 @@ VERDICT_STYLE = {
     Verdict.UPSTREAM: "green",
     Verdict.UNSUPPORTED: "dim",
     Verdict.BROKEN: "bold red",
+    Verdict.UNKNOWN: "magenta",
 }
 
 
@@ -277,17 +280,51 @@ def why_unchanged(result: PatchResult) -> str:
         why = next(o.detail for o in result.outcomes.values() if o.status is Status.UNSUPPORTED)
         return f"{result.distribution} {version} is unsupported for {name}: {why}"
     statuses = ", ".join(f"{n} {o.status}" for n, o in result.outcomes.items())
+    if result.verdict is Verdict.UNKNOWN:
+        return (
+            f"no patch of {name} applies to {result.distribution} {version} ({statuses}); "
+            "read by range, the rest of the tree was not searched for the gates"
+        )
     return f"{result.distribution} {version} needs no patch for {name} ({statuses})"
 
 
-def refuse_drift(result: PatchResult) -> None:
-    """Drift fails ``apply``, except an already patched tree: upstream where a patch was due."""
+VERDICT_STATUSES = {
+    Verdict.NEEDS_PATCH: {Status.APPLIED},
+    Verdict.UPSTREAM: {Status.PRESENT, Status.NOT_NEEDED},
+    Verdict.UNSUPPORTED: {Status.UNSUPPORTED},
+    Verdict.BROKEN: {Status.FAILED},
+    Verdict.UNKNOWN: {Status.UNKNOWN},
+}
+"""The statuses that make each verdict: the patches a drift message names."""
+
+
+def drift(result: PatchResult) -> str | None:
+    """What drifted, naming the patches behind the verdict; None without drift, or for an
+    already patched tree (upstream where a patch was due)."""
     already = result.expected is Verdict.NEEDS_PATCH and result.verdict is Verdict.UPSTREAM
-    if result.drift and not already:
-        raise DriftError(
-            f"vllm {result.version} came out {result.verdict}, but {result.patchset.name} "
-            f"declares {result.expected} for it"
-        )
+    if not result.drift or already:
+        return None
+    patches = ", ".join(
+        f"{name} {outcome.status}"
+        for name, outcome in result.outcomes.items()
+        if outcome.status in VERDICT_STATUSES[result.verdict]
+    )
+    return (
+        f"{result.distribution} {result.version} came out {result.verdict} ({patches}), but "
+        f"{result.patchset.name} declares {result.expected} for it"
+    )
+
+
+def refuse_drift(result: PatchResult, allowed: bool) -> None:
+    """On drift ``apply`` writes nothing and exits 1, unless ``--allow-drift``: then it writes
+    and says what drifted."""
+    found = drift(result)
+    if found is None:
+        return
+    if not allowed:
+        written = "; nothing written (--allow-drift writes it anyway)" if result.changed else ""
+        raise DriftError(found + written)
+    err.print(f"patcher: drift allowed: {found}", markup=False, soft_wrap=True)
 
 
 def status_table(result: PatchResult) -> Table:
@@ -339,11 +376,11 @@ def command_apply(args: argparse.Namespace) -> int:
         out.print(status_table(result))
         if result.verdict is Verdict.UNSUPPORTED:
             raise PatcherError(f"nothing applied: {why_unchanged(result)}")
+        refuse_drift(result, args.allow_drift)
         if not result.changed:
             out.print(f"nothing to patch: {why_unchanged(result)}", markup=False)
         else:
             out.print(output.write(result))
-    refuse_drift(result)
     return 0
 
 
@@ -365,6 +402,19 @@ def apply_locked(args: argparse.Namespace, installation: Installation) -> int:
             )
         if provenance.in_place and (found := in_place.problems(installation, provenance)):
             raise PatcherError("; ".join(found))
+        before = (
+            UnpatchedSource(installation, provenance)
+            if provenance.in_place
+            else InstalledSource(installation)  # a patched wheel: nothing patched in place
+        )
+        again = run_patchset(patchset, before)
+        fail_on_errors(again)
+        if differ := in_place.differences(installation, provenance, again):
+            raise PatcherError(
+                f"{installation.description} is patched with {patchset.name} "
+                f"({provenance.tool}), but the patchset now writes otherwise: "
+                f"{', '.join(differ)} differ; run patcher revert --installed first"
+            )
         say(
             f"{installation.description} is already patched with {patchset.name} "
             f"({provenance.tool}); nothing changed"
@@ -375,6 +425,7 @@ def apply_locked(args: argparse.Namespace, installation: Installation) -> int:
     out.print(status_table(result))
     if result.verdict is Verdict.UNSUPPORTED:
         raise PatcherError(f"nothing applied: {why_unchanged(result)}")
+    refuse_drift(result, args.allow_drift)
     if not result.changed:
         message = f"nothing to patch in {installation.description}: {why_unchanged(result)}"
         if args.require_patch:
@@ -387,7 +438,6 @@ def apply_locked(args: argparse.Namespace, installation: Installation) -> int:
             f"patched {len(provenance.files)} file(s) of {installation.description}; RECORD "
             f"updated, originals and provenance in {installation.root / installation.info}"
         )
-    refuse_drift(result)
     return 0
 
 
@@ -583,6 +633,7 @@ def command_build_wheel(args: argparse.Namespace) -> int:
             reason = {
                 Verdict.UPSTREAM: "the official wheel already works; install it as it is",
                 Verdict.UNSUPPORTED: "this release lacks what the patchset needs",
+                Verdict.UNKNOWN: "no patch applies, and a gate's absence is unproven",
             }[result.verdict]
             raise PatcherError(
                 f"{result.distribution} {result.version} is {result.verdict} for {patchset.name}: "
@@ -681,6 +732,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="with --source: patch read-only files, and symlinked ones where they point",
     )
     add_python_option(apply)
+    apply.add_argument(
+        "--allow-drift",
+        action="store_true",
+        help="write the patch where the release's verdict is not the one the patchset declares",
+    )
     apply.add_argument(
         "--require-patch",
         action="store_true",

@@ -83,7 +83,8 @@ def patch_official(
 
     ``refuse`` sees the run first and raises if the command cannot go on. From the index that
     run reads members by range, so a refusal comes before the whole wheel is downloaded; the
-    run is then repeated on the downloaded wheel, whose sha256 matched the index.
+    run is then repeated on the downloaded wheel, whose sha256 matched the index, and settles
+    what the range reads could not search for (``unknown``).
     """
     patchset = patchsets.load(args.patchset)
     package = chosen_package(args)  # with --wheel, a clear error if it is not a vLLM wheel
@@ -105,6 +106,7 @@ def patch_official(
     with WheelSource(path, wheel.sha256) as downloaded:
         result = run_patchset(patchset, downloaded)
     fail_on_errors(result)
-    if (result.outcomes, result.changed) != (early.outcomes, early.changed):
+    searched = {n: o for n, o in early.outcomes.items() if o.status is not Status.UNKNOWN}
+    if result.changed != early.changed or any(result.outcomes[n] != o for n, o in searched.items()):
         raise PatcherError(f"{wheel.filename}: the download disagrees with the range reads of it")
     return path, wheel.sha256, patchset, result

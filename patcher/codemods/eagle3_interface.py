@@ -234,12 +234,14 @@ class Eagle3Interface(Codemod[InterfaceOptions]):
             return Outcome(Status.UNSUPPORTED, f"{interfaces} has no {INTERFACE} interface")
         text_module, text_class = options.text_module, options.text_class
         if not tree.defines_class(text_module, text_class):
-            return Outcome(Status.UNSUPPORTED, f"{text_module} has no {text_class}")
+            return self.unsupported(tree, text_class, f"{text_module} has no {text_class}")
         changed = self._text_model(tree, text_module, text_class)
         if options.wrapper_module is not None and options.wrapper_class is not None:
             wrapper_module, wrapper_class = options.wrapper_module, options.wrapper_class
             if not tree.defines_class(wrapper_module, wrapper_class):
-                return Outcome(Status.UNSUPPORTED, f"{wrapper_module} has no {wrapper_class}")
+                return self.unsupported(
+                    tree, wrapper_class, f"{wrapper_module} has no {wrapper_class}"
+                )
             changed += self._wrapper(tree, wrapper_module, wrapper_class)
         if changed:
             return Outcome(Status.APPLIED, "; ".join(changed))

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import libcst as cst
 import libcst.matchers as m
 
+from patcher.codemods import signatures
 from patcher.codemods._cst import ExtendLiterals, code, describe, string_values
 from patcher.codemods.base import FileCodemod, Outcome, ShapeError, Tree, summarize
 
@@ -143,6 +144,7 @@ class Eagle3Whitelist(FileCodemod):
     NAME = "eagle3-whitelist"
     DESCRIPTION = "Add the model types to the EAGLE-3 target model-type whitelist."
     CANDIDATE_FILES = ("vllm/config/speculative.py", "vllm/config/__init__.py", "vllm/config.py")
+    SIGNATURE = signatures.EAGLE3_MODEL_TYPE_CHECK
 
     def transform(self, tree: Tree) -> Outcome:
         applied: list[str] = []

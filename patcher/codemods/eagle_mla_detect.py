@@ -12,6 +12,7 @@ from __future__ import annotations
 import libcst as cst
 import libcst.matchers as m
 
+from patcher.codemods import signatures
 from patcher.codemods._cst import ExtendLiterals, describe, find_compound, string_values
 from patcher.codemods.base import FileCodemod, Outcome, ShapeError, Tree, summarize
 
@@ -52,6 +53,7 @@ class EagleMlaDetect(FileCodemod):
         "vllm/config/__init__.py",
         "vllm/config.py",
     )
+    SIGNATURE = signatures.EAGLE_INNER_MLA_CHECK
 
     def transform(self, tree: Tree) -> Outcome:
         applied, present = [], []

@@ -14,6 +14,7 @@ from __future__ import annotations
 import libcst as cst
 import libcst.matchers as m
 
+from patcher.codemods import signatures
 from patcher.codemods._cst import find_compound
 from patcher.codemods.base import FileCodemod, Outcome, Tree, summarize
 
@@ -56,6 +57,7 @@ class EagleTargetBackbone(FileCodemod):
     NAME = "eagle-target-backbone"
     DESCRIPTION = "Let the EAGLE proposer use a target language model that is its own backbone."
     CANDIDATE_FILES = ("vllm/v1/spec_decode/*.py",)
+    SIGNATURE = signatures.TARGET_BACKBONE_READ
 
     def transform(self, tree: Tree) -> Outcome:
         applied, present = [], []

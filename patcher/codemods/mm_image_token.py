@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import libcst as cst
 import libcst.matchers as m
 
+from patcher.codemods import signatures
 from patcher.codemods._cst import describe, find_compound
 from patcher.codemods.base import FileCodemod, Outcome, ShapeError, Tree, summarize
 
@@ -87,6 +88,7 @@ class MmImageToken(FileCodemod):
         "Map the architecture to its image-token attribute in the EAGLE multimodal branch."
     )
     CANDIDATE_FILES = ("vllm/v1/spec_decode/*.py",)
+    SIGNATURE = signatures.IMAGE_TOKEN_INDEX_READ
 
     def transform(self, tree: Tree) -> Outcome:
         architecture = self.model.architecture

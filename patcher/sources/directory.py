@@ -63,7 +63,8 @@ class DirectorySource(Source):
 
 
 def walk(root: Path, top: str) -> Iterator[str]:
-    """Paths of the files under ``root/top`` relative to ``root``, following symlinked folders.
+    """Paths of the files under ``root/top`` relative to ``root``, following symlinked folders,
+    and the symlinks that lead nowhere (``read`` gives None for them).
 
     A tree may link a folder in from elsewhere; skipping it would drop a patch silently.
     """
@@ -78,8 +79,9 @@ def walk(root: Path, top: str) -> Iterator[str]:
         dirs[:] = [d for d in dirs if d != "__pycache__"]
         relative = Path(folder).relative_to(root)
         for name in files:
-            if os.path.isfile(os.path.join(folder, name)):
-                yield (relative / name).as_posix()
+            path = os.path.join(folder, name)
+            if os.path.isfile(path) or not os.path.exists(path):  # a dangling link is listed:
+                yield (relative / name).as_posix()  # a file it hides cannot be proven absent
 
 
 def read_version(version_file: Path) -> str | None:

@@ -26,6 +26,8 @@ LOCAL_HEADER_SLACK = 30 + 1024  # fixed local header plus room for the name and 
 
 
 class IndexWheelSource(Source):
+    searchable = False  # each member is a range request: the whole tree is too many
+
     def __init__(self, release: Release, wheel: IndexEntry, client: HttpClient) -> None:
         if not wheel.sha256:
             raise PatcherError(f"{wheel.filename}: the index gives no sha256 to key a cache by")

@@ -23,7 +23,7 @@ from packaging.version import Version
 from patcher.errors import PatcherError
 from patcher.outputs import record
 from patcher.sources.base import Source
-from patcher.sources.directory import parse_version
+from patcher.sources.directory import parse_version, walk
 
 ORIGINALS = "patcher-originals"
 """The folder in the dist-info holding the bytes patcher replaced, listed in RECORD."""
@@ -313,16 +313,18 @@ class Provenance:
 
 
 class InstalledSource(Source):
-    """The ``vllm/`` files an installed distribution's RECORD lists, read where they are."""
+    """The ``vllm/`` files of an installed distribution, as RECORD lists them and as they are on
+    disk, read where they are."""
 
     def __init__(self, installation: Installation) -> None:
         self.installation = installation
         self.version = installation.version
         self.description = installation.description
         rows = record.parse_record(installation.record(), str(installation.record_path))
-        self._names = sorted(
-            path for path in rows if path.startswith("vllm/") and "__pycache__" not in path
-        )
+        listed = {path for path in rows if path.startswith("vllm/") and "__pycache__" not in path}
+        # and the files RECORD does not list: a gate in one is not absent, and patching it
+        # is refused for want of its row
+        self._names = sorted(listed | set(walk(installation.root, "vllm")))
 
     def names(self) -> Sequence[str]:
         return self._names
@@ -335,3 +337,21 @@ class InstalledSource(Source):
             return None
         except OSError as error:
             raise PatcherError(f"cannot read {file}: {error.strerror}") from error
+
+
+class UnpatchedSource(InstalledSource):
+    """The installed vLLM as it was before ``apply --installed``: each file patched in place is
+    read from the copy kept of it, so a patchset can be run again to see what it would write."""
+
+    def __init__(self, installation: Installation, provenance: Provenance) -> None:
+        super().__init__(installation)
+        self._patched = {f.path for f in provenance.files}
+
+    def read(self, path: str) -> bytes | None:
+        if path not in self._patched:
+            return super().read(path)
+        kept = self.installation.original(path)
+        try:
+            return kept.read_bytes()
+        except OSError as error:
+            raise PatcherError(f"cannot read {kept}: {error.strerror}") from error
