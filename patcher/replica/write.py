@@ -14,12 +14,16 @@ from typing import Any
 
 from patcher.errors import PatcherError
 from patcher.replica.build import Replica
+from patcher.replica.weights import SeededWeights
 
 MANIFEST = "patcher-replica.json"
+NO_WEIGHTS = "none: configs only, for --load-format dummy"
 
 
-def write_replica(replica: Replica, out: Path) -> Path:
-    """Write ``replica`` to ``out``, replacing an earlier replica there; return ``out``."""
+def write_replica(replica: Replica, out: Path, weights: SeededWeights | None = None) -> Path:
+    """Write ``replica`` to ``out``, replacing an earlier replica there; return ``out``.
+
+    With ``weights``, the staging folder gets them before it is renamed into place."""
     if out.exists() and not (out / MANIFEST).is_file() and any(out.iterdir()):
         raise PatcherError(f"{out} exists and is not a replica; choose an empty or new folder")
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -30,7 +34,9 @@ def write_replica(replica: Replica, out: Path) -> Path:
             (staging / folder).mkdir()
             for name, content in files.items():
                 (staging / folder / name).write_bytes(content)
-        (staging / MANIFEST).write_text(json.dumps(replica.manifest(), indent=1) + "\n")
+        written = weights.write(staging) if weights else NO_WEIGHTS
+        manifest = {**replica.manifest(), "weights": written}
+        (staging / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
         if out.exists():
             old = out.rename(out.parent / f"{staging.name}.old")
             staging.rename(out)
