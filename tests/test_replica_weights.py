@@ -113,3 +113,31 @@ def test_an_architecture_transformers_lacks_is_one_line_and_writes_nothing(venv,
         "has no class Step3TextForCausalLM: no reference implementation to write its weights from"
     )
     assert not out.exists() and list(tmp_path.iterdir()) == []
+
+
+def test_serve_bench_serves_a_seeded_replica_with_its_own_weights(venv, tmp_path):
+    """The real servers: baseline, official and patched EAGLE-3 (glm4-moe-eagle3 built here)."""
+    out = tmp_path / "replica"
+    argv = ["replica", f"--out={out}", "--patchset=glm4-moe-eagle3", "--weights=seeded"]
+    assert main([*argv, f"--python={venv.python}"]) == 0
+    report = tmp_path / "report.json"
+    served = [
+        "serve-bench",
+        "--device=cpu",
+        f"--wheel={venv.wheel}",
+        "--patchset=glm4-moe-eagle3",
+        "--with-patched",
+        f"--model={out / 'target'}",
+        f"--drafter={out / 'drafter'}",
+        f"--log-dir={tmp_path / 'logs'}",
+        f"--json={report}",
+        "--max-tokens=16",
+    ]
+    assert main(served) == 0
+    found = json.loads(report.read_text())
+    assert found["load_format"] == "auto" and found["proof"]["passed"]
+    assert all(run["command"][run["command"].index("--load-format") + 1] == "auto"
+               for run in found["runs"])  # fmt: skip
+    assert any("--load-format auto" in note for note in found["notes"])
+    log = (tmp_path / "logs" / "patched+eagle3.log").read_text()
+    assert log.count("Loading weights took") == 2  # target and drafter, from their files
