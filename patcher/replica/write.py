@@ -15,15 +15,23 @@ from typing import Any
 from patcher.errors import PatcherError
 from patcher.outputs.named import check_folder
 from patcher.replica.build import Replica
+from patcher.replica.weights import SeededWeights
 
 MANIFEST = "patcher-replica.json"
+NO_WEIGHTS = "none: configs only, for --load-format dummy"
 
 
-def write_replica(replica: Replica, out: Path, option: str | None = None) -> Path:
+def write_replica(
+    replica: Replica,
+    out: Path,
+    option: str | None = None,
+    weights: SeededWeights | None = None,
+) -> Path:
     """Write ``replica`` to ``out``, replacing an earlier replica there; return ``out``.
 
     ``option`` is the flag that named ``out`` (``--out``), whose folder must then exist (see
-    ``patcher.outputs.named``); None for a folder of patcher's own, made with its parents.
+    ``patcher.outputs.named``); None for a folder of patcher's own, made with its parents. With
+    ``weights``, the staging folder gets them before it is renamed into place.
     """
     if option is not None:
         check_folder(out, option)
@@ -40,7 +48,9 @@ def write_replica(replica: Replica, out: Path, option: str | None = None) -> Pat
             (staging / folder).mkdir()
             for name, content in files.items():
                 (staging / folder / name).write_bytes(content)
-        (staging / MANIFEST).write_text(json.dumps(replica.manifest(), indent=1) + "\n")
+        written = weights.write(staging) if weights else NO_WEIGHTS
+        manifest = {**replica.manifest(), "weights": written}
+        (staging / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
         if out.exists():
             old = out.rename(out.parent / f"{staging.name}.old")
             try:

