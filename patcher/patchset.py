@@ -141,7 +141,12 @@ def load(name_or_path: str | None = None) -> Patchset:
     """A patchset by built-in name or by file path; the default is ``kimi-k2.5-eagle3``."""
     name_or_path = name_or_path or DEFAULT_PATCHSET
     path = Path(name_or_path)
-    if path.suffix != ".toml" or not path.exists():
+    try:
+        exists = path.exists()
+    except OSError as error:  # a name too long for the kernel
+        shown = name_or_path if len(name_or_path) <= 80 else f"{name_or_path[:80]}..."
+        raise PatcherError(f"patchset {shown}: {error.strerror}") from error
+    if path.suffix != ".toml" or not exists:
         if name_or_path in harnesses():
             harness = builtin_dir() / HARNESS_DIR / f"{name_or_path}.toml"
             return parse(harness.read_bytes(), f"{HARNESS_DIR}/{name_or_path}.toml")
@@ -151,6 +156,8 @@ def load(name_or_path: str | None = None) -> Patchset:
             )
         builtin = builtin_dir() / f"{name_or_path}.toml"
         return parse(builtin.read_bytes(), f"{name_or_path}.toml")
+    if not path.is_file():  # a FIFO with no writer would block the read for ever
+        raise PatcherError(f"{path}: cannot read it (not a regular file)")
     try:
         content = path.read_bytes()
     except OSError as error:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 from pathlib import Path
@@ -24,6 +25,25 @@ def console(stderr: bool = False) -> Console:
 
 out = console()
 err = console(stderr=True)
+
+NAME_MAX = 255
+PATH_MAX = 4096
+"""Linux's limits, in bytes, on one name in a path and on the whole path: past them, every
+call fails with ENAMETOOLONG, so a longer path is refused where it is parsed."""
+
+
+def path_argument(text: str) -> Path:
+    """A path option's value (argparse names the option in the error): not empty, and short
+    enough for the kernel, so a bad one is a one-line usage error, not a traceback later."""
+    if not text:
+        raise argparse.ArgumentTypeError("an empty path")
+    raw = os.fsencode(text)
+    if len(raw) >= PATH_MAX or any(len(part) > NAME_MAX for part in raw.split(b"/")):
+        raise argparse.ArgumentTypeError(
+            f"the path is too long ({len(raw)} bytes; a name may have {NAME_MAX}, "
+            f"a path {PATH_MAX - 1})"
+        )
+    return Path(text)
 
 
 def new_table(title: str, on: Console = out) -> Table:

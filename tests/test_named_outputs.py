@@ -403,8 +403,8 @@ def test_a_hanging_interpreter_times_out_and_leaves_nothing_running(tmp_path: Pa
     python = fake_python(tmp_path, f"(sleep 300; touch {marker}) & sleep 300")
     started = time.monotonic()
     code, _, err = run("status", "--installed", "--python", str(python), timeout=200)
-    assert one_line(code, err) == (f"{python} did not answer in 60 s; is it a Python interpreter?")
-    assert time.monotonic() - started < 120
+    assert one_line(code, err) == (f"{python} did not answer in 20 s; is it a Python interpreter?")
+    assert time.monotonic() - started < 60
     alive = subprocess.run(["pgrep", "-f", f"touch {marker}"], capture_output=True, text=True)
     assert not alive.stdout.strip(), "the interpreter's child was left running"
 

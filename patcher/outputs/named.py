@@ -156,6 +156,14 @@ def _replace(target: Path, data: bytes, mode: int | None) -> None:
 
 def check_folder(folder: Path, option: str) -> None:
     """Refuse a folder name that cannot take the output, before the work; nothing is made."""
+    try:
+        folder.stat()
+    except FileNotFoundError:
+        pass
+    except OSError as error:  # a symlink loop: exists() says False, and a write fails later
+        raise PatcherError(
+            f"cannot write to {folder}: {error.strerror or error} ({option})"
+        ) from error
     if not folder.exists():
         _check_parent(folder, option, folder=True)
         return

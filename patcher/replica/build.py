@@ -180,7 +180,7 @@ def read_config(folder: Path) -> dict[str, Any]:
         data = json.loads(path.read_text())
     except OSError as error:
         raise PatcherError(f"{path}: {error.strerror or error}") from error
-    except ValueError as error:
+    except (ValueError, RecursionError) as error:  # json's decoder recurses once per level
         raise PatcherError(f"{path}: not JSON ({error})") from error
     if not isinstance(data, dict):
         raise PatcherError(f"{path}: not a JSON object")

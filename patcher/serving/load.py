@@ -100,6 +100,8 @@ def percentile(values: Sequence[float], fraction: float) -> float:
 
 def read_prompts(path: Path) -> tuple[str, ...]:
     """A JSONL file, one ``{"prompt": "..."}`` a line."""
+    if path.exists() and not path.is_file():  # a FIFO with no writer would block the read
+        raise PatcherError(f"{path}: not a regular file")
     try:
         lines = path.read_bytes().decode("utf-8").splitlines()
     except OSError as error:

@@ -28,7 +28,9 @@ from patcher.sources.directory import parse_version, walk
 ORIGINALS = "patcher-originals"
 """The folder in the dist-info holding the bytes patcher replaced, listed in RECORD."""
 
-ASK_TIMEOUT = 60
+ASK_TIMEOUT = 20
+"""Seconds an interpreter has to answer: a real one starts and lists its distributions in
+about one, on a loaded machine a few; one that takes 20 is hung, not slow."""
 TAIL_LIMIT = 120
 """Characters of an interpreter's stderr quoted in an error."""
 
