@@ -51,7 +51,8 @@ def tests(session: nox.Session) -> None:
 @nox.session
 def package(session: nox.Session) -> None:
     """Build patcher's sdist and wheel, install the wheel built from the sdist, run the main job."""
-    dist = Path(session.create_tmp()) / "package"
+    # absolute: the main job runs from a folder of its own, and --dist must name an existing parent
+    dist = Path(session.create_tmp()).resolve() / "package"
     shutil.rmtree(dist, ignore_errors=True)
     session.install("build")
     session.run("python", "-m", "build", "--outdir", str(dist), silent=True)

@@ -274,9 +274,9 @@ def refuse_misplaced(args: argparse.Namespace, command: argparse.ArgumentParser)
 def resolve_values(args: argparse.Namespace) -> None:
     """Values made absolute where they are given: an interpreter runs with another working
     folder, so a relative ``--python`` is the caller's."""
-    python = getattr(args, "python", None)
-    if python is not None and os.sep in python:
-        args.python = os.path.abspath(python)
+    python = getattr(args, "python", None)  # a str, or a Path where the option checks its length
+    if python is not None and os.sep in str(python):
+        args.python = type(python)(os.path.abspath(python))
     if getattr(args, "platform", "") is None:
         args.platform = machine_platform()
 
