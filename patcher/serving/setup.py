@@ -22,20 +22,16 @@ class Speculation:
     num_speculative_tokens: int = 3
     method: str = "eagle3"
     speculative_extra: tuple[tuple[str, Any], ...] = ()
-    """More ``--speculative-config`` keys, e.g. the drafter's attention backend on CPU."""
-    disable_padded_drafter_batch: bool = False
-    """The CPU harness's choice: the padded drafter batch calls a Triton kernel in eagle.py."""
+    """More ``--speculative-config`` keys: the drafter's attention backend on CPU, the CPU
+    harness's own (``patcher.serving.harness.SPECULATIVE``)."""
 
     def speculative_config(self) -> dict[str, Any]:
-        config: dict[str, Any] = {
+        return {
             "method": self.method,
             "model": self.drafter,
             "num_speculative_tokens": self.num_speculative_tokens,
             **dict(self.speculative_extra),
         }
-        if self.disable_padded_drafter_batch:
-            config["disable_padded_drafter_batch"] = True
-        return config
 
 
 @dataclass(frozen=True)
