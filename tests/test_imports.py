@@ -61,6 +61,7 @@ LAYERS: dict[str, int] = {
     "patcher.cli_serve": 5,
     "patcher.cli_wheels": 5,
     "patcher.cli_doctor": 5,
+    "patcher.cli_reference": 5,
     "patcher.terminal": 5,
 }
 """A module's layer is its own entry's, else its package's (``patcher.sources.git``: 2)."""

@@ -1,0 +1,127 @@
+"""The README and the docs site: a README that fits two screens, links that resolve, and a CLI
+reference rendered from the parser, so help and docs cannot disagree.
+
+mkdocs itself (``nox -s docs``, strict) checks the links and anchors inside docs/; these tests
+check what it cannot see (the README) and what the generated page must hold.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from pathlib import Path
+
+import yaml
+
+from patcher.cli import build_parser
+from patcher.cli_reference import escaped, markdown, subcommands
+
+ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
+DOCS = ROOT / "docs"
+
+README_LIMIT = 8 * 1024
+"""Bytes: two screens of a README for users; the reference lives in docs/."""
+
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+HEADING = re.compile(r"^#{1,6} (.+?)(?: \{#([\w-]+)\})?$", re.MULTILINE)
+
+
+def slug(heading: str) -> str:
+    """The anchor Python-Markdown's toc gives a heading (its default slugify, for ASCII)."""
+    text = re.sub(r"[^\w\s-]", "", heading.replace("`", "")).strip().lower()
+    return re.sub(r"[-\s]+", "-", text)
+
+
+def anchors(page: Path) -> set[str]:
+    return {explicit or slug(title) for title, explicit in HEADING.findall(page.read_text())}
+
+
+def every_parser(
+    parser: argparse.ArgumentParser, name: str = ""
+) -> list[tuple[str, argparse.ArgumentParser]]:
+    found = [(name, parser)]
+    for sub_name, _, sub in subcommands(parser):
+        found += every_parser(sub, f"{name} {sub_name}".strip())
+    return found
+
+
+def test_readme_fits_in_8_kb() -> None:
+    assert len(README.read_bytes()) <= README_LIMIT
+
+
+def test_readme_opens_with_the_main_job_and_the_tests() -> None:
+    """The first code block: what a fresh machine runs (CI runs the second, .ci/run)."""
+    first_block = README.read_text().split("```")[1]
+    assert "nox -s build-wheel" in first_block
+    assert "nox -s tests" in first_block
+
+
+def test_readme_links_into_docs_resolve() -> None:
+    """Every relative link of the README names a file in the tree, and an anchor it has."""
+    broken = []
+    for target in LINK.findall(README.read_text()):
+        if "://" in target:
+            continue
+        path, _, anchor = target.partition("#")
+        page = ROOT / path
+        if not page.is_file() or (anchor and anchor not in anchors(page)):
+            broken.append(target)
+    assert broken == []
+
+
+def test_readme_links_every_docs_page() -> None:
+    linked = {target.partition("#")[0] for target in LINK.findall(README.read_text())}
+    pages = {f"docs/{page.name}" for page in DOCS.glob("*.md")}
+    assert pages - linked == set()
+
+
+def test_readme_lists_every_command() -> None:
+    """The commands at a glance: one row per subcommand the parser has."""
+    rows = set(re.findall(r"^\| `([\w-]+)` \|", README.read_text(), re.MULTILINE))
+    assert {name for name, _, _ in subcommands(build_parser())} - rows == set()
+
+
+def test_every_page_is_in_the_nav() -> None:
+    """A page left out of mkdocs.yml's nav is one nobody finds; cli.md is generated there."""
+    config = yaml.safe_load((ROOT / "mkdocs.yml").read_text())
+
+    def pages(items: list[object]) -> list[str]:
+        found: list[str] = []
+        for item in items:
+            for value in item.values() if isinstance(item, dict) else [item]:
+                found += pages(value) if isinstance(value, list) else [str(value)]
+        return found
+
+    nav = pages(config["nav"])
+    assert sorted(nav) == sorted([page.name for page in DOCS.glob("*.md")] + ["cli.md"])
+    assert config["strict"] is True
+
+
+def test_cli_reference_names_every_command_and_option() -> None:
+    """Each subcommand has its section and anchor, and each option its item with its help."""
+    page = markdown()
+    missing = []
+    for name, parser in every_parser(build_parser()):
+        if name and f"## `patcher {name}` {{#{name.replace(' ', '-')}}}" not in page:
+            missing.append(f"section {name}")
+        for action in parser._actions:
+            if action.help == argparse.SUPPRESS:
+                continue
+            for option in action.option_strings:
+                if not re.search(rf"^- `(.*, )?{re.escape(option)}[ `,]", page, re.MULTILINE):
+                    missing.append(f"{name} {option}")
+            if action.help and "%(" not in action.help and escaped(action.help) not in page:
+                missing.append(f"{name} {action.dest}: its help")
+    assert missing == []
+
+
+def test_cli_reference_keeps_markup_out_of_help() -> None:
+    """A help text's ``*``, ``_`` and ``|`` stay text in the page, not emphasis or a table cell."""
+    parser = argparse.ArgumentParser(prog="demo")
+    commands = parser.add_subparsers()
+    sub = commands.add_parser("run", help="a | b")
+    sub.add_argument("--glob", help="files like *_x_*.py (default: %(default)s)", default="<all>")
+    page = markdown(parser)
+    assert r"files like \*\_x\_\*.py (default: \<all\>)" in page
+    assert r"| [`run`](#run) | a \| b |" in page
