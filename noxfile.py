@@ -41,7 +41,7 @@ def tests(session: nox.Session) -> None:
     """Unit tests and real-release tests (releases are fetched from the index and cached), with
     the coverage of installed patcher, the console script the tests run included.
 
-    The offline part: nox -s tests -- -m "not network and not slow" (README: its time)
+    The offline part: nox -s tests -- -m "not network and not slow" (its time: docs/measurements.md)
     """
     install_patcher(session, "test")
     env = {"PATCHER_EXPECT_INSTALLED": "1"}
