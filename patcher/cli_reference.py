@@ -1,6 +1,6 @@
 """The command-line reference as Markdown, rendered from the argparse parser itself.
 
-The docs site's CLI page is written from this at build time (``docs/hooks/cli_reference.py``),
+The docs site's CLI page is written from this at build time (``docs/hooks/generated.py``),
 so ``--help`` and the docs cannot disagree: every command, its summary, usage, description,
 options and epilog come from the parser ``patcher`` runs, through argparse's own formatter.
 """

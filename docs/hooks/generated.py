@@ -1,0 +1,36 @@
+"""MkDocs hook: the pages written from code at build time, so they cannot go stale.
+
+- ``cli.md``, the command-line reference, rendered from the installed patcher's parser;
+- the models x releases table on the patchsets page, taken from between the README's markers,
+  where ``nox -s matrix`` writes it.
+
+Nothing is written into docs/: the generated text exists only in the build.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from mkdocs.config.defaults import MkDocsConfig
+from mkdocs.structure.files import File, Files
+from mkdocs.structure.pages import Page
+
+from patcher.cli_reference import markdown
+from patcher.matrix import README_BEGIN, README_END
+
+MODELS_TABLE = "<!-- models-table: from the README -->"
+
+
+def on_files(files: Files, config: MkDocsConfig) -> Files:
+    files.append(File.generated(config, "cli.md", content=markdown()))
+    return files
+
+
+def on_page_markdown(text: str, page: Page, config: MkDocsConfig, files: Files) -> str:
+    if MODELS_TABLE not in text:
+        return text
+    readme = (Path(config.config_file_path).parent / "README.md").read_text()
+    start, end = readme.find(README_BEGIN), readme.find(README_END)
+    if start < 0 or end < start:
+        raise ValueError(f"README.md lacks the {README_BEGIN} ... {README_END} markers")
+    return text.replace(MODELS_TABLE, readme[start + len(README_BEGIN) : end].strip())
