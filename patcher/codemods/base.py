@@ -10,9 +10,10 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar, get_args, get_origin
 
 from patcher.codemods.options import FileOptions, model_type, python_name
+from patcher.codemods.registry import name_of
 
 if TYPE_CHECKING:  # libcst takes seconds to import: only a run that parses pays for it
     import libcst as cst
@@ -204,7 +205,7 @@ class Tree:
     def files(self, codemod: Codemod[Any]) -> list[str]:
         """The files ``codemod`` reads in this tree, worked out once: the engine prefetches them,
         the results cache hashes them, the codemod reads them."""
-        key = (codemod.NAME, codemod.options)
+        key = (codemod.name, codemod.options)
         if key not in self._files:
             self._files[key] = codemod.paths(self._names)
         return self._files[key]
@@ -337,18 +338,31 @@ OptionsT = TypeVar("OptionsT")
 
 
 class Codemod(ABC, Generic[OptionsT]):
-    """One structural rewrite of vLLM. Subclasses set NAME, DESCRIPTION and Options, the frozen
-    dataclass of the options a patchset gives it (read and checked by ``patcher.schema``)."""
+    """One structural rewrite of vLLM. A subclass sets DESCRIPTION and gives, as ``OptionsT``,
+    the frozen dataclass of the options a patchset gives it (read and checked by
+    ``patcher.schema``); its name is the one ``registry.WHERE`` gives it."""
 
-    NAME: ClassVar[str]
     DESCRIPTION: ClassVar[str]
-    Options: ClassVar[type[Any]]
     SIGNATURE: ClassVar[Signature | None] = None
     """The barrier's behaviour, searched for across the tree before a ``not-needed``."""
 
     def __init__(self, model: Model, options: OptionsT) -> None:
         self.model = model
         self.options = options
+
+    @property
+    def name(self) -> str:
+        return name_of(type(self))
+
+    @classmethod
+    def options_type(cls) -> type[Any]:
+        """The options dataclass this codemod declares as its generic parameter."""
+        for klass in cls.__mro__:
+            for base in getattr(klass, "__orig_bases__", ()):
+                if get_origin(base) is Codemod:
+                    options: type[Any] = get_args(base)[0]
+                    return options
+        raise TypeError(f"{cls.__name__} declares no options type (Codemod[Options])")
 
     @abstractmethod
     def paths(self, names: Iterable[str]) -> list[str]:
@@ -395,7 +409,7 @@ class Codemod(ABC, Generic[OptionsT]):
             if not tree.searchable:
                 return Outcome(
                     Status.UNKNOWN,
-                    f"{outcome.detail} where {self.NAME} looks; this source is read by range "
+                    f"{outcome.detail} where {self.name} looks; this source is read by range "
                     f"and cannot be searched for {signature.barrier} elsewhere",
                 )
             found = tree.sightings(signature)
@@ -406,7 +420,7 @@ class Codemod(ABC, Generic[OptionsT]):
             return Outcome(
                 Status.FAILED,
                 f"{found[0]}: {signature.barrier} is here{more}, in a file or shape "
-                f"{self.NAME} does not patch",
+                f"{self.name} does not patch",
             )
         return outcome
 
@@ -415,7 +429,6 @@ class FileCodemod(Codemod[FileOptions]):
     """A codemod whose code vLLM has kept in CANDIDATE_FILES (globs), or in a patchset's
     ``files``."""
 
-    Options = FileOptions
     CANDIDATE_FILES: ClassVar[tuple[str, ...]]
 
     def paths(self, names: Iterable[str]) -> list[str]:

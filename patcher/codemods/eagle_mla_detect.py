@@ -45,7 +45,6 @@ def eagle_branches(function: cst.FunctionDef) -> list[cst.If]:
 
 
 class EagleMlaDetect(FileCodemod):
-    NAME = "eagle-mla-detect"
     DESCRIPTION = "Add the model types to the EAGLE branch of is_deepseek_mla."
     CANDIDATE_FILES = (
         "vllm/transformers_utils/model_arch_config_convertor.py",

@@ -54,7 +54,6 @@ class GuardInnerModel(cst.CSTTransformer):
 
 
 class EagleTargetBackbone(FileCodemod):
-    NAME = "eagle-target-backbone"
     DESCRIPTION = "Let the EAGLE proposer use a target language model that is its own backbone."
     CANDIDATE_FILES = ("vllm/v1/spec_decode/*.py",)
     SIGNATURE = signatures.TARGET_BACKBONE_READ

@@ -83,7 +83,6 @@ class InsertBranch(cst.CSTTransformer):
 
 
 class MmImageToken(FileCodemod):
-    NAME = "mm-image-token"
     DESCRIPTION = (
         "Map the architecture to its image-token attribute in the EAGLE multimodal branch."
     )
