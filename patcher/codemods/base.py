@@ -85,6 +85,14 @@ class Outcome:
     detail: str = ""
 
 
+@dataclass
+class Context:
+    """What one run of a codemod has changed so far, reported as it goes (``Codemod.report``)
+    the way libcst's ``CodemodContext`` gathers a run's warnings: no method threads a list."""
+
+    changes: list[str] = field(default_factory=list)
+
+
 class ShapeError(Exception):
     """Raised inside a codemod when the code it must change has an unknown shape."""
 
@@ -349,6 +357,7 @@ class Codemod(ABC, Generic[OptionsT]):
     def __init__(self, model: Model, options: OptionsT) -> None:
         self.model = model
         self.options = options
+        self.context = Context()
 
     @property
     def name(self) -> str:
@@ -379,6 +388,7 @@ class Codemod(ABC, Generic[OptionsT]):
     def attempt(self, tree: Tree) -> Outcome:
         """What the codemod makes of the files it reads (``paths``) alone: all that decides it,
         so the engine may cache it by their texts."""
+        self.context = Context()
         try:
             return self.transform(tree)
         except ShapeError as error:
@@ -389,6 +399,10 @@ class Codemod(ABC, Generic[OptionsT]):
                 f"{tree.deepest()}: code nested deeper than libcst can walk within Python's "
                 f"recursion limit of {sys.getrecursionlimit()}",
             )
+
+    def report(self, change: str) -> None:
+        """Note a change made, for the outcome's detail."""
+        self.context.changes.append(change)
 
     def unsupported(self, tree: Tree, name: str, why: str) -> Outcome:
         """``unsupported`` for want of class ``name`` (``why``), unless it moved elsewhere."""

@@ -33,11 +33,12 @@ HARNESS_DEVICE = m.SimpleStatementLine(
 )
 
 
-class OnCpu(cst.CSTTransformer):
-    def leave_SimpleStatementLine(
+class OnCpu(m.MatcherDecoratableTransformer):
+    @m.leave(CUDA_DEVICE)
+    def on_cpu(
         self, original_node: cst.SimpleStatementLine, updated_node: cst.SimpleStatementLine
     ) -> cst.BaseStatement:
-        return CPU_DEVICE if m.matches(original_node, CUDA_DEVICE) else updated_node
+        return CPU_DEVICE
 
 
 class CpuModelDevice(FileCodemod):
