@@ -51,7 +51,7 @@ def run_patchset(patchset: Patchset, source: Source, memo: bool = True) -> Patch
         return PatchResult(version, patchset, outcomes, distribution=source.distribution)
     outcomes = {}
     for codemod in patchset.codemods():
-        outcomes[codemod.NAME] = run_codemod(codemod, tree) if memo else run_fresh(codemod, tree)
+        outcomes[codemod.name] = run_codemod(codemod, tree) if memo else run_fresh(codemod, tree)
     originals = {path: tree_text_original(source, path) for path in tree.overlay}
     laid_out = {p: keep_layout(originals[p], t) for p, t in tree.overlay.items()}
     changed = {p: t for p, t in laid_out.items() if t != originals[p]}

@@ -23,7 +23,7 @@ from patcher import schema
 from patcher.checks import CHECKS
 from patcher.codemods.base import Codemod, Model, Verdict
 from patcher.codemods.options import module_path, python_name
-from patcher.codemods.registry import CODEMODS, OPTIONS
+from patcher.codemods.registry import CODEMODS
 from patcher.errors import PatcherError
 
 DEFAULT_PATCHSET = "kimi-k2.5-eagle3"
@@ -192,7 +192,7 @@ def parse(content: bytes, where: str) -> Patchset:
 
 
 def read_patches(entries: object, problems: list[str]) -> tuple[PatchSpec, ...] | None:
-    """Each ``[[patches]]`` entry's options, read against its codemod's Options."""
+    """Each ``[[patches]]`` entry's options, read against the options type its codemod declares."""
     if entries is None:
         problems.append("patches: missing")
         return None
@@ -214,7 +214,7 @@ def read_patches(entries: object, problems: list[str]) -> tuple[PatchSpec, ...] 
             problems.append(f"{where}.codemod: {name} is listed twice; a patchset runs each once")
             continue
         raw = {k: v for k, v in entry.items() if k != "codemod"}
-        options = schema.read(OPTIONS[name], raw, where, problems)
+        options = schema.read(CODEMODS[name].options_type(), raw, where, problems)
         if options is not None:
             patches.append(PatchSpec(name, options))
     return tuple(patches) if len(patches) == len(entries) else None

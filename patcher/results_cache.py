@@ -58,7 +58,7 @@ def codemod_key(codemod: Codemod, tree: Tree) -> str:
     """What decides one codemod's outcome: its code, its options, and the text of every file it
     reads. Releases often share files, so the matrix rarely parses a module twice."""
     digest = hashlib.sha256(codemods_digest().encode())
-    digest.update(json.dumps([codemod.NAME, repr(codemod.options), repr(codemod.model)]).encode())
+    digest.update(json.dumps([codemod.name, repr(codemod.options), repr(codemod.model)]).encode())
     for path in tree.files(codemod):
         text = tree.text(path)
         digest.update(f"\0{path}\0".encode())

@@ -63,7 +63,7 @@ def assert_codemod(
     """
     assert set(after) <= set(before), f"after names files not in before: {set(after) - set(before)}"
     tree = Tree(MemorySource(before))
-    outcome = codemod(model, codemod.Options(**(options or {}))).run(tree)
+    outcome = codemod(model, codemod.options_type()(**(options or {}))).run(tree)
     assert outcome.status is status, outcome.detail
     expected = {path: dedent(after.get(path, text)) for path, text in before.items()}
     assert {path: tree.text(path) for path in before} == expected

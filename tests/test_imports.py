@@ -29,6 +29,7 @@ LAYERS: dict[str, int] = {
     "patcher.codemods": 1,
     "patcher.patchset": 1,
     "patcher.result": 1,
+    "patcher.records": 1,
     "patcher.replica": 1,
     "patcher.replica.spec": 1,
     "patcher.replica.tokenizer": 1,
@@ -133,6 +134,22 @@ def test_a_layer_imports_only_itself_and_below(layer: int) -> None:
             if (found := [m for m in came if m.partition(".")[0] in NEVER_IN_LAYER_1])
         }
         assert heavy == {}, "data and codemods must not bring git, the network or locks"
+
+
+APART: dict[str, str] = {"patcher.sources": "patcher.outputs"}
+"""Packages of one layer that never import each other: where vLLM code comes from knows
+nothing of where it goes (what both need, RECORD, is ``patcher.records`` beneath them)."""
+
+
+@pytest.mark.parametrize(("package", "apart"), APART.items())
+def test_packages_kept_apart_import_nothing_of_each_other(package: str, apart: str) -> None:
+    brought = imported_along([m for m in all_modules() if m.startswith(f"{package}.")])
+    crossing = {
+        module: found
+        for module, came in brought.items()
+        if (found := [m for m in came if m == apart or m.startswith(f"{apart}.")])
+    }
+    assert crossing == {}, f"{package} imports {apart}"
 
 
 def test_no_package_reexports() -> None:

@@ -1,8 +1,9 @@
-"""Small libcst helpers the codemods share: layout-preserving list growth and node locations."""
+"""Small libcst helpers the codemods share: layout-preserving list growth, node locations,
+and finding and editing a module's classes and their methods by name."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import libcst as cst
@@ -108,17 +109,17 @@ def extend_literal(node: cst.List | cst.Tuple, values: Sequence[str]) -> cst.Lis
 
 
 class ExtendLiterals(cst.CSTTransformer):
-    """Appends strings to the list or tuple literals given by identity."""
+    """Appends strings to the list or tuple literals given (libcst nodes compare by identity)."""
 
-    def __init__(self, additions: dict[int, Sequence[str]]) -> None:
+    def __init__(self, additions: dict[cst.CSTNode, Sequence[str]]) -> None:
         self.additions = additions
 
     def leave_List(self, original_node: cst.List, updated_node: cst.List) -> cst.BaseExpression:
-        added = self.additions.get(id(original_node))
+        added = self.additions.get(original_node)
         return extend_literal(updated_node, added) if added else updated_node
 
     def leave_Tuple(self, original_node: cst.Tuple, updated_node: cst.Tuple) -> cst.BaseExpression:
-        added = self.additions.get(id(original_node))
+        added = self.additions.get(original_node)
         return extend_literal(updated_node, added) if added else updated_node
 
 
@@ -180,3 +181,94 @@ def find_compound(node: cst.CSTNode, matcher: m.BaseMatcherNode) -> list[cst.CST
     finder = CompoundFinder(matcher)
     node.visit(finder)
     return finder.found
+
+
+def statement(source: str) -> cst.BaseStatement:
+    return cst.parse_statement(source)
+
+
+def method(source: str) -> cst.FunctionDef:
+    """A method parsed from ``source``, after a blank line."""
+    return cst.ensure_type(statement(source), cst.FunctionDef).with_changes(
+        leading_lines=[cst.EmptyLine(indent=False)]
+    )
+
+
+def find_class(module: cst.Module, name: str) -> cst.ClassDef | None:
+    """The module's first top-level class ``name``."""
+    for node in module.body:
+        if isinstance(node, cst.ClassDef) and node.name.value == name:
+            return node
+    return None
+
+
+def find_method(cls: cst.ClassDef, name: str) -> cst.FunctionDef | None:
+    for node in cls.body.body:
+        if isinstance(node, cst.FunctionDef) and node.name.value == name:
+            return node
+    return None
+
+
+def base_names(cls: cst.ClassDef) -> set[str]:
+    return {arg.value.value for arg in cls.bases if isinstance(arg.value, cst.Name)}
+
+
+def edit_first(
+    module: cst.Module, matcher: m.BaseMatcherNode, edit: Callable[[Any], cst.CSTNode]
+) -> cst.Module:
+    """``module`` with its first top-level statement (or small statement of a line) that
+    matches ``matcher`` replaced by ``edit`` of it; the module itself where none does."""
+    body: list[Any] = list(module.body)
+    for i, node in enumerate(body):
+        if m.matches(node, matcher):
+            body[i] = edit(node)
+            return module.with_changes(body=body)
+        if isinstance(node, cst.SimpleStatementLine):
+            smalls: list[Any] = list(node.body)
+            for j, small in enumerate(smalls):
+                if m.matches(small, matcher):
+                    smalls[j] = edit(small)
+                    body[i] = node.with_changes(body=smalls)
+                    return module.with_changes(body=body)
+    return module
+
+
+def edit_class(
+    module: cst.Module, name: str, edit: Callable[[cst.ClassDef], cst.ClassDef]
+) -> cst.Module:
+    """``module`` with its top-level class ``name`` (as ``find_class`` finds it) edited."""
+    return edit_first(module, m.ClassDef(name=m.Name(name)), edit)
+
+
+def edit_method(
+    cls: cst.ClassDef, name: str, edit: Callable[[cst.FunctionDef], cst.FunctionDef]
+) -> cst.ClassDef:
+    """``cls`` with its first method ``name`` edited."""
+    body = cst.ensure_type(cls.body, cst.IndentedBlock)
+    statements = list(body.body)
+    for i, node in enumerate(statements):
+        if isinstance(node, cst.FunctionDef) and node.name.value == name:
+            statements[i] = edit(node)
+            return cls.with_changes(body=body.with_changes(body=statements))
+    return cls
+
+
+def with_bases(cls: cst.ClassDef, names: Iterable[str]) -> cst.ClassDef:
+    """``cls`` subclassing each of ``names`` it does not yet."""
+    missing = [n for n in names if n not in base_names(cls)]
+    if not missing:
+        return cls
+    bases = extend_separated(list(cls.bases), [cst.Arg(cst.Name(n)) for n in missing])
+    return cls.with_changes(bases=bases)
+
+
+def with_methods(cls: cst.ClassDef, sources: Iterable[str]) -> cst.ClassDef:
+    """``cls`` with the methods ``sources`` appended."""
+    body = cst.ensure_type(cls.body, cst.IndentedBlock)
+    return cls.with_changes(body=body.with_changes(body=[*body.body, *map(method, sources)]))
+
+
+def appended(function: cst.FunctionDef, *added: cst.BaseStatement) -> cst.FunctionDef:
+    """``function`` with ``added`` at the end of its body."""
+    body = cst.ensure_type(function.body, cst.IndentedBlock)
+    return function.with_changes(body=body.with_changes(body=[*body.body, *added]))

@@ -10,9 +10,10 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar, get_args, get_origin
 
 from patcher.codemods.options import FileOptions, model_type, python_name
+from patcher.codemods.registry import name_of
 
 if TYPE_CHECKING:  # libcst takes seconds to import: only a run that parses pays for it
     import libcst as cst
@@ -82,6 +83,14 @@ class Model:
 class Outcome:
     status: Status
     detail: str = ""
+
+
+@dataclass
+class Context:
+    """What one run of a codemod has changed so far, reported as it goes (``Codemod.report``)
+    the way libcst's ``CodemodContext`` gathers a run's warnings: no method threads a list."""
+
+    changes: list[str] = field(default_factory=list)
 
 
 class ShapeError(Exception):
@@ -204,7 +213,7 @@ class Tree:
     def files(self, codemod: Codemod[Any]) -> list[str]:
         """The files ``codemod`` reads in this tree, worked out once: the engine prefetches them,
         the results cache hashes them, the codemod reads them."""
-        key = (codemod.NAME, codemod.options)
+        key = (codemod.name, codemod.options)
         if key not in self._files:
             self._files[key] = codemod.paths(self._names)
         return self._files[key]
@@ -337,18 +346,32 @@ OptionsT = TypeVar("OptionsT")
 
 
 class Codemod(ABC, Generic[OptionsT]):
-    """One structural rewrite of vLLM. Subclasses set NAME, DESCRIPTION and Options, the frozen
-    dataclass of the options a patchset gives it (read and checked by ``patcher.schema``)."""
+    """One structural rewrite of vLLM. A subclass sets DESCRIPTION and gives, as ``OptionsT``,
+    the frozen dataclass of the options a patchset gives it (read and checked by
+    ``patcher.schema``); its name is the one ``registry.WHERE`` gives it."""
 
-    NAME: ClassVar[str]
     DESCRIPTION: ClassVar[str]
-    Options: ClassVar[type[Any]]
     SIGNATURE: ClassVar[Signature | None] = None
     """The barrier's behaviour, searched for across the tree before a ``not-needed``."""
 
     def __init__(self, model: Model, options: OptionsT) -> None:
         self.model = model
         self.options = options
+        self.context = Context()
+
+    @property
+    def name(self) -> str:
+        return name_of(type(self))
+
+    @classmethod
+    def options_type(cls) -> type[Any]:
+        """The options dataclass this codemod declares as its generic parameter."""
+        for klass in cls.__mro__:
+            for base in getattr(klass, "__orig_bases__", ()):
+                if get_origin(base) is Codemod:
+                    options: type[Any] = get_args(base)[0]
+                    return options
+        raise TypeError(f"{cls.__name__} declares no options type (Codemod[Options])")
 
     @abstractmethod
     def paths(self, names: Iterable[str]) -> list[str]:
@@ -365,6 +388,7 @@ class Codemod(ABC, Generic[OptionsT]):
     def attempt(self, tree: Tree) -> Outcome:
         """What the codemod makes of the files it reads (``paths``) alone: all that decides it,
         so the engine may cache it by their texts."""
+        self.context = Context()
         try:
             return self.transform(tree)
         except ShapeError as error:
@@ -375,6 +399,10 @@ class Codemod(ABC, Generic[OptionsT]):
                 f"{tree.deepest()}: code nested deeper than libcst can walk within Python's "
                 f"recursion limit of {sys.getrecursionlimit()}",
             )
+
+    def report(self, change: str) -> None:
+        """Note a change made, for the outcome's detail."""
+        self.context.changes.append(change)
 
     def unsupported(self, tree: Tree, name: str, why: str) -> Outcome:
         """``unsupported`` for want of class ``name`` (``why``), unless it moved elsewhere."""
@@ -395,7 +423,7 @@ class Codemod(ABC, Generic[OptionsT]):
             if not tree.searchable:
                 return Outcome(
                     Status.UNKNOWN,
-                    f"{outcome.detail} where {self.NAME} looks; this source is read by range "
+                    f"{outcome.detail} where {self.name} looks; this source is read by range "
                     f"and cannot be searched for {signature.barrier} elsewhere",
                 )
             found = tree.sightings(signature)
@@ -406,7 +434,7 @@ class Codemod(ABC, Generic[OptionsT]):
             return Outcome(
                 Status.FAILED,
                 f"{found[0]}: {signature.barrier} is here{more}, in a file or shape "
-                f"{self.NAME} does not patch",
+                f"{self.name} does not patch",
             )
         return outcome
 
@@ -415,7 +443,6 @@ class FileCodemod(Codemod[FileOptions]):
     """A codemod whose code vLLM has kept in CANDIDATE_FILES (globs), or in a patchset's
     ``files``."""
 
-    Options = FileOptions
     CANDIDATE_FILES: ClassVar[tuple[str, ...]]
 
     def paths(self, names: Iterable[str]) -> list[str]:

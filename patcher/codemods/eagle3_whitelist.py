@@ -24,15 +24,17 @@ MODEL_TYPE = m.Attribute(attr=m.Name("model_type"))
 SUBSTRING_OF_MODEL_TYPE = m.Comparison(
     comparisons=[m.ComparisonTarget(operator=m.In(), comparator=MODEL_TYPE)]
 )
+OVER_ITERABLE = m.CompFor(iter=m.SaveMatchedNode(m.DoNotCare(), "iterable"))
 ANY_SUBSTRING = m.Call(
     func=m.Name("any"),
     args=[
         m.Arg(
-            value=m.GeneratorExp(elt=SUBSTRING_OF_MODEL_TYPE)
-            | m.ListComp(elt=SUBSTRING_OF_MODEL_TYPE)
+            value=m.GeneratorExp(elt=SUBSTRING_OF_MODEL_TYPE, for_in=OVER_ITERABLE)
+            | m.ListComp(elt=SUBSTRING_OF_MODEL_TYPE, for_in=OVER_ITERABLE)
         )
     ],
 )
+"""``any(s in x.model_type for s in <iterable>)``, capturing the iterable."""
 SINGLE_SUBSTRING = m.Comparison(
     left=m.SimpleString(),
     comparisons=[m.ComparisonTarget(operator=m.NotIn(), comparator=MODEL_TYPE)],
@@ -85,8 +87,8 @@ class GateFinder(cst.CSTVisitor):
             return
         if not (m.findall(node.test, MENTIONS_EAGLE3) and m.findall(node.test, MODEL_TYPE)):
             return
-        for call in m.findall(node.test, ANY_SUBSTRING):
-            iterable = cst.ensure_type(call, cst.Call).args[0].value.for_in.iter  # type: ignore[attr-defined]
+        for found in m.extractall(node.test, ANY_SUBSTRING):
+            iterable = found["iterable"]
             if isinstance(iterable, cst.List | cst.Tuple):
                 self.gates.append(Gate(node, literal=iterable))
                 return
@@ -122,16 +124,16 @@ class WhitelistExtender(ExtendLiterals):
 
     def __init__(self, gates: Sequence[Gate], additions: dict[int, list[str]]) -> None:
         super().__init__(
-            {id(g.literal): additions[i] for i, g in enumerate(gates) if g.literal is not None}
+            {g.literal: additions[i] for i, g in enumerate(gates) if g.literal is not None}
         )
-        self.singles = {
-            id(g.single): additions[i] for i, g in enumerate(gates) if g.single is not None
+        self.singles: dict[cst.CSTNode, list[str]] = {
+            g.single: additions[i] for i, g in enumerate(gates) if g.single is not None
         }
 
     def leave_Comparison(
         self, original_node: cst.Comparison, updated_node: cst.Comparison
     ) -> cst.BaseExpression:
-        added = self.singles.get(id(original_node))
+        added = self.singles.get(original_node)
         if not added:
             return updated_node
         first = cst.ensure_type(updated_node.left, cst.SimpleString)
@@ -141,7 +143,6 @@ class WhitelistExtender(ExtendLiterals):
 
 
 class Eagle3Whitelist(FileCodemod):
-    NAME = "eagle3-whitelist"
     DESCRIPTION = "Add the model types to the EAGLE-3 target model-type whitelist."
     CANDIDATE_FILES = ("vllm/config/speculative.py", "vllm/config/__init__.py", "vllm/config.py")
     SIGNATURE = signatures.EAGLE3_MODEL_TYPE_CHECK

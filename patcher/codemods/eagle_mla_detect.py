@@ -17,35 +17,33 @@ from patcher.codemods._cst import ExtendLiterals, describe, find_compound, strin
 from patcher.codemods.base import FileCodemod, Outcome, ShapeError, Tree, summarize
 
 IS_DEEPSEEK_MLA = m.FunctionDef(name=m.Name("is_deepseek_mla"))
+EAGLE: m.MatchIfTrue[cst.BaseExpression] = m.MatchIfTrue(
+    lambda node: isinstance(node, cst.SimpleString) and node.evaluated_value == "eagle"
+)
 EAGLE_BRANCH = m.If(
     test=m.Comparison(
         left=m.Attribute(attr=m.Name("model_type")),
-        comparisons=[m.ComparisonTarget(operator=m.Equal(), comparator=m.SimpleString())],
+        comparisons=[m.ComparisonTarget(operator=m.Equal(), comparator=EAGLE)],
     )
 )
+"""``if ... .model_type == "eagle":``, or an ``elif`` of it."""
 INNER_MEMBERSHIP = m.Comparison(
     left=m.Attribute(attr=m.Name("model_type")),
-    comparisons=[m.ComparisonTarget(operator=m.In(), comparator=m.Tuple() | m.List())],
+    comparisons=[
+        m.ComparisonTarget(
+            operator=m.In(), comparator=m.SaveMatchedNode(m.Tuple() | m.List(), "types")
+        )
+    ],
 )
+"""``... .model_type in (...)``, capturing the literal."""
 
 
 def eagle_branches(function: cst.FunctionDef) -> list[cst.If]:
     """The ``if``/``elif`` branches of ``function`` that test ``model_type == "eagle"``."""
-    return [
-        cst.ensure_type(node, cst.If)
-        for node in find_compound(function.body, EAGLE_BRANCH)
-        if cst.ensure_type(
-            cst.ensure_type(cst.ensure_type(node, cst.If).test, cst.Comparison)
-            .comparisons[0]
-            .comparator,
-            cst.SimpleString,
-        ).evaluated_value
-        == "eagle"
-    ]
+    return [cst.ensure_type(node, cst.If) for node in find_compound(function.body, EAGLE_BRANCH)]
 
 
 class EagleMlaDetect(FileCodemod):
-    NAME = "eagle-mla-detect"
     DESCRIPTION = "Add the model types to the EAGLE branch of is_deepseek_mla."
     CANDIDATE_FILES = (
         "vllm/transformers_utils/model_arch_config_convertor.py",
@@ -66,7 +64,7 @@ class EagleMlaDetect(FileCodemod):
                     if not missing:
                         present.append(path)
                         continue
-                    module = module.visit(ExtendLiterals({id(literal): missing}))
+                    module = module.visit(ExtendLiterals({literal: missing}))
                     tree.update(path, module)
                     applied.append(f"{path}: EAGLE drafters of {', '.join(missing)} count as MLA")
         return summarize(
@@ -75,15 +73,18 @@ class EagleMlaDetect(FileCodemod):
 
     def _inner_types(self, module: cst.Module, path: str, branch: cst.If) -> cst.Tuple | cst.List:
         """The tuple of inner model types the EAGLE branch accepts."""
-        found = [
-            cst.ensure_type(c, cst.Comparison).comparisons[0].comparator
-            for c in m.findall(branch.body, INNER_MEMBERSHIP)
+        literals = [
+            found["types"]
+            for found in m.extractall(branch.body, INNER_MEMBERSHIP)
+            if isinstance(found["types"], cst.Tuple | cst.List)
+            and string_values(found["types"]) is not None
         ]
-        literals = [f for f in found if string_values(f) is not None]
         if len(literals) != 1:
             raise ShapeError(
                 f"{path}: expected one tuple of inner model types in the EAGLE branch of "
                 f"is_deepseek_mla, found {len(literals)}; nearest candidate: "
                 f"{describe(module, path, branch)}"
             )
-        return cst.ensure_type(literals[0], cst.Tuple | cst.List)  # type: ignore[arg-type]
+        literal = literals[0]
+        assert isinstance(literal, cst.Tuple | cst.List)
+        return literal

@@ -28,33 +28,18 @@ GUARDED = m.Call(
 REPLACEMENT = cst.parse_expression(f'getattr({TARGET}, "model", {TARGET})')
 
 
-class GuardInnerModel(cst.CSTTransformer):
-    """Replaces ``target_language_model.model`` inside the given functions."""
+class GuardInnerModel(m.MatcherDecoratableTransformer):
+    """Replaces ``target_language_model.model`` inside ``load_model``."""
 
-    def __init__(self, functions: set[int]) -> None:
-        self.functions = functions
-        self.depth = 0
-
-    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
-        self.depth += id(node) in self.functions
-        return True
-
-    def leave_FunctionDef(
-        self, original_node: cst.FunctionDef, updated_node: cst.FunctionDef
-    ) -> cst.FunctionDef:
-        self.depth -= id(original_node) in self.functions
-        return updated_node
-
-    def leave_Attribute(
+    @m.call_if_inside(LOAD_MODEL)
+    @m.leave(INNER_MODEL)
+    def guard(
         self, original_node: cst.Attribute, updated_node: cst.Attribute
     ) -> cst.BaseExpression:
-        if self.depth and m.matches(original_node, INNER_MODEL):
-            return REPLACEMENT
-        return updated_node
+        return REPLACEMENT
 
 
 class EagleTargetBackbone(FileCodemod):
-    NAME = "eagle-target-backbone"
     DESCRIPTION = "Let the EAGLE proposer use a target language model that is its own backbone."
     CANDIDATE_FILES = ("vllm/v1/spec_decode/*.py",)
     SIGNATURE = signatures.TARGET_BACKBONE_READ
@@ -63,9 +48,8 @@ class EagleTargetBackbone(FileCodemod):
         applied, present = [], []
         for path, module in tree.modules_mentioning(tree.files(self), TARGET):
             functions = find_compound(module, LOAD_MODEL)
-            reading = {id(f) for f in functions if m.findall(f, INNER_MODEL)}
-            if reading:
-                module = module.visit(GuardInnerModel(reading))
+            if any(m.findall(f, INNER_MODEL) for f in functions):
+                module = module.visit(GuardInnerModel())
                 tree.update(path, module)
                 applied.append(f"{path}: load_model reads the target's backbone with getattr")
             elif any(m.findall(f, GUARDED) for f in functions):

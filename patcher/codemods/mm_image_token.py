@@ -47,10 +47,10 @@ def fallback_assign(block: cst.BaseSuite) -> cst.Assign | None:
 def find_chains(branch: cst.If) -> list[Chain]:
     """The chains under ``branch``; an ``elif`` is part of its head's chain, not a head."""
     ifs = [cst.ensure_type(node, cst.If) for node in find_compound(branch.body, m.If())]
-    elifs = {id(node.orelse) for node in ifs if isinstance(node.orelse, cst.If)}
+    elifs = {node.orelse for node in ifs if isinstance(node.orelse, cst.If)}
     chains = []
     for head in ifs:
-        if id(head) in elifs:
+        if head in elifs:
             continue
         tests, node = [head.test], head
         while isinstance(node.orelse, cst.If):
@@ -83,7 +83,6 @@ class InsertBranch(cst.CSTTransformer):
 
 
 class MmImageToken(FileCodemod):
-    NAME = "mm-image-token"
     DESCRIPTION = (
         "Map the architecture to its image-token attribute in the EAGLE multimodal branch."
     )

@@ -75,7 +75,3 @@ class BackboneOptions:
     causal_lm: str = field(metadata={"parse": python_name})
     backbone: str = field(metadata={"parse": python_name})
     attribute: str = field(default="model", metadata={"parse": python_name})
-
-    def __post_init__(self) -> None:
-        if not self.module.endswith(".py"):
-            raise ValueError(f"module must be a .py path in the tree, got {self.module!r}")

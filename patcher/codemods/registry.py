@@ -1,38 +1,46 @@
-"""Codemod classes by name, for patchsets: each codemod's module loads on first lookup.
+"""Codemods by name, for patchsets: the one table of them, each module loaded on first lookup.
 
-A codemod's module (and libcst, which takes seconds to import) loads on first lookup; its
-options type does not need it, so a patchset is read, and a cached matrix shown, without it.
+A codemod is declared once. Its name is its key here, and the value says where its class is
+(``module:Class`` under ``patcher.codemods``); the class itself declares the rest, as a libcst
+command does: ``DESCRIPTION``, and its options as the generic parameter
+(``Codemod[InterfaceOptions]``), which ``Codemod.options_type`` reads back. libcst takes about a
+second to import, so nothing loads a codemod's module before a patchset names it.
 """
 
 from __future__ import annotations
 
 import importlib
 from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from patcher.codemods.base import Codemod
-from patcher.codemods.options import BackboneOptions, FileOptions, InterfaceOptions
+if TYPE_CHECKING:
+    from patcher.codemods.base import Codemod
 
-WHERE: dict[str, tuple[str, type[Any]]] = {
-    "eagle3-whitelist": ("eagle3_whitelist:Eagle3Whitelist", FileOptions),
-    "mm-image-token": ("mm_image_token:MmImageToken", FileOptions),
-    "eagle-target-backbone": ("eagle_target_backbone:EagleTargetBackbone", FileOptions),
-    "eagle3-interface": ("eagle3_interface:Eagle3Interface", InterfaceOptions),
-    "eagle-mla-detect": ("eagle_mla_detect:EagleMlaDetect", FileOptions),
-    "eagle3-backbone": ("eagle3_backbone:Eagle3Backbone", BackboneOptions),
-    "cpu-spec-decode": ("cpu_spec_decode:CpuSpecDecode", FileOptions),
-    "cpu-model-device": ("cpu_model_device:CpuModelDevice", FileOptions),
+WHERE: dict[str, str] = {
+    "eagle3-whitelist": "eagle3_whitelist:Eagle3Whitelist",
+    "mm-image-token": "mm_image_token:MmImageToken",
+    "eagle-target-backbone": "eagle_target_backbone:EagleTargetBackbone",
+    "eagle3-interface": "eagle3_interface:Eagle3Interface",
+    "eagle-mla-detect": "eagle_mla_detect:EagleMlaDetect",
+    "eagle3-backbone": "eagle3_backbone:Eagle3Backbone",
+    "cpu-spec-decode": "cpu_spec_decode:CpuSpecDecode",
+    "cpu-model-device": "cpu_model_device:CpuModelDevice",
 }
+"""Each codemod's name, and where its class is."""
 
-OPTIONS: dict[str, type[Any]] = {name: options for name, (_, options) in WHERE.items()}
-"""Each codemod's Options dataclass, without importing the codemod."""
+NAMES: dict[str, str] = {where: name for name, where in WHERE.items()}
 
 
-class Registry(Mapping[str, type[Codemod[Any]]]):
+def name_of(cls: type) -> str:
+    """The name ``WHERE`` gives the codemod class ``cls``."""
+    return NAMES[f"{cls.__module__.removeprefix('patcher.codemods.')}:{cls.__qualname__}"]
+
+
+class Registry(Mapping[str, "type[Codemod[Any]]"]):
     """Codemod classes by name, each module imported on first lookup."""
 
     def __getitem__(self, name: str) -> type[Codemod[Any]]:
-        module, _, attribute = WHERE[name][0].partition(":")
+        module, _, attribute = WHERE[name].partition(":")
         codemod: type[Codemod[Any]] = getattr(
             importlib.import_module(f"patcher.codemods.{module}"), attribute
         )

@@ -14,10 +14,9 @@ from pathlib import Path
 
 from filelock import FileLock
 
-from patcher import __version__
+from patcher import __version__, records
 from patcher.cache import folder_lock
 from patcher.errors import PatcherError
-from patcher.outputs import record
 from patcher.outputs.transaction import Transaction
 from patcher.result import PatchResult
 from patcher.sources.installed import ORIGINALS, Installation, PatchedFile, Provenance
@@ -28,7 +27,7 @@ def locked(installation: Installation) -> FileLock:
     return folder_lock(installation.root / installation.info)
 
 
-def bytecode_rows(rows: list[record.RecordRow], module: str) -> list[record.RecordRow]:
+def bytecode_rows(rows: list[records.RecordRow], module: str) -> list[records.RecordRow]:
     """The RECORD rows of ``module``'s compiled files in its ``__pycache__``."""
     folder, _, leaf = module.rpartition("/")
     prefix = f"{folder}/__pycache__/{leaf.removesuffix('.py')}."
@@ -39,24 +38,24 @@ def patched_record(
     installation: Installation,
     original: bytes,
     provenance: Provenance,
-    provenance_row: record.RecordRow,
+    provenance_row: records.RecordRow,
 ) -> bytes:
     """RECORD as apply leaves it: computed from the original, so revert can check it."""
-    replace: dict[str, record.RecordRow | None] = {f.path: f.patched for f in provenance.files}
+    replace: dict[str, records.RecordRow | None] = {f.path: f.patched for f in provenance.files}
     replace.update({row.path: None for row in provenance.moved})
     kept = [
-        record.RecordRow(installation.original_member(f.path), f.original.hash, f.original.size)
+        records.RecordRow(installation.original_member(f.path), f.original.hash, f.original.size)
         for f in provenance.files
     ]
     kept += [
-        record.RecordRow(installation.original_member(row.path), row.hash, row.size)
+        records.RecordRow(installation.original_member(row.path), row.hash, row.size)
         for row in provenance.moved
     ]
     kept.append(
-        record.RecordRow.of(installation.original_member(f"{installation.info}/RECORD"), original)
+        records.RecordRow.of(installation.original_member(f"{installation.info}/RECORD"), original)
     )
     kept.append(provenance_row)
-    return record.rewrite(original, replace, kept)
+    return records.rewrite(original, replace, kept, str(installation.record_path))
 
 
 def encode(provenance: Provenance) -> bytes:
@@ -66,11 +65,10 @@ def encode(provenance: Provenance) -> bytes:
 def apply(installation: Installation, result: PatchResult) -> Provenance:
     """Write ``result``'s changed files over the installed ones, with their originals kept."""
     original_record = installation.record()
-    parsed = record.parse_record(original_record, str(installation.record_path))
-    rows = {path: record.RecordRow(path, *fields) for path, fields in parsed.items()}
+    rows = records.read_record(original_record, str(installation.record_path))
     root = installation.root
     files: list[PatchedFile] = []
-    moved: list[record.RecordRow] = []
+    moved: list[records.RecordRow] = []
     originals: dict[str, bytes] = {}
     for path, text in sorted(result.changed.items()):
         row = rows.get(path)
@@ -80,13 +78,13 @@ def apply(installation: Installation, result: PatchResult) -> Provenance:
             raise PatcherError(f"{problem}: it was changed after install; reinstall vLLM first")
         originals[path] = (root / path).read_bytes()
         mtime = (root / path).stat().st_mtime_ns
-        after = record.RecordRow.of(path, text.encode("utf-8"))
-        files.append(PatchedFile(record.RecordRow.of(path, originals[path]), after, mtime))
+        after = records.RecordRow.of(path, text.encode("utf-8"))
+        files.append(PatchedFile(records.RecordRow.of(path, originals[path]), after, mtime))
         for compiled in bytecode_rows(list(rows.values()), path):
             if (root / compiled.path).is_file():
                 moved.append(compiled)
                 originals[compiled.path] = (root / compiled.path).read_bytes()
-    moved = [record.RecordRow.of(r.path, originals[r.path]) for r in moved]  # the bytes kept
+    moved = [records.RecordRow.of(r.path, originals[r.path]) for r in moved]  # the bytes kept
     provenance = Provenance(
         patchset=result.patchset.name,
         patches={name: o.status.value for name, o in result.outcomes.items()},
@@ -96,7 +94,7 @@ def apply(installation: Installation, result: PatchResult) -> Provenance:
         moved=tuple(moved),
     )
     provenance_bytes = encode(provenance)
-    provenance_row = record.RecordRow.of(installation.provenance_member, provenance_bytes)
+    provenance_row = records.RecordRow.of(installation.provenance_member, provenance_bytes)
     new_record = patched_record(installation, original_record, provenance, provenance_row)
     mode = installation.record_path.stat().st_mode & 0o7777
     transaction = Transaction()
@@ -138,10 +136,10 @@ def problems(installation: Installation, provenance: Provenance) -> list[str]:
         if patched.patched.problem(root) is not None:
             found.append(f"{patched.path} changed since it was patched")
     kept_rows = [
-        record.RecordRow(installation.original_member(f.path), f.original.hash, f.original.size)
+        records.RecordRow(installation.original_member(f.path), f.original.hash, f.original.size)
         for f in provenance.files
     ] + [
-        record.RecordRow(installation.original_member(r.path), r.hash, r.size)
+        records.RecordRow(installation.original_member(r.path), r.hash, r.size)
         for r in provenance.moved
     ]
     found += [
@@ -162,15 +160,15 @@ def problems(installation: Installation, provenance: Provenance) -> list[str]:
     return found
 
 
-def provenance_row(installation: Installation) -> record.RecordRow:
+def provenance_row(installation: Installation) -> records.RecordRow:
     """The provenance's RECORD row: of its bytes, or, once it is deleted, the row RECORD kept."""
     path = installation.root / installation.provenance_member
     if path.is_file():
-        return record.RecordRow.of(installation.provenance_member, path.read_bytes())
-    rows = record.parse_record(installation.record(), str(installation.record_path))
+        return records.RecordRow.of(installation.provenance_member, path.read_bytes())
+    rows = records.read_record(installation.record(), str(installation.record_path))
     if installation.provenance_member not in rows:
         raise PatcherError(f"{installation.record_path} does not list {path}")
-    return record.RecordRow(installation.provenance_member, *rows[installation.provenance_member])
+    return rows[installation.provenance_member]
 
 
 def recovered(installation: Installation) -> Provenance:
@@ -181,21 +179,19 @@ def recovered(installation: Installation) -> Provenance:
     A module's old modification time is read from the bytecode kept with it, where there is
     one; without bytecode, none is needed."""
     top = installation.root / installation.info / ORIGINALS
-    rows = record.parse_record(installation.record(), str(installation.record_path))
+    rows = records.read_record(installation.record(), str(installation.record_path))
     kept = sorted(p for p in top.rglob("*") if p.is_file()) if top.is_dir() else []
     if not (top / "RECORD").is_file():
         raise PatcherError(f"refusing to revert: {top / 'RECORD'} (the original RECORD) is gone")
-    installed = record.parse_record((top / "RECORD").read_bytes(), str(top / "RECORD"))
+    installed = records.read_record((top / "RECORD").read_bytes(), str(top / "RECORD"))
     for copy in kept:
         path = copy.relative_to(top).as_posix()
-        if path != "RECORD" and (
-            path not in installed or record.RecordRow(path, *installed[path]).problem(top)
-        ):
+        if path != "RECORD" and (path not in installed or installed[path].problem(top)):
             raise PatcherError(
                 f"refusing to revert: {copy} is not the {path} the original RECORD lists"
             )
     moved = [
-        record.RecordRow.of(p.relative_to(top).as_posix(), p.read_bytes())
+        records.RecordRow.of(p.relative_to(top).as_posix(), p.read_bytes())
         for p in kept
         if p.parent.name == "__pycache__" and p.suffix == ".pyc"
     ]
@@ -207,8 +203,8 @@ def recovered(installation: Installation) -> Provenance:
         if path not in rows:
             raise PatcherError(f"refusing to revert: {copy} is kept, but RECORD lists no {path}")
         mtime = bytecode_mtime(path, moved, top) or (installation.root / path).stat().st_mtime_ns
-        original = record.RecordRow.of(path, copy.read_bytes())
-        files.append(PatchedFile(original, record.RecordRow(path, *rows[path]), mtime))
+        original = records.RecordRow.of(path, copy.read_bytes())
+        files.append(PatchedFile(original, rows[path], mtime))
     if not files:
         raise PatcherError(f"refusing to revert: {top} holds no patched module to restore")
     return Provenance(
@@ -221,7 +217,7 @@ def recovered(installation: Installation) -> Provenance:
     )
 
 
-def bytecode_mtime(module: str, moved: list[record.RecordRow], top: Path) -> int | None:
+def bytecode_mtime(module: str, moved: list[records.RecordRow], top: Path) -> int | None:
     """The source modification time (ns) a kept timestamp-based .pyc of ``module`` was built
     against: the time Python checks it by, so restored with it the .pyc is valid again."""
     for row in bytecode_rows(moved, module):

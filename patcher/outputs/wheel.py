@@ -18,7 +18,7 @@ import struct
 import tempfile
 import zipfile
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from packaging.utils import canonicalize_name
@@ -28,14 +28,9 @@ from patcher import __version__
 from patcher.cache import create_new, name_beside, remove_stale
 from patcher.errors import PatcherError
 from patcher.outputs.named import check_folder
-from patcher.outputs.record import (
-    PROVENANCE,
-    check_source,
-    parse_record,
-    read_member,
-    record_hash,
-)
+from patcher.outputs.record import check_source, read_member
 from patcher.outputs.transaction import make_parents
+from patcher.records import PROVENANCE, Hash, RecordRow, read_record
 from patcher.result import PatchResult
 from patcher.sources.wheel import open_wheel
 
@@ -280,7 +275,7 @@ def repack(plan: WheelPlan, archive: zipfile.ZipFile, dist: Path) -> Path:
         make_parents(dist, made)
         with os.fdopen(create_new(tmp), "wb") as out, plan.source.open("rb") as source:
             writer = RawZipWriter(out)
-            rows: dict[str, tuple[str, str]] = {}
+            rows: dict[str, RecordRow] = {}
             for member in members:
                 name = member.info.filename
                 if name.startswith(f"{old_info}/"):
@@ -288,7 +283,7 @@ def repack(plan: WheelPlan, archive: zipfile.ZipFile, dist: Path) -> Path:
                 if name in plan.result.changed:
                     data = plan.result.changed[name].encode("utf-8")
                     writer.add(name, data, member.info)
-                    rows[name] = (record_hash(data), str(len(data)))
+                    rows[name] = RecordRow.of(name, data)
                 else:
                     writer.copy(source, member)
             info_members = [m for m in members if m.info.filename.startswith(f"{old_info}/")]
@@ -301,10 +296,10 @@ def repack(plan: WheelPlan, archive: zipfile.ZipFile, dist: Path) -> Path:
                 if leaf == "METADATA":
                     data = set_metadata_version(data, plan.version)
                 writer.add(f"{new_info}/{leaf}", data, member.info)
-                rows[f"{new_info}/{leaf}"] = (record_hash(data), str(len(data)))
+                rows[f"{new_info}/{leaf}"] = RecordRow.of(f"{new_info}/{leaf}", data)
             provenance = provenance_json(plan)
             writer.add(f"{new_info}/{PROVENANCE}", provenance, record_info)
-            rows[f"{new_info}/{PROVENANCE}"] = (record_hash(provenance), str(len(provenance)))
+            rows[f"{new_info}/{PROVENANCE}"] = RecordRow.of(f"{new_info}/{PROVENANCE}", provenance)
             record = rewrite_record(read_member(archive, record_info), old_info, new_info, rows)
             writer.add(f"{new_info}/RECORD", record, record_info)
             writer.finish()
@@ -352,22 +347,22 @@ def set_metadata_version(metadata: bytes, version: Version) -> bytes:
 
 
 def rewrite_record(
-    record: bytes, old_info: str, new_info: str, rows: dict[str, tuple[str, str]]
+    record: bytes, old_info: str, new_info: str, rows: dict[str, RecordRow]
 ) -> bytes:
     """RECORD with the dist-info renamed, changed files rehashed, the provenance added."""
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     seen = set()
-    for path, (digest, size) in parse_record(record, "the source wheel").items():
+    for path, row in read_record(record, "the source wheel").items():
         if path.startswith(f"{old_info}/"):
             path = new_info + path[len(old_info) :]
         if path == f"{new_info}/RECORD":
             continue
         seen.add(path)
-        writer.writerow([path, *rows.get(path, (digest, size))])
-    for path, (digest, size) in sorted(rows.items()):
+        writer.writerow(rows.get(path, replace(row, path=path)).elements())
+    for path, row in sorted(rows.items()):
         if path not in seen:
-            writer.writerow([path, digest, size])
+            writer.writerow(row.elements())
     writer.writerow([f"{new_info}/RECORD", "", ""])
     return out.getvalue().encode("utf-8")
 
@@ -400,7 +395,7 @@ def check_wheel(path: Path, plan: WheelPlan, info: str) -> None:
             if not digest:
                 continue
             if name.startswith(f"{info}/") or name in plan.result.changed:
-                if record_hash(archive.read(name)) != digest:
+                if Hash.of(archive.read(name)) != Hash.parse(digest):
                     raise PatcherError(f"RECORD hash mismatch for {name}")
             else:
                 original = source.getinfo(name)

@@ -21,7 +21,7 @@ from typing import Any
 from packaging.version import Version
 
 from patcher.errors import PatcherError
-from patcher.outputs import record
+from patcher.records import PROVENANCE, RecordRow, read_record
 from patcher.sources.base import Source
 from patcher.sources.directory import parse_version, walk
 
@@ -98,7 +98,7 @@ class Installation:
 
     @property
     def provenance_member(self) -> str:
-        return f"{self.info}/{record.PROVENANCE}"
+        return f"{self.info}/{PROVENANCE}"
 
     def provenance(self) -> Provenance | None:
         """What patcher recorded when it patched this distribution, if it did."""
@@ -122,7 +122,7 @@ class Installation:
         """What shows a patch in place without its provenance: RECORD listing the provenance,
         and the originals kept for revert."""
         traces = []
-        rows = record.parse_record(self.record(), str(self.record_path))
+        rows = read_record(self.record(), str(self.record_path))
         if self.provenance_member in rows:
             traces.append(f"{self.record_path} lists it")
         originals = self.root / self.info / ORIGINALS
@@ -233,8 +233,8 @@ class PatchedFile:
     """A file patcher replaced: its RECORD row before and after, and its old modification time
     (restored on revert, so bytecode compiled before patching is valid again)."""
 
-    original: record.RecordRow
-    patched: record.RecordRow
+    original: RecordRow
+    patched: RecordRow
     mtime_ns: int
 
     @property
@@ -252,9 +252,7 @@ class Provenance:
     verdict: str
     tool: str
     files: tuple[PatchedFile, ...] = ()
-    moved: tuple[
-        record.RecordRow, ...
-    ] = ()  # bytecode of the patched files, set aside with its rows
+    moved: tuple[RecordRow, ...] = ()  # bytecode of the patched files, set aside with its rows
     in_place: bool = True
 
     def to_json(self) -> dict[str, Any]:
@@ -265,13 +263,13 @@ class Provenance:
             "tool": self.tool,
             "patched_in_place": {
                 f.path: {
-                    "original": [f.original.hash, f.original.size],
-                    "patched": [f.patched.hash, f.patched.size],
+                    "original": list(f.original.elements()[1:]),
+                    "patched": list(f.patched.elements()[1:]),
                     "mtime_ns": f.mtime_ns,
                 }
                 for f in self.files
             },
-            "set_aside": {row.path: [row.hash, row.size] for row in self.moved},
+            "set_aside": {row.path: list(row.elements()[1:]) for row in self.moved},
         }
 
     @classmethod
@@ -286,19 +284,19 @@ class Provenance:
         if not isinstance(data.get("patches"), dict):
             problems.append("patches is not an object")
         files: list[PatchedFile] = []
-        moved: list[record.RecordRow] = []
+        moved: list[RecordRow] = []
         in_place = "patched_in_place" in data
         try:
             for path, entry in data.get("patched_in_place", {}).items():
                 files.append(
                     PatchedFile(
-                        record.RecordRow(path, *entry["original"]),
-                        record.RecordRow(path, *entry["patched"]),
+                        RecordRow.from_elements(path, *entry["original"]),
+                        RecordRow.from_elements(path, *entry["patched"]),
                         int(entry["mtime_ns"]),
                     )
                 )
             for path, (digest, size) in data.get("set_aside", {}).items():
-                moved.append(record.RecordRow(path, digest, size))
+                moved.append(RecordRow.from_elements(path, digest, size))
         except (AttributeError, KeyError, TypeError, ValueError) as error:
             problems.append(f"malformed file entries ({type(error).__name__}: {error})")
         if problems:
@@ -322,7 +320,7 @@ class InstalledSource(Source):
         self.installation = installation
         self.version = installation.version
         self.description = installation.description
-        rows = record.parse_record(installation.record(), str(installation.record_path))
+        rows = read_record(installation.record(), str(installation.record_path))
         listed = {path for path in rows if path.startswith("vllm/") and "__pycache__" not in path}
         # and the files RECORD does not list: a gate in one is not absent, and patching it
         # is refused for want of its row
