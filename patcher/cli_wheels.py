@@ -55,9 +55,9 @@ def download_with_progress(wheel: IndexEntry, index: PackageIndex) -> Path:
         BarColumn(),
         DownloadColumn(),
         TransferSpeedColumn(),
-        console=err,
+        console=err.rich(),
         transient=True,
-        disable=not err.is_terminal,
+        disable=not err.live,
     ) as progress:
         task = progress.add_task(wheel.filename, total=wheel.size)
         return download_wheel(
