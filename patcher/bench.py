@@ -3,7 +3,7 @@
 This machine is shared and noisy, so each figure comes with a ratio to a baseline measured in
 the same run: a libcst parse of vLLM's largest affected module for the codemods, a plain file
 copy for the wheel repack, the sum of the wheels' sizes for the bytes fetched, the command
-line's own start-up for patching an installed vLLM.
+line's own start-up for patching an installed vLLM, a bare interpreter's for the command line's.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -215,6 +216,45 @@ def bench_matrix_cli(report: Report, since: str) -> None:
     what = f"patcher matrix --patchset all --since {since}"
     report.add(f"{what}, cold", cold, "python -c pass", start, "< 20 s")
     report.add(f"{what}, warm", warm, "python -c pass", start, "< 2 s")
+
+
+def median_of(count: int, work: Callable[[], object]) -> float:
+    """The median of ``count`` timed runs: start-up times have a long tail on a shared machine."""
+    return statistics.median(timed(work) for _ in range(count))
+
+
+def bench_startup(report: Report, since: str) -> None:
+    """The console script users run, as medians of 5 beside ``python -c pass`` measured in the
+    same run: ``--version`` and ``--help`` (target 2x: they import no command's module), and a
+    warm matrix. Then the bytes a piped matrix and a piped build-wheel write, stdout and stderr:
+    plain text, no padding."""
+    patcher = str(Path(sys.executable).with_name("patcher"))
+
+    def run(*argv: str) -> subprocess.CompletedProcess[bytes]:
+        return subprocess.run(argv, check=True, capture_output=True)
+
+    matrix = (patcher, "matrix", "--since", since, "--patchset", "all")
+    matrix_run = run(*matrix)  # the codemods' results into the cache: the warm case
+    bare = median_of(5, lambda: run(sys.executable, "-c", "pass"))
+    version = median_of(5, lambda: run(patcher, "--version"))
+    shown = median_of(5, lambda: run(patcher, "--help"))
+    warm = median_of(5, lambda: run(*matrix))
+    report.add("patcher --version, median of 5", version, "python -c pass", bare, "< 2x")
+    report.add("patcher --help, median of 5", shown, "python -c pass", bare, "< 2x")
+    report.add(f"patcher matrix --patchset all --since {since}, warm, median of 5", warm,
+               "python -c pass", bare, "")  # fmt: skip
+    with tempfile.TemporaryDirectory(dir=cache_dir(), prefix=".bench-piped-") as dist:
+        wheel_run = run(patcher, "build-wheel", "--vllm", "0.16.0", "--dist", dist)
+    for what, done in (("matrix, piped", matrix_run), ("build-wheel 0.16.0, piped", wheel_run)):
+        written = done.stdout + done.stderr
+        stripped = sum(len(line.rstrip()) + 1 for line in written.splitlines())
+        report.table.add_row(
+            f"{what}: bytes on stdout + stderr",
+            f"{len(done.stdout)} + {len(done.stderr)} B",
+            f"its lines without trailing spaces {stripped} B",
+            f"{len(written) / stripped:.2f}x",
+            "1.00x" + (", 1 line on stdout" if "build-wheel" in what else ""),
+        )
 
 
 def parse_baseline(index: PackageIndex, arch: str) -> float:
@@ -421,6 +461,7 @@ def main(argv: list[str] | None = None) -> int:
         bench_codemods(report, index, arch)
         bench_matrix(report, index, arch, args.since)
         bench_matrix_cli(report, args.since)
+        bench_startup(report, args.since)
         bench_repack(report, index, arch, args.unpack_pack)
         if args.serve_cpu_report.is_file():
             bench_serve_cpu(report, args.serve_cpu_report)

@@ -14,7 +14,8 @@ import pytest
 from commandline import PATCHER
 from conftest import one_error_line
 
-from patcher.cli import COMMANDS, build_parser, main
+from patcher import cli
+from patcher.cli import build_parser, main
 
 
 def subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
@@ -35,8 +36,8 @@ def help_of(*argv: str) -> str:
 
 def test_patcher_help_lists_every_command_on_one_line_each():
     shown = help_of()
-    assert set(subparsers(build_parser())) == set(COMMANDS)
-    for name, command in COMMANDS.items():
+    assert set(subparsers(build_parser())) == set(cli.COMMANDS)
+    for name, command in cli.COMMANDS.items():
         (line,) = [line for line in shown.splitlines() if line.split()[:1] == [name]]
         assert line.split(None, 1)[1] == command.summary, name
     assert "``" not in shown and "serve-\n" not in shown
@@ -63,7 +64,7 @@ def test_every_option_has_help_and_shows_its_default():
 
 def test_every_command_has_examples_that_parse():
     parser = build_parser()
-    for name, command in COMMANDS.items():
+    for name, command in cli.COMMANDS.items():
         assert command.examples, name
         assert "examples:" in help_of(name), name
         for example in command.examples:
@@ -121,5 +122,5 @@ def test_a_command_help_imports_only_its_own_module(command, not_loaded):
     python = str(Path(PATCHER).with_name("python"))
     done = subprocess.run([python, "-c", script], capture_output=True, text=True, check=True)
     loaded = json.loads(done.stdout.splitlines()[-1])
-    assert COMMANDS[command].module in loaded
+    assert cli.COMMANDS[command].module in loaded
     assert not_loaded not in loaded

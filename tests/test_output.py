@@ -21,7 +21,7 @@ import pytest
 from commandline import PATCHER
 from conftest import copy_tree
 
-from patcher.terminal import Table
+from patcher import terminal
 
 ESCAPE = re.compile(r"\x1b\[[?0-9;]*[A-Za-z]")
 """Colour, and the cursor and erase codes of a transient spinner."""
@@ -114,7 +114,7 @@ def test_no_color_is_honoured_in_a_terminal():
 def test_a_detail_wraps_at_its_separators_never_inside_an_identifier():
     """The issue's 100-column status table: the ``;``-joined detail broke inside
     ``get_eagle3_aux_hidden_state`` / ``_layers`` and left a lone ``;`` on a line."""
-    table = Table("kimi-k2.5-eagle3 on vllm 0.16.0")
+    table = terminal.Table("kimi-k2.5-eagle3 on vllm 0.16.0")
     table.add_column("patch")
     table.add_column("status")
     table.add_column("detail", overflow="fold")
