@@ -67,10 +67,19 @@ class HelpFormatter(argparse.HelpFormatter):
 
     def _get_help_string(self, action: argparse.Action) -> str | None:
         text = action.help or ""
-        shown = action.default not in (None, False, "", argparse.SUPPRESS) and action.option_strings
-        if shown and "default" not in text:
+        shown = action.option_strings and has_default(action)
+        if shown and "default:" not in text and "%(default)" not in text:
             text += " (default: %(default)s)"
         return text
+
+
+def has_default(action: argparse.Action) -> bool:
+    """Whether an option has a default worth showing: not absent, off, empty or hidden (0 is
+    one, though it equals False)."""
+    default = action.default
+    return not (
+        default is None or default is False or default == "" or default is argparse.SUPPRESS
+    )
 
 
 QUIET_HELP = "no tables of context and no progress on stderr; results and errors still print"
@@ -240,7 +249,7 @@ def main(argv: list[str] | None = None) -> int:
     words = sys.argv[1:] if argv is None else argv
     parser = build_parser({chosen_command(words)})
     args = parser.parse_args(words)
-    err.quiet = args.quiet
+    out.quiet = err.quiet = args.quiet  # out too: a "-" output moves its tables to stderr
     out.tables_as_json = getattr(args, "format", None) == "json"
     interrupt_on_sigterm()
     stdout = sys.stdout
@@ -268,7 +277,7 @@ def main(argv: list[str] | None = None) -> int:
             discard_stdout()
         sys.stdout = stdout
         out.file = None  # back to stdout, if a "-" output moved it
-        err.quiet = out.tables_as_json = False
+        out.quiet = err.quiet = out.tables_as_json = False
 
 
 if __name__ == "__main__":

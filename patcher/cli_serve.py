@@ -472,7 +472,10 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
     )
     bench.add_argument("--tp", type=positive_int, default=8, help="gpu: tensor parallel size")
     bench.add_argument(
-        "--num-speculative-tokens", type=positive_int, default=3, help="the drafter's per step"
+        "--num-speculative-tokens",
+        type=positive_int,
+        default=3,
+        help="tokens the drafter proposes a step",
     )
     bench.add_argument(
         "--prompts",

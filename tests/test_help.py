@@ -14,7 +14,7 @@ import pytest
 from commandline import PATCHER
 from conftest import one_error_line
 
-from patcher import cli_main
+from patcher import cli, cli_main
 from patcher.cli import build_parser, main
 
 
@@ -63,7 +63,7 @@ def test_every_option_has_help_and_shows_its_default():
                 missing.append(flag)
                 continue
             text = formatter._expand_help(action)
-            if action.default not in (None, False, "") and "default" not in text:
+            if cli.has_default(action) and "default: " not in text:
                 no_default.append(flag)
     assert missing == []
     assert no_default == []
