@@ -584,8 +584,9 @@ def command_verify(args: argparse.Namespace) -> int:
     with err.status(f"verifying {what} on CPU (venvs are built once, then reused)"):
         report = verify_release(patchset, path, sha256, result)
     table = new_table(f"{patchset.name}: {what}, {report.wheel}")
-    for column in ("check", "official", "patched", "detail"):
-        table.add_column(column, overflow="fold")
+    for column in ("check", "official", "patched"):
+        table.add_column(column)
+    table.add_column("detail", overflow="fold")
     for check in report.checks:
         after = check.after.status if check.after else "(not patched)"
         table.add_row(check.name, check.before.status, after, check.detail)
@@ -648,8 +649,9 @@ def verify_installed(args: argparse.Namespace) -> int:
             probe_model(patchset),
         )
     table = new_table(f"{patchset.name}: {report.wheel}")
-    for column in ("check", "installed", "detail"):
-        table.add_column(column, overflow="fold")
+    for column in ("check", "installed"):
+        table.add_column(column)
+    table.add_column("detail", overflow="fold")
     for check in report.checks:
         table.add_row(check.name, check.before.status, check.detail)
     table.caption = "verified in place" if report.ok else "a check fails in this environment"

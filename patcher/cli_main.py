@@ -13,6 +13,10 @@ import sys
 
 from patcher import __version__
 
+TYPE_CHECKING = False  # typing takes milliseconds to import: --version does not wait for it
+if TYPE_CHECKING:
+    from typing import TextIO
+
 
 class Command:
     """A subcommand as ``patcher --help`` lists it, without importing the module that has it."""
@@ -129,14 +133,15 @@ NARROWEST = 60
 """Below this width argparse wraps the usage line too: the parser answers ``--help`` then."""
 
 
-def terminal_width() -> int:
-    """Columns for help text, without ``shutil`` (``--help`` would pay for importing it)."""
+def terminal_width(stream: TextIO | None = None) -> int:
+    """The columns of the terminal ``stream`` (default: stdout) is, or ``COLUMNS``; without
+    ``shutil``, which ``--help`` would pay for importing."""
     try:
         return int(os.environ["COLUMNS"])
     except (KeyError, ValueError):
         pass
     try:
-        return os.get_terminal_size(sys.stdout.fileno()).columns
+        return os.get_terminal_size((stream or sys.stdout).fileno()).columns
     except (OSError, ValueError, AttributeError):
         return 80
 

@@ -20,6 +20,8 @@ import re
 import sys
 from collections.abc import Iterator
 
+from patcher.cli_main import terminal_width
+
 TYPE_CHECKING = False  # typing, pathlib and json take milliseconds: patcher --version needs none
 if TYPE_CHECKING:
     from pathlib import Path
@@ -324,16 +326,7 @@ class Console:
     @property
     def width(self) -> int | None:
         """The terminal's columns; None when piped (no width: nothing is wrapped)."""
-        if not self.is_terminal:
-            return None
-        try:
-            return int(os.environ["COLUMNS"])
-        except (KeyError, ValueError):
-            pass
-        try:
-            return os.get_terminal_size(self.stream.fileno()).columns
-        except (OSError, ValueError):
-            return 80
+        return terminal_width(self.stream) if self.is_terminal else None
 
     def print(self, what: str | Table, *, markup: bool = True, soft_wrap: bool = False) -> None:
         """A line of text, or a table. ``markup``: read ``[style]...[/]`` as styles, not text;
