@@ -68,7 +68,11 @@ class Report:
 
     def add(self, what: str, seconds: float, baseline: str, base: float, target: str) -> None:
         self.table.add_row(
-            what, f"{seconds:.2f} s", f"{baseline} {base:.2f} s", f"{seconds / base:.1f}x", target
+            what,
+            duration(seconds),
+            f"{baseline} {duration(base)}",
+            f"{seconds / base:.1f}x",
+            target,
         )
 
     def add_size(self, what: str, size: int, baseline: str, base: int, target: str) -> None:
@@ -79,6 +83,11 @@ class Report:
             f"{size / base:.1f}x",
             target,
         )
+
+
+def duration(seconds: float) -> str:
+    """Seconds, or milliseconds under one: a start-up's figures are tens of them."""
+    return f"{seconds:.2f} s" if seconds >= 1 else f"{seconds * 1e3:.1f} ms"
 
 
 def own_bytes(tree: Path) -> int:
@@ -218,9 +227,14 @@ def bench_matrix_cli(report: Report, since: str) -> None:
     report.add(f"{what}, warm", warm, "python -c pass", start, "< 2 s")
 
 
-def median_of(count: int, work: Callable[[], object]) -> float:
-    """The median of ``count`` timed runs: start-up times have a long tail on a shared machine."""
-    return statistics.median(timed(work) for _ in range(count))
+def medians(count: int, *works: Callable[[], object]) -> list[float]:
+    """The median of ``count`` timed runs of each of ``works``, run in turns: start-up times have
+    a long tail on a shared machine, and a burst of load then falls on all of them alike."""
+    times: list[list[float]] = [[] for _ in works]
+    for _ in range(count):
+        for runs, work in zip(times, works, strict=True):
+            runs.append(timed(work))
+    return [statistics.median(runs) for runs in times]
 
 
 def bench_startup(report: Report, since: str) -> None:
@@ -235,10 +249,13 @@ def bench_startup(report: Report, since: str) -> None:
 
     matrix = (patcher, "matrix", "--since", since, "--patchset", "all")
     matrix_run = run(*matrix)  # the codemods' results into the cache: the warm case
-    bare = median_of(5, lambda: run(sys.executable, "-c", "pass"))
-    version = median_of(5, lambda: run(patcher, "--version"))
-    shown = median_of(5, lambda: run(patcher, "--help"))
-    warm = median_of(5, lambda: run(*matrix))
+    bare, version, shown, warm = medians(
+        5,
+        lambda: run(sys.executable, "-c", "pass"),
+        lambda: run(patcher, "--version"),
+        lambda: run(patcher, "--help"),
+        lambda: run(*matrix),
+    )
     report.add("patcher --version, median of 5", version, "python -c pass", bare, "< 2x")
     report.add("patcher --help, median of 5", shown, "python -c pass", bare, "< 2x")
     report.add(f"patcher matrix --patchset all --since {since}, warm, median of 5", warm,
