@@ -1,4 +1,5 @@
-"""``patcher doctor``'s command line and its printed report; only ``patcher.cli`` imports this."""
+"""``patcher doctor``'s command line and its printed report; ``patcher.cli`` imports this only to
+run doctor or show its help."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The serving commands' command lines and printed tables; only ``patcher.cli`` imports this."""
+"""The serving commands' command lines and printed tables; ``patcher.cli`` imports this only to
+run one of them or show its help."""
 
 from __future__ import annotations
 
