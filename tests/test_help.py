@@ -14,8 +14,15 @@ import pytest
 from commandline import PATCHER
 from conftest import one_error_line
 
-from patcher import cli, cli_main
+from patcher import cli
 from patcher.cli import build_parser, main
+
+
+def registry() -> dict:
+    """``patcher.cli_main.COMMANDS``, imported by each test: on a tree without it, each fails."""
+    from patcher.cli_main import COMMANDS
+
+    return COMMANDS
 
 
 def subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
@@ -36,8 +43,8 @@ def help_of(*argv: str) -> str:
 
 def test_patcher_help_lists_every_command_on_one_line_each():
     shown = help_of()
-    assert set(subparsers(build_parser())) == set(cli_main.COMMANDS)
-    for name, command in cli_main.COMMANDS.items():
+    assert set(subparsers(build_parser())) == set(registry())
+    for name, command in registry().items():
         (line,) = [line for line in shown.splitlines() if line.split()[:1] == [name]]
         assert line.split(None, 1)[1] == command.summary, name
     assert "``" not in shown and "serve-\n" not in shown
@@ -48,7 +55,9 @@ def test_patcher_help_lists_every_command_on_one_line_each():
 def test_the_console_scripts_help_is_the_parsers(columns, monkeypatch):
     """``patcher --help`` is answered without argparse: in the very text the parser renders."""
     monkeypatch.setenv("COLUMNS", str(columns))
-    assert cli_main.top_help(columns) == build_parser(()).format_help()
+    from patcher.cli_main import top_help
+
+    assert top_help(columns) == build_parser(()).format_help()
 
 
 def test_every_option_has_help_and_shows_its_default():
@@ -71,7 +80,7 @@ def test_every_option_has_help_and_shows_its_default():
 
 def test_every_command_has_examples_that_parse():
     parser = build_parser()
-    for name, command in cli_main.COMMANDS.items():
+    for name, command in registry().items():
         assert command.examples, name
         assert "examples:" in help_of(name), name
         for example in command.examples:
@@ -129,5 +138,5 @@ def test_a_command_help_imports_only_its_own_module(command, not_loaded):
     python = str(Path(PATCHER).with_name("python"))
     done = subprocess.run([python, "-c", script], capture_output=True, text=True, check=True)
     loaded = json.loads(done.stdout.splitlines()[-1])
-    assert cli_main.COMMANDS[command].module in loaded
+    assert registry()[command].module in loaded
     assert not_loaded not in loaded
