@@ -3,7 +3,7 @@
 This machine is shared and noisy, so each figure comes with a ratio to a baseline measured in
 the same run: a libcst parse of vLLM's largest affected module for the codemods, a plain file
 copy for the wheel repack, the sum of the wheels' sizes for the bytes fetched, the command
-line's own start-up for patching an installed vLLM.
+line's own start-up for patching an installed vLLM, a bare interpreter's for the command line's.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -67,7 +68,11 @@ class Report:
 
     def add(self, what: str, seconds: float, baseline: str, base: float, target: str) -> None:
         self.table.add_row(
-            what, f"{seconds:.2f} s", f"{baseline} {base:.2f} s", f"{seconds / base:.1f}x", target
+            what,
+            duration(seconds),
+            f"{baseline} {duration(base)}",
+            f"{seconds / base:.1f}x",
+            target,
         )
 
     def add_size(self, what: str, size: int, baseline: str, base: int, target: str) -> None:
@@ -78,6 +83,11 @@ class Report:
             f"{size / base:.1f}x",
             target,
         )
+
+
+def duration(seconds: float) -> str:
+    """Seconds, or milliseconds under one: a start-up's figures are tens of them."""
+    return f"{seconds:.2f} s" if seconds >= 1 else f"{seconds * 1e3:.1f} ms"
 
 
 def own_bytes(tree: Path) -> int:
@@ -215,6 +225,53 @@ def bench_matrix_cli(report: Report, since: str) -> None:
     what = f"patcher matrix --patchset all --since {since}"
     report.add(f"{what}, cold", cold, "python -c pass", start, "< 20 s")
     report.add(f"{what}, warm", warm, "python -c pass", start, "< 2 s")
+
+
+def medians(count: int, *works: Callable[[], object]) -> list[float]:
+    """The median of ``count`` timed runs of each of ``works``, run in turns: start-up times have
+    a long tail on a shared machine, and a burst of load then falls on all of them alike."""
+    times: list[list[float]] = [[] for _ in works]
+    for _ in range(count):
+        for runs, work in zip(times, works, strict=True):
+            runs.append(timed(work))
+    return [statistics.median(runs) for runs in times]
+
+
+def bench_startup(report: Report, since: str) -> None:
+    """The console script users run, as medians of 5 beside ``python -c pass`` measured in the
+    same run: ``--version`` and ``--help`` (target 2x: they import no command's module), and a
+    warm matrix. Then the bytes a piped matrix and a piped build-wheel write, stdout and stderr:
+    plain text, no padding."""
+    patcher = str(Path(sys.executable).with_name("patcher"))
+
+    def run(*argv: str) -> subprocess.CompletedProcess[bytes]:
+        return subprocess.run(argv, check=True, capture_output=True)
+
+    matrix = (patcher, "matrix", "--since", since, "--patchset", "all")
+    matrix_run = run(*matrix)  # the codemods' results into the cache: the warm case
+    bare, version, shown, warm = medians(
+        5,
+        lambda: run(sys.executable, "-c", "pass"),
+        lambda: run(patcher, "--version"),
+        lambda: run(patcher, "--help"),
+        lambda: run(*matrix),
+    )
+    report.add("patcher --version, median of 5", version, "python -c pass", bare, "< 2x")
+    report.add("patcher --help, median of 5", shown, "python -c pass", bare, "< 2x")
+    report.add(f"patcher matrix --patchset all --since {since}, warm, median of 5", warm,
+               "python -c pass", bare, "")  # fmt: skip
+    with tempfile.TemporaryDirectory(dir=cache_dir(), prefix=".bench-piped-") as dist:
+        wheel_run = run(patcher, "build-wheel", "--vllm", "0.16.0", "--dist", dist)
+    for what, done in (("matrix, piped", matrix_run), ("build-wheel 0.16.0, piped", wheel_run)):
+        written = done.stdout + done.stderr
+        stripped = sum(len(line.rstrip()) + 1 for line in written.splitlines())
+        report.table.add_row(
+            f"{what}: bytes on stdout + stderr",
+            f"{len(done.stdout)} + {len(done.stderr)} B",
+            f"its lines without trailing spaces {stripped} B",
+            f"{len(written) / stripped:.2f}x",
+            "1.00x" + (", 1 line on stdout" if "build-wheel" in what else ""),
+        )
 
 
 def parse_baseline(index: PackageIndex, arch: str) -> float:
@@ -421,6 +478,7 @@ def main(argv: list[str] | None = None) -> int:
         bench_codemods(report, index, arch)
         bench_matrix(report, index, arch, args.since)
         bench_matrix_cli(report, args.since)
+        bench_startup(report, args.since)
         bench_repack(report, index, arch, args.unpack_pack)
         if args.serve_cpu_report.is_file():
             bench_serve_cpu(report, args.serve_cpu_report)

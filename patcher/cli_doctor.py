@@ -1,4 +1,5 @@
-"""``patcher doctor``'s command line and its printed report; only ``patcher.cli`` imports this."""
+"""``patcher doctor``'s command line and its printed report; ``patcher.cli`` imports this only to
+run doctor or show its help."""
 
 from __future__ import annotations
 
@@ -19,13 +20,13 @@ from patcher.sources.wheel import WheelSource
 from patcher.terminal import out, path_argument
 
 
-def add_parser(commands: argparse._SubParsersAction) -> None:
-    doctor = commands.add_parser(
-        "doctor",
-        help="read a drafter's configs and the release's code: what each runner feeds it, what "
-        "silently costs acceptance (no engine starts)",
+def add_parsers(commands: argparse._SubParsersAction) -> None:
+    """Register ``doctor``: it reads a drafter's configs and the release's code (no engine
+    starts): what each runner feeds the drafter, and what silently costs acceptance."""
+    doctor = commands.add_parser("doctor")
+    doctor.add_argument(
+        "--drafter", type=path_argument, required=True, metavar="DIR", help="its config.json"
     )
-    doctor.add_argument("--drafter", type=path_argument, required=True, metavar="DIR")
     doctor.add_argument(
         "--model", type=path_argument, metavar="DIR", help="the target's config.json"
     )
@@ -41,7 +42,10 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     )
     doctor.add_argument("--index-url", help="package index (default: the one pip uses)")
     doctor.add_argument(
-        "--platform", choices=["x86_64", "aarch64"], default=machine_platform(), help="the wheel"
+        "--platform",
+        choices=["x86_64", "aarch64"],
+        default=machine_platform(),
+        help="which release wheel to read",
     )
     doctor.add_argument(
         "--trained-with", choices=CONVENTIONS, help="the trainer's layer numbering, for --fix"

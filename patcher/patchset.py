@@ -152,7 +152,8 @@ def load(name_or_path: str | None = None) -> Patchset:
             return parse(harness.read_bytes(), f"{HARNESS_DIR}/{name_or_path}.toml")
         if name_or_path not in available():
             raise PatcherError(
-                f"no patchset {name_or_path!r}; built-in ones: {', '.join(available())}"
+                f"no patchset {name_or_path!r}; built-in ones: {', '.join(available())} "
+                "(patcher list describes them)"
             )
         builtin = builtin_dir() / f"{name_or_path}.toml"
         return parse(builtin.read_bytes(), f"{name_or_path}.toml")

@@ -1,30 +1,382 @@
-"""The command's consoles: Rich in a terminal, plain when piped."""
+"""The command's two streams: results on stdout, tables of context and progress on stderr.
+
+Piped, a table is plain aligned text: no padding after the last column, no trailing spaces, no
+colour. In a terminal it fits the width: a column wraps at spaces and hyphens, a detail column
+at its ``; `` separators and spaces (never inside an identifier), and a detail too long for
+what is left goes on continuation lines under its row. ``NO_COLOR`` turns colour off,
+``--quiet`` the context and the progress; ``--format json`` prints a table as one JSON line.
+
+Importing this module costs almost nothing: ``patcher --version`` and ``--help`` load it, and
+Rich is imported only to draw a progress bar or a spinner in a terminal.
+"""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import itertools
 import os
+import re
 import sys
-from pathlib import Path
-from typing import Any, TextIO
+from collections.abc import Iterator
 
-from rich import box
-from rich.console import Console
-from rich.table import Table
+from patcher.cli_main import terminal_width
 
-from patcher.outputs.named import check_file, one_stdout, stdout_error
+TYPE_CHECKING = False  # typing, pathlib and json take milliseconds: patcher --version needs none
+if TYPE_CHECKING:
+    from pathlib import Path
+    from typing import Any, TextIO
+
+    import rich.console
+
+STYLES = {"bold": "1", "dim": "2", "red": "31", "green": "32", "yellow": "33", "magenta": "35"}
+"""The markup's styles, as SGR codes: ``[bold red]text[/]``."""
+
+MARKUP = re.compile(
+    r"\[(/|(?:bold|dim|red|green|yellow|magenta)(?: (?:bold|dim|red|green|yellow|magenta))*)\]"
+)
+"""An opening ``[style ...]`` or the closing ``[/]``; any other bracket is text."""
+
+GAP = 2
+"""Spaces between two columns."""
+INDENT = 4
+"""Where a continuation line starts."""
+NARROWEST_DETAIL = 24
+"""A detail column narrower than this goes on continuation lines instead."""
 
 
-def console(stderr: bool = False) -> Console:
-    """Rich in a terminal; piped, plain text wide enough that no cell is cut short."""
-    probe = Console(stderr=stderr)
-    if probe.is_terminal:
-        return Console(stderr=stderr, highlight=False)
-    return Console(stderr=stderr, highlight=False, width=400, no_color=True)
+class Text:
+    """Plain text with style spans: what markup parses into, cut into lines by offsets."""
+
+    def __init__(self, plain: str, spans: list[tuple[int, int, str]] | None = None) -> None:
+        self.plain = plain
+        self.spans = spans or []
+
+    @classmethod
+    def parse(cls, text: str, markup: bool) -> Text:
+        if not markup:
+            return cls(text)
+        plain: list[str] = []
+        spans: list[tuple[int, int, str]] = []
+        opened: list[tuple[int, str]] = []
+        at = length = 0
+        for match in MARKUP.finditer(text):
+            piece = text[at : match.start()]
+            plain.append(piece)
+            length += len(piece)
+            at = match.end()
+            if match.group(1) != "/":
+                opened.append((length, ";".join(STYLES[s] for s in match.group(1).split())))
+            elif opened:
+                start, codes = opened.pop()
+                spans.append((start, length, codes))
+        plain.append(text[at:])
+        length += len(plain[-1])
+        spans += [(start, length, codes) for start, codes in opened]
+        return cls("".join(plain), spans)
+
+    def render(self, start: int, end: int, colour: bool) -> str:
+        """The characters ``start:end``, with their styles as escape codes in colour."""
+        if not colour or not self.spans:
+            return self.plain[start:end]
+        cuts = sorted(
+            {start, end, *(p for s, e, _ in self.spans for p in (s, e) if start < p < end)}
+        )
+        parts = []
+        for left, right in itertools.pairwise(cuts):
+            codes = ";".join(c for s, e, c in self.spans if s <= left and right <= e)
+            piece = self.plain[left:right]
+            parts.append(f"\x1b[{codes}m{piece}\x1b[0m" if codes else piece)
+        return "".join(parts)
 
 
-out = console()
-err = console(stderr=True)
+def breaks(text: str, hyphens: bool) -> list[int]:
+    """Where a line may end in ``text``: after a space, and after a hyphen between letters
+    (``eagle3-`` ``whitelist``) if ``hyphens``; never inside a word or an identifier."""
+    found = [i + 1 for i, c in enumerate(text) if c == " "]
+    if hyphens:
+        found += [
+            i + 1
+            for i, c in enumerate(text)
+            if c == "-"
+            and 0 < i < len(text) - 1
+            and text[i - 1].isalnum()
+            and text[i + 1].isalnum()
+        ]
+    return sorted(found)
+
+
+def wrap(text: str, width: int, hyphens: bool) -> list[tuple[int, int]]:
+    """``text`` cut into lines of at most ``width`` (a longer word keeps its own line), as
+    (start, end) offsets with the spaces at the cuts left out."""
+    lines: list[tuple[int, int]] = []
+    for start, end in paragraphs(text):
+        while end - start > width:
+            line = text[start:end]
+            cuts = [(b, b - (line[b - 1] == " ")) for b in breaks(line, hyphens)]
+            fitting = [cut for cut in cuts if cut[1] <= width] or cuts[:1]
+            if not fitting:
+                break
+            after, length = fitting[-1]
+            lines.append((start, start + length))
+            start += after
+        lines.append((start, end))
+    return lines
+
+
+def paragraphs(text: str) -> Iterator[tuple[int, int]]:
+    """The (start, end) offsets of the lines ``text`` already has."""
+    start = 0
+    for line in text.split("\n"):
+        yield start, start + len(line)
+        start += len(line) + 1
+
+
+def shortest(text: str, hyphens: bool) -> int:
+    """The narrowest a column holding ``text`` can be: its longest unbreakable piece."""
+    cuts = [0, *breaks(text, hyphens), len(text)]
+    return max((len(text[a:b].rstrip()) for a, b in itertools.pairwise(cuts)), default=0)
+
+
+class Column:
+    def __init__(self, header: str, right: bool, detail: bool) -> None:
+        self.header = header
+        self.right = right
+        self.detail = detail
+        """A detail column wraps at separators and spaces only, or goes on continuation lines."""
+
+
+class Table:
+    """Rows of cells under a title and over a caption; cells may hold markup."""
+
+    def __init__(self, title: str) -> None:
+        self.title = title
+        self.columns: list[Column] = []
+        self.rows: list[tuple[str, ...]] = []
+        self.caption = ""
+
+    def add_column(self, header: str, *, justify: str = "left", overflow: str = "wrap") -> None:
+        """``justify="right"`` for figures; ``overflow="fold"`` makes it a detail column."""
+        self.columns.append(Column(header, justify == "right", overflow == "fold"))
+
+    def add_row(self, *cells: str) -> None:
+        self.rows.append(cells)
+
+    def to_json(self) -> str:
+        import json
+
+        plain = [[Text.parse(c, True).plain for c in row] for row in self.rows]
+        data = {
+            "title": self.title,
+            "columns": [c.header for c in self.columns],
+            "rows": plain,
+            "caption": Text.parse(self.caption, True).plain,
+        }
+        return json.dumps(data)
+
+    def lines(self, width: int | None, colour: bool, markup: bool) -> list[str]:
+        """The table as lines: natural widths without ``width`` (piped), else fitted to it."""
+        rows = [[Text.parse(c, markup) for c in row] for row in self.rows]
+        heads = [Text(c.header) for c in self.columns]
+        natural = [
+            max(
+                len(line) for t in (heads[i], *(r[i] for r in rows)) for line in t.plain.split("\n")
+            )
+            for i in range(len(self.columns))
+        ]
+        shown = list(range(len(self.columns)))
+        below: list[int] = []  # detail columns moved onto continuation lines
+        widths = natural[:]
+        if width is not None:
+            widths, shown, below = fit(self.columns, heads, rows, natural, width)
+        bold = "1" if colour else ""
+        out: list[str] = []
+        if self.title:
+            out += style_lines(self.title, width, bold)
+        grid = [heads, *rows] if any(c.header for c in self.columns) else rows
+        for number, cells in enumerate(grid):
+            header = grid is not rows and number == 0
+            out += grid_lines(cells, shown, widths, self.columns, colour, header)
+            if header:
+                out.append("-" * (sum(widths[i] for i in shown) + GAP * (len(shown) - 1)))
+            for i in below:
+                if cells[i].plain and not header:
+                    out += continuation(self.columns[i].header, cells[i], width or 0, colour)
+        if self.caption:
+            caption = Text.parse(self.caption, markup)
+            out += [
+                caption.render(a, b, colour)
+                for a, b in wrap(caption.plain, width or 1 << 30, False)
+            ]
+        return [line.rstrip() for line in out]
+
+
+def fit(
+    columns: list[Column], heads: list[Text], rows: list[list[Text]], natural: list[int], width: int
+) -> tuple[list[int], list[int], list[int]]:
+    """Column widths that fit ``width``: the widest columns narrowed to their longest
+    unbreakable piece; a detail column left too narrow goes on continuation lines."""
+    count = len(columns)
+    widths = natural[:]
+    shown = list(range(count))
+    below: list[int] = []
+
+    def room() -> int:
+        return width - GAP * (len(shown) - 1) - sum(widths[i] for i in shown)
+
+    for i in range(count):
+        if columns[i].detail and room() < 0:
+            left = widths[i] + room()
+            word = max(shortest(r[i].plain, False) for r in rows) if rows else 0
+            if left >= max(NARROWEST_DETAIL, word):
+                widths[i] = left
+            else:
+                shown.remove(i)
+                below.append(i)
+    narrowest = {
+        i: max(shortest(t.plain, not columns[i].detail) for t in (heads[i], *(r[i] for r in rows)))
+        for i in shown
+    }
+    while room() < 0:
+        wide = [i for i in shown if widths[i] > narrowest[i]]
+        if not wide:
+            break
+        widest = max(wide, key=lambda i: widths[i])
+        widths[widest] -= 1
+    return widths, shown, below
+
+
+def grid_lines(
+    cells: list[Text],
+    shown: list[int],
+    widths: list[int],
+    columns: list[Column],
+    colour: bool,
+    header: bool,
+) -> list[str]:
+    """One row of the grid, each cell wrapped in its column, as lines."""
+    wrapped = {i: wrap(cells[i].plain, widths[i], not columns[i].detail) for i in shown}
+    height = max((len(w) for w in wrapped.values()), default=1)
+    lines = []
+    for n in range(height):
+        parts = []
+        for i in shown:
+            start, end = wrapped[i][n] if n < len(wrapped[i]) else (0, 0)
+            text = cells[i].render(start, end, colour)
+            if header and colour:
+                text = f"\x1b[1m{text}\x1b[0m" if text else text
+            pad = " " * max(0, widths[i] - (end - start))
+            parts.append(pad + text if columns[i].right else text + pad)
+        lines.append((" " * GAP).join(parts))
+    return lines
+
+
+def continuation(header: str, cell: Text, width: int, colour: bool) -> list[str]:
+    """A detail under its row, indented, one ``; `` separated part a line where they fit."""
+    label = f"{header}: " if header else ""
+    room = max(width - INDENT - len(label), NARROWEST_DETAIL)
+    spans = wrap(cell.plain.replace("; ", ";\n"), room, False)
+    return [
+        " " * INDENT + (label if n == 0 else " " * len(label)) + cell.render(a, b, colour)
+        for n, (a, b) in enumerate(spans)
+    ]
+
+
+def style_lines(text: str, width: int | None, codes: str) -> list[str]:
+    lines = [text[a:b] for a, b in wrap(text, width or 1 << 30, True)]
+    return [f"\x1b[{codes}m{line}\x1b[0m" if codes else line for line in lines]
+
+
+class Console:
+    """One of the two streams. ``file`` is looked up when printing (tests swap ``sys.stdout``);
+    a ``-`` output moves the tables of stdout here, onto stderr."""
+
+    def __init__(self, stderr: bool) -> None:
+        self.stderr = stderr
+        self.file: TextIO | None = None
+        self.quiet = False
+        """``--quiet``: no context (tables on stderr) and no progress; results and errors stay."""
+        self.tables_as_json = False
+        """``--format json``: each table printed as one JSON line."""
+
+    @property
+    def stream(self) -> TextIO:
+        if self.file is not None:
+            return self.file
+        return sys.stderr if self.stderr else sys.stdout
+
+    @property
+    def is_terminal(self) -> bool:
+        try:
+            return self.stream.isatty()
+        except (AttributeError, ValueError):
+            return False
+
+    @property
+    def colour(self) -> bool:
+        return (
+            self.is_terminal and not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb"
+        )
+
+    @property
+    def live(self) -> bool:
+        """Whether transient progress is drawn: in a terminal, unless ``--quiet``."""
+        return self.is_terminal and not self.quiet
+
+    @property
+    def width(self) -> int | None:
+        """The terminal's columns; None when piped (no width: nothing is wrapped)."""
+        return terminal_width(self.stream) if self.is_terminal else None
+
+    def print(self, what: str | Table, *, markup: bool = True, soft_wrap: bool = False) -> None:
+        """A line of text, or a table. ``markup``: read ``[style]...[/]`` as styles, not text;
+        ``soft_wrap``: leave a long line to the terminal instead of wrapping it at spaces."""
+        if isinstance(what, Table):
+            if self.quiet and self.stream is sys.stderr:
+                return
+            if self.tables_as_json:
+                lines = [what.to_json()]
+            else:
+                lines = what.lines(self.width, self.colour, markup)
+        else:
+            text = Text.parse(what, markup)
+            width = None if soft_wrap else self.width
+            lines = [
+                text.render(a, b, self.colour) for a, b in wrap(text.plain, width or 1 << 30, False)
+            ]
+        self.stream.write("".join(line + "\n" for line in lines))
+        self.stream.flush()
+
+    @contextlib.contextmanager
+    def status(self, message: str) -> Iterator[None]:
+        """A transient spinner with ``message`` while the block runs, in a terminal only."""
+        if not self.live:
+            yield
+            return
+        with self.rich().status(message):
+            yield
+
+    def rich(self) -> rich.console.Console:
+        """A Rich console on this stream, for progress bars: imported only when one is drawn."""
+        from rich.console import Console as RichConsole
+
+        return RichConsole(file=self.stream, highlight=False, no_color=not self.colour)
+
+
+out = Console(stderr=False)
+err = Console(stderr=True)
+
+
+def new_table(title: str) -> Table:
+    """A table; how it is drawn (width, colour, JSON) is decided by the stream it is printed on."""
+    return Table(title)
+
+
+def context(table: Table) -> None:
+    """A table that is context for the command's result (build-wheel's, apply's): on stderr,
+    so that stdout holds the result alone; not shown with ``--quiet``."""
+    err.print(table)
+
 
 NAME_MAX = 255
 PATH_MAX = 4096
@@ -35,6 +387,8 @@ call fails with ENAMETOOLONG, so a longer path is refused where it is parsed."""
 def path_argument(text: str) -> Path:
     """A path option's value (argparse names the option in the error): not empty, and short
     enough for the kernel, so a bad one is a one-line usage error, not a traceback later."""
+    from pathlib import Path
+
     if not text:
         raise argparse.ArgumentTypeError("an empty path")
     raw = os.fsencode(text)
@@ -46,15 +400,9 @@ def path_argument(text: str) -> Path:
     return Path(text)
 
 
-def new_table(title: str, on: Console = out) -> Table:
-    """Boxed in a terminal; piped, columns separated by spaces only, easy to grep."""
-    return Table(title=title, title_justify="left", box=box.HEAVY_HEAD if on.is_terminal else None)
-
-
 class GuardedStdout:
     """``sys.stdout`` whose failed writes raise ``StdoutError``: a closed pipe ends the command
-    quietly and a full disk is one line, where Python would print a traceback (and Rich would
-    exit 1 without a word on a closed pipe)."""
+    quietly and a full disk is one line, where Python would print a traceback."""
 
     def __init__(self, stream: TextIO) -> None:
         self.stream = stream
@@ -63,16 +411,22 @@ class GuardedStdout:
         try:
             return self.stream.write(text)
         except OSError as error:
-            raise stdout_error(error) from error
+            raise failed_stdout(error) from error
 
     def flush(self) -> None:
         try:
             self.stream.flush()
         except OSError as error:
-            raise stdout_error(error) from error
+            raise failed_stdout(error) from error
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.stream, name)
+
+
+def failed_stdout(error: OSError) -> Exception:
+    from patcher.outputs.named import stdout_error  # loaded once stdout has failed
+
+    return stdout_error(error)
 
 
 def discard_stdout() -> None:
@@ -90,6 +444,8 @@ def discard_stdout() -> None:
 def check_outputs(options: dict[str, Path | None]) -> None:
     """The named output files checked before the work that fills them; with one of them ``-``
     (stdout), the tables go to stderr so that stdout holds that output alone."""
+    from patcher.outputs.named import check_file, one_stdout
+
     if one_stdout(options):
         out.file = sys.stderr
     for flag, path in options.items():

@@ -77,6 +77,10 @@ def copy_tree(root: Path, into: Path) -> Path:
 
 
 def one_error_line(capsys) -> str:
+    """The one error line on stderr: its last, after the table of context a command may have
+    printed there (apply's, build-wheel's)."""
     err = capsys.readouterr().err.strip()
-    assert err.startswith("patcher: error:") and "\n" not in err, err
-    return err
+    lines = err.splitlines()
+    errors = [line for line in lines if line.startswith("patcher: error:")]
+    assert len(errors) == 1 and lines[-1] == errors[0] and "Traceback" not in err, err
+    return errors[0]

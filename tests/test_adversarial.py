@@ -1316,6 +1316,14 @@ def stream_cases() -> list[Case]:
             stdout_device=True,
         ),
         Case("matrix=stdout-full-device", "matrix", MATRIX, stdout_device=True),
+        Case("list=stdout-full-device", "list", ("list",), stdout_device=True),
+        Case(
+            "list=stdout-reader-gone",
+            "list",
+            ("list", "--format", "json"),
+            stdout_closed=True,
+            success=lambda w, r: None,
+        ),
         Case(
             "diff=stdout-reader-gone",
             "diff",

@@ -36,13 +36,13 @@ def test_source_drift_writes_nothing_unless_allowed(tree_0_16, tmp_path):
     patchset = str(write_patchset(tmp_path / "drift.toml", *DECLARED_UPSTREAM_SINCE_0_16))
     tree = copy_tree(tree_0_16, tmp_path / "tree")
     before = tree_state(tree)
-    done = patcher("apply", "--source", str(tree), "--patchset", patchset)
+    done = patcher("apply", "-q", "--source", str(tree), "--patchset", patchset)
     assert done.returncode == 1, done.stdout + done.stderr
     assert done.stderr == f"patcher: error: {DRIFT}{REFUSED}"
     assert "patched" not in done.stdout
     assert tree_state(tree) == before
 
-    done = patcher("apply", "--source", str(tree), "--patchset", patchset, "--allow-drift")
+    done = patcher("apply", "-q", "--source", str(tree), "--patchset", patchset, "--allow-drift")
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stderr == f"patcher: drift allowed: {DRIFT}\n"
     assert "patched 4 file(s)" in done.stdout
@@ -53,14 +53,14 @@ def test_installed_drift_writes_nothing_unless_allowed(tmp_path, release):
     patchset = str(write_patchset(tmp_path / "drift.toml", *DECLARED_UPSTREAM_SINCE_0_16))
     python = str(synthetic(tmp_path, release, "0.16.0"))
     before = state(tmp_path / "site")
-    done = patcher("apply", "--installed", "--python", python, "--patchset", patchset)
+    done = patcher("apply", "-q", "--installed", "--python", python, "--patchset", patchset)
     assert done.returncode == 1, done.stdout + done.stderr
     assert done.stderr == f"patcher: error: {DRIFT}{REFUSED}"
     assert "patched" not in done.stdout
     assert state(tmp_path / "site") == before
 
     allowed = patcher(
-        "apply", "--installed", "--python", python, "--patchset", patchset, "--allow-drift"
+        "apply", "-q", "--installed", "--python", python, "--patchset", patchset, "--allow-drift"
     )
     assert allowed.returncode == 0, allowed.stdout + allowed.stderr
     assert allowed.stderr == f"patcher: drift allowed: {DRIFT}\n"

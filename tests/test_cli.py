@@ -44,13 +44,13 @@ def test_source_dir_and_git_ref_give_the_same_diff_as_the_release(tree_0_16, tmp
 def test_apply_patches_in_place_and_a_second_apply_changes_nothing(tree_0_16, tmp_path, capsys):
     root = copy_tree(tree_0_16, tmp_path / "vllm-tree")
     assert main(["apply", "--source", str(root)]) == 0
-    out = capsys.readouterr().out
-    assert "needs-patch" in out and "patched 4 file(s)" in out
+    out, err = capsys.readouterr()
+    assert "verdict: needs-patch" in err and out.startswith("patched 4 file(s)")
     speculative = (root / "vllm/config/speculative.py").read_text()
     assert '"kimi_k2",' in speculative
     before = {p: p.read_bytes() for p in root.rglob("*.py")}
     assert main(["apply", "--source", str(root)]) == 0
-    assert "upstream" in capsys.readouterr().out
+    assert "verdict: upstream" in capsys.readouterr().err
     assert {p: p.read_bytes() for p in root.rglob("*.py")} == before
     assert not list(root.rglob("*.patcher"))
 

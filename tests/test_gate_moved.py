@@ -215,8 +215,8 @@ def test_a_gate_really_gone_is_still_not_needed(tree):
     (tree / SPECULATIVE).write_text(text[:start] + text[end:])
     done = apply(tree)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert re.search(r"eagle3-whitelist\s+not-needed", done.stdout), done.stdout
-    assert re.search(r"eagle-target-backbone\s+not-needed", done.stdout), done.stdout
+    assert re.search(r"eagle3-whitelist\s+not-needed", done.stderr), done.stderr
+    assert re.search(r"eagle-target-backbone\s+not-needed", done.stderr), done.stderr
     assert "patched 3 file(s)" in done.stdout
 
 

@@ -12,9 +12,8 @@ import time
 from pathlib import Path
 
 import pytest
-from rich.console import Console
 
-from patcher import cli_serve
+from patcher import cli_serve, terminal
 from patcher.errors import PatcherError
 from patcher.serving import benchmark as bench_run
 from patcher.serving import host, metrics, process
@@ -321,7 +320,9 @@ def test_the_report_as_json_and_as_a_table(benchmark):
     assert "--speculative-config" in data["commands"]["eagle3"]
     assert "--speculative-config" not in data["commands"]["baseline"]
     text = io.StringIO()
-    cli_serve.print_report(report, Console(file=text, width=200))
+    console = terminal.Console(stderr=False)
+    console.file = text  # not a terminal: the plain table
+    cli_serve.print_report(report, console)
     printed = text.getvalue()
     assert "66.7%" in printed and "3.00" in printed and "1.00 1.00 0.00" in printed
     assert f"speedup {report.speedup:.2f}x" in printed and "6/6 greedy outputs identical" in printed

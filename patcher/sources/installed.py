@@ -204,7 +204,9 @@ def pick(answer: dict[str, Any], interpreter: str) -> Installation:
     if not found:
         where = f"; vllm imports from {answer['origin']}" if answer["origin"] else ""
         raise PatcherError(
-            f"no installed distribution ships the vllm package for {answer['python']}{where}"
+            f"no installed distribution ships the vllm package for {answer['python']}{where}; "
+            "name the interpreter that has vLLM with --python PATH, or install a release: "
+            f"{answer['python']} -m pip install vllm==VERSION"
         )
     if not chosen:
         raise PatcherError(

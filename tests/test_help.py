@@ -1,0 +1,142 @@
+"""Help, complete (issue 21): every command listed with a one-line summary, every option with
+help text and its default, examples that parse; errors that have a next step say it."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import subprocess
+import venv
+from pathlib import Path
+
+import pytest
+from commandline import PATCHER
+from conftest import one_error_line
+
+from patcher import cli
+from patcher.cli import build_parser, main
+
+
+def registry() -> dict:
+    """``patcher.cli_main.COMMANDS``, imported by each test: on a tree without it, each fails."""
+    from patcher.cli_main import COMMANDS
+
+    return COMMANDS
+
+
+def subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    (commands,) = (a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return dict(commands.choices)
+
+
+def help_of(*argv: str) -> str:
+    done = subprocess.run(
+        [PATCHER, *argv, "--help"],
+        capture_output=True,
+        text=True,
+        env={"COLUMNS": "80", "PATH": "/usr/bin:/bin"},
+        check=True,
+    )
+    return done.stdout
+
+
+def test_patcher_help_lists_every_command_on_one_line_each():
+    shown = help_of()
+    assert set(subparsers(build_parser())) == set(registry())
+    for name, command in registry().items():
+        (line,) = [line for line in shown.splitlines() if line.split()[:1] == [name]]
+        assert line.split(None, 1)[1] == command.summary, name
+    assert "``" not in shown and "serve-\n" not in shown
+    assert max(map(len, shown.splitlines())) <= 80
+
+
+@pytest.mark.parametrize("columns", [60, 80, 100, 132, 200])
+def test_the_console_scripts_help_is_the_parsers(columns, monkeypatch):
+    """``patcher --help`` is answered without argparse: in the very text the parser renders."""
+    monkeypatch.setenv("COLUMNS", str(columns))
+    from patcher.cli_main import top_help
+
+    assert top_help(columns) == build_parser(()).format_help()
+
+
+def test_every_option_has_help_and_shows_its_default():
+    missing, no_default = [], []
+    for name, parser in subparsers(build_parser()).items():
+        formatter = parser._get_formatter()
+        for action in parser._actions:
+            if isinstance(action, argparse._HelpAction) or not action.option_strings:
+                continue
+            flag = f"{name} {action.option_strings[-1]}"
+            if not action.help:
+                missing.append(flag)
+                continue
+            text = formatter._expand_help(action)
+            if cli.has_default(action) and "default: " not in text:
+                no_default.append(flag)
+    assert missing == []
+    assert no_default == []
+
+
+def test_every_command_has_examples_that_parse():
+    parser = build_parser()
+    for name, command in registry().items():
+        assert command.examples, name
+        assert "examples:" in help_of(name), name
+        for example in command.examples:
+            words = shlex.split(example.split("$(", 1)[-1].split(")", 1)[0].split(" > ")[0])
+            assert words[0] == "patcher" and words[1] == name, example
+            parser.parse_args(words[1:])  # exits 2 on a flag that does not exist
+
+
+def test_the_patchset_option_says_what_each_command_takes():
+    """diff, build-wheel and status said "matrix takes a comma list, or all"; diff a,b failed."""
+    for name in ("diff", "build-wheel", "status", "apply", "verify"):
+        shown = " ".join(help_of(name).split())
+        assert "comma" not in shown and "--patchset NAME|PATH" in shown, name
+        assert "(patcher list)" in shown, name
+    assert "comma-separated, or all" in " ".join(help_of("matrix").split())
+
+
+def test_serve_bench_help_does_not_promise_8_gpus():
+    shown = " ".join(help_of("serve-bench").split())
+    assert "8 GPUs" not in shown
+    assert "--device {gpu,cpu}" in shown
+
+
+def test_a_missing_wheel_says_no_such_file(capsys):
+    assert main(["diff", "--wheel", "/nope.whl"]) == 2
+    assert one_error_line(capsys) == "patcher: error: /nope.whl: no such wheel file"
+
+
+def test_an_unknown_patchset_points_at_patcher_list(capsys):
+    assert main(["diff", "--vllm", "0.16.0", "--patchset", "nope"]) == 2
+    assert "(patcher list describes them)" in one_error_line(capsys)
+
+
+def test_no_installed_vllm_says_how_to_get_one(tmp_path, capsys):
+    """``status --installed`` without vLLM suggested neither --python nor installing it."""
+    venv.create(tmp_path / "empty", symlinks=True)
+    python = str(tmp_path / "empty/bin/python")
+    assert main(["status", "--installed", "--python", python]) == 2
+    error = one_error_line(capsys)
+    assert "--python PATH" in error
+    assert f"{python} -m pip install vllm==VERSION" in error
+
+
+@pytest.mark.parametrize(
+    ("command", "not_loaded"),
+    [("diff", "patcher.cli_serve"), ("serve-bench", "patcher.cli_commands")],
+)
+def test_a_command_help_imports_only_its_own_module(command, not_loaded):
+    """``patcher diff --help`` builds diff's options, not the serving commands' (and back)."""
+    script = (
+        "import json, sys; from patcher.cli import main\n"
+        f"try:\n    main([{command!r}, '--help'])\nexcept SystemExit:\n    pass\n"
+        "print(json.dumps(sorted(sys.modules)))"
+    )
+    python = str(Path(PATCHER).with_name("python"))
+    done = subprocess.run([python, "-c", script], capture_output=True, text=True, check=True)
+    loaded = json.loads(done.stdout.splitlines()[-1])
+    assert registry()[command].module in loaded
+    assert not_loaded not in loaded
