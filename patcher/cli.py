@@ -36,8 +36,9 @@ class HelpFormatter(argparse.HelpFormatter):
     """Wraps at spaces only (never ``serve-`` / ``bench``), keeps the examples' lines as they
     are, and shows each option's default where it has one."""
 
-    def __init__(self, prog: str) -> None:
-        width = help_width(terminal_width())
+    def __init__(self, prog: str, width: int | None = None) -> None:
+        """``width`` fixes the columns (the docs' CLI page); else the terminal's."""
+        width = help_width(terminal_width()) if width is None else width
         super().__init__(prog, max_help_position=help_column_limit(width), width=width)
 
     def add_argument(self, action: argparse.Action) -> None:
