@@ -15,7 +15,7 @@ from pathlib import Path
 
 from rich.table import Table
 
-from patcher import __version__, cli_doctor, cli_serve, distributions, results_cache
+from patcher import __version__, cli_doctor, cli_scan, cli_serve, distributions, results_cache
 from patcher import patchset as patchsets
 from patcher.cli_wheels import chosen_package, fail_on_errors, patch_official
 from patcher.codemods.base import Status, Verdict
@@ -829,6 +829,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     cli_serve.add_parsers(commands)
     cli_doctor.add_parser(commands)
+    cli_scan.add_parser(commands)
     return parser
 
 
