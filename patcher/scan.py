@@ -12,16 +12,21 @@ from __future__ import annotations
 
 import ast
 import fnmatch
+import functools
+import hashlib
 import json
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
+from pathlib import Path
+from typing import Any
 
+from patcher import engine, results_cache
 from patcher import patchset as patchsets
+from patcher.cache import checked_dir, read_checked, write_checked
 from patcher.codemods.base import BOM, Status, Verdict
 from patcher.codemods.options import INTERFACES_MODULE
-from patcher.engine import run_patchset
 from patcher.errors import PatcherError
 from patcher.patchset import Patchset
 from patcher.sources.base import Source
@@ -110,7 +115,24 @@ class Finding:
             "image_token": self.image_token,
             "backbone": None if self.backbone is None else vars(self.backbone),
             "model_types": list(self.model_types),
+            "model_types_from": self.model_types_from,
         }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Finding:
+        entry = Entry(data["architecture"], data["section"], data["module"], data["class"])
+        backbone = data["backbone"]
+        return cls(
+            entry,
+            Fit(data["fit"]),
+            data["detail"],
+            data["multimodal"],
+            data["defined_in"],
+            None if backbone is None else Backbone(**backbone),
+            tuple(data["model_types"]),
+            data["model_types_from"],
+            data["image_token"],
+        )
 
 
 @dataclass
@@ -133,6 +155,37 @@ class Scan:
             "totals": self.totals(),
             "architectures": [f.to_json() for f in self.findings],
         }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Scan:
+        findings = [Finding.from_json(row) for row in data["architectures"]]
+        return cls(data["release"], data["version"], findings)
+
+
+@functools.cache
+def scan_digest() -> str:
+    """A digest of the code a scan's answers come from: the codemods, the engine, this module."""
+    digest = hashlib.sha256(results_cache.codemods_digest().encode())
+    for module in (engine.__file__, __file__):
+        digest.update(Path(module).read_bytes())
+    return digest.hexdigest()
+
+
+def scan_path(identity: str) -> Path:
+    key = hashlib.sha256(f"{scan_digest()}|{identity}".encode()).hexdigest()
+    return checked_dir("scans") / f"{key}.json"
+
+
+def load_scan(identity: str) -> Scan | None:
+    """The stored scan of the tree ``identity`` names, or None: never stored, or not whole."""
+    payload = read_checked(scan_path(identity)) if identity else None
+    return None if payload is None else Scan.from_json(json.loads(payload))
+
+
+def store_scan(identity: str, result: Scan) -> None:
+    if identity:
+        data = {**result.to_json(), "version": result.version}
+        write_checked(scan_path(identity), json.dumps(data).encode())
 
 
 def module_file(dotted: str, names: frozenset[str]) -> str | None:
@@ -588,6 +641,8 @@ def prefetch(source: Source, names: frozenset[str], entries: Sequence[Entry]) ->
 def scan(source: Source, only: str | None = None) -> Scan:
     """The findings for every generative architecture (or for ``only``, an architecture or
     class name) of the release ``source`` holds."""
+    if only is None and (stored := load_scan(source.identity)) is not None:
+        return stored
     entries = read_registry(source)
     if only is not None:
         chosen = [e for e in entries if only in (e.architecture, e.class_name)]
@@ -607,6 +662,8 @@ def scan(source: Source, only: str | None = None) -> Scan:
     result = Scan(f"{source.distribution} {source.version}", str(source.version))
     for entry in entries:
         result.findings.append(examine(code, source, entry, branch, has_interface))
+    if only is None:
+        store_scan(source.identity, result)
     return result
 
 
@@ -654,7 +711,7 @@ def examine(
         return finding
     finding.backbone = backbone
     finding.model_types, finding.model_types_from = model_types(code, path)
-    outcome = run_patchset(dry_run_patchset(finding), source).outcomes["eagle3-backbone"]
+    outcome = engine.run_patchset(dry_run_patchset(finding), source).outcomes["eagle3-backbone"]
     finding.detail = outcome.detail
     finding.fit = {
         Status.APPLIED: Fit.APPLIES,

@@ -239,3 +239,39 @@ def test_the_console_script_prints_a_plain_table_when_piped():
     row = next(line for line in lines if line.startswith(" MixtralForCausalLM "))
     assert row.split()[1:3] == ["text", "applies"]
     assert "━" not in done.stdout
+
+
+LLAMA_WHEEL = {
+    REGISTRY: '_TEXT_GENERATION_MODELS = {"LlamaForCausalLM": ("llama", "LlamaForCausalLM")}\n',
+    f"{MODELS}/interfaces.py": "class SupportsEagle3(Protocol):\n    pass\n",
+    f"{MODELS}/llama.py": (
+        "from .interfaces import SupportsEagle3\n\n\n"
+        "class LlamaForCausalLM(nn.Module, SupportsEagle3):\n    pass\n"
+    ),
+}
+
+
+def test_a_stored_scan_is_used_and_a_garbled_one_is_recomputed(tmp_path, monkeypatch):
+    from patcher import scan as scans
+    from patcher.sources.wheel import WheelSource
+
+    monkeypatch.setenv("PATCHER_CACHE_DIR", str(tmp_path / "cache"))
+    wheel = fake_wheel(tmp_path, LLAMA_WHEEL)
+    with WheelSource(wheel) as source:
+        first = scans.scan(source).to_json()
+    assert first["totals"]["present"] == 1
+    (stored,) = (tmp_path / "cache" / "checked" / "scans").glob("*.json")
+    read_registry = scans.read_registry
+
+    def unread(source):
+        raise AssertionError("the registry was read again")
+
+    monkeypatch.setattr(scans, "read_registry", unread)
+    with WheelSource(wheel) as source:
+        assert scans.scan(source).to_json() == first  # from the store, not read again
+    garbled = stored.read_bytes().replace(b'"fit": "present"', b'"fit": "applies"')
+    assert garbled != stored.read_bytes()
+    stored.write_bytes(garbled)
+    monkeypatch.setattr(scans, "read_registry", read_registry)
+    with WheelSource(wheel) as source:
+        assert scans.scan(source).to_json() == first  # not whole: recomputed
