@@ -152,6 +152,7 @@ class Scan:
     def to_json(self) -> dict[str, object]:
         return {
             "release": self.release,
+            "version": self.version,
             "totals": self.totals(),
             "architectures": [f.to_json() for f in self.findings],
         }
@@ -184,8 +185,7 @@ def load_scan(identity: str) -> Scan | None:
 
 def store_scan(identity: str, result: Scan) -> None:
     if identity:
-        data = {**result.to_json(), "version": result.version}
-        write_checked(scan_path(identity), json.dumps(data).encode())
+        write_checked(scan_path(identity), json.dumps(result.to_json()).encode())
 
 
 def module_file(dotted: str, names: frozenset[str]) -> str | None:
@@ -264,10 +264,9 @@ class Code:
                 for alias in node.names:
                     if (alias.asname or alias.name) == name:
                         origin = self.imported_from(path, node)
-                        if origin is not None:
-                            return self.find_class(origin, alias.name, depth + 1)
-                        if node.level == 0 and node.module and alias.name != name:
+                        if origin is None:  # from outside model code (torch, transformers)
                             return None
+                        return self.find_class(origin, alias.name, depth + 1)
             elif (
                 isinstance(node, ast.Assign)
                 and isinstance(node.value, ast.Name)
