@@ -25,6 +25,13 @@ PROBE = Path(__file__).with_name("supports_eagle3_probe.py")
 PROBE_TIMEOUT = 1800
 
 
+def official(version: str) -> Path:
+    index = PackageIndex()
+    entry = index.release(version).wheel_for(machine_platform())
+    assert entry is not None
+    return download_wheel(entry, index.client)
+
+
 def vllm_answers(wheel: Path, architectures: list[str], workdir: Path) -> dict[str, dict]:
     (venv,) = verify_venvs(wheel, None)
     done = subprocess.run(
@@ -50,10 +57,7 @@ def vllm_answers(wheel: Path, architectures: list[str], workdir: Path) -> dict[s
 def test_present_agrees_with_vllms_supports_eagle3_for_every_architecture(
     tmp_path, version, compared
 ):
-    index = PackageIndex()
-    entry = index.release(version).wheel_for(machine_platform())
-    assert entry is not None
-    wheel = download_wheel(entry, index.client)
+    wheel = official(version)
     with WheelSource(wheel) as source:
         findings = scan(source).findings
     present = {f.entry.architecture: f.fit == "present" for f in findings}
@@ -73,3 +77,15 @@ def test_present_agrees_with_vllms_supports_eagle3_for_every_architecture(
     )
     assert len(imported) >= compared, not_imported  # measured: no fewer import on CPU
     assert sum(present.values()) > 0 and not all(present.values())  # both answers occur
+
+
+def test_the_installed_release_scans_as_its_wheel(capsys):
+    """``--installed --python``: the vLLM a venv holds, read in place, gives the wheel's answers."""
+    from patcher.cli import main
+
+    wheel = official("0.33.0")
+    (venv,) = verify_venvs(wheel, None)
+    with WheelSource(wheel) as source:
+        expected = scan(source).to_json()
+    assert main(["scan", "--installed", "--python", str(venv.python), "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out) == expected
