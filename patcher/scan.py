@@ -289,8 +289,9 @@ class Code:
                             return module_file(dotted, self.names)
         return None
 
-    def resolve_base(self, path: str, base: ast.expr) -> tuple[str, ast.ClassDef] | str:
-        """A base class, found; else its name as written (``nn.Module``, ``Protocol``)."""
+    def resolve_class(self, path: str, base: ast.expr) -> tuple[str, ast.ClassDef] | str:
+        """A class expression (a base, a callee), found; else its name as written
+        (``nn.Module``, ``Protocol``)."""
         while isinstance(base, ast.Subscript):  # Generic[T], SupportsX[...]
             base = base.value
         if isinstance(base, ast.Name):
@@ -315,7 +316,7 @@ class Code:
             yield where, node
             if isinstance(node, ast.ClassDef):
                 for base in node.bases:
-                    found = self.resolve_base(where, base)
+                    found = self.resolve_class(where, base)
                     pending.append(found if isinstance(found, tuple) else (where, found))
 
 
@@ -511,23 +512,14 @@ def has_layer_stack(cls: ast.ClassDef) -> bool:
     return forward is not None and any(word in ast.unparse(forward) for word in BACKBONE_WORDS)
 
 
-def forward_calls(lineage: Sequence[tuple[str, ast.ClassDef | str]]) -> set[str] | None:
-    """The attributes the class's ``forward`` (its own or inherited) reaches through
+def forward_reads(lineage: Sequence[tuple[str, ast.ClassDef | str]]) -> set[str] | None:
+    """The attributes of ``self`` the class's ``forward`` (its own or inherited) reads
     (``self.model(...)``, ``self.language_model.model(...)``): where its hidden states come
     from, not an audio or vision encoder. None where no forward is found."""
     for _, node in lineage:
         forward = method_of(node, "forward") if isinstance(node, ast.ClassDef) else None
         if forward is not None:
             return {
-                call.func.value.attr
-                if isinstance(call.func.value, ast.Attribute)
-                else call.func.attr
-                for call in ast.walk(forward)
-                if isinstance(call, ast.Call)
-                and isinstance(call.func, ast.Attribute)
-                and isinstance(root := self_root(call.func), ast.Name)
-                and root.id == "self"
-            } | {
                 attr.attr
                 for attr in ast.walk(forward)
                 if isinstance(attr, ast.Attribute)
@@ -535,12 +527,6 @@ def forward_calls(lineage: Sequence[tuple[str, ast.ClassDef | str]]) -> set[str]
                 and attr.value.id == "self"
             }
     return None
-
-
-def self_root(node: ast.expr) -> ast.expr:
-    while isinstance(node, ast.Attribute):
-        node = node.value
-    return node
 
 
 def find_backbone(
@@ -552,21 +538,17 @@ def find_backbone(
     where several attributes hold a module, as vLLM's protocol defaults look there.
     """
     cls = next(node for _, node in lineage if isinstance(node, ast.ClassDef))
+    read = forward_reads(lineage)
     for where, node in lineage:
-        if not isinstance(node, ast.ClassDef):
+        if not isinstance(node, ast.ClassDef) or method_of(node, "__init__") is None:
             continue
         assigned = list(self_assignments(node))
-        if not assigned and not any(
-            isinstance(n, ast.FunctionDef) and n.name == "__init__" for n in node.body
-        ):
-            continue
-        called = forward_calls(lineage)
-        if called is not None:
-            assigned = [pair for pair in assigned if pair[0] in called]
+        if read is not None:
+            assigned = [pair for pair in assigned if pair[0] in read]
         ranked = sorted(assigned, key=lambda pair: pair[0] != "model")
         wrapper = None
         for attribute, func in ranked:
-            callee = code.resolve_base(where, func)
+            callee = code.resolve_class(where, func)
             if isinstance(callee, str):
                 if callee == "init_vllm_registered_model":
                     wrapper = attribute
