@@ -135,6 +135,27 @@ def matrix(session: nox.Session) -> None:
     session.run("patcher", "matrix", *args)
 
 
+SCAN_RELEASES = ["0.33.0"]
+"""The releases ``nox -s scan`` reads by default: the newest the matrix covers."""
+
+
+@nox.session
+def scan(session: nox.Session) -> None:
+    """Every architecture of each release's model registry against EAGLE-3: the docs page
+    (Markdown) and the findings (JSON) in reports/, each written whole or not at all."""
+    install_patcher(session)
+    reports = Path("reports")
+    reports.mkdir(exist_ok=True)
+    for version in session.posargs or SCAN_RELEASES:
+        for form, suffix in (("markdown", "md"), ("json", "json")):
+            command = ["patcher", "scan", "--vllm", version, "--format", form]
+            text = session.run(*command, silent=True, stderr=None)  # stdout alone
+            target = reports / f"scan-{version}.{suffix}"
+            partial = target.with_name(f".{target.name}.partial")
+            partial.write_text(str(text))
+            partial.replace(target)
+
+
 @nox.session(name="build-wheel")
 def build_wheel(session: nox.Session) -> None:
     """The main job: a patched vLLM wheel in dist/ (default: vLLM 0.16.0, kimi-k2.5-eagle3)."""

