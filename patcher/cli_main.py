@@ -116,7 +116,7 @@ COMMANDS = {
     ),
     "scan": Command(
         "patcher.cli_scan",
-        "every architecture of a release: EAGLE-3 present, or can the codemod give it",
+        "which architectures of a release have EAGLE-3, or can get it",
         "patcher scan --vllm 0.33.0",
         "patcher scan --vllm 0.33.0 --write-patchset MixtralForCausalLM > mixtral.toml",
     ),

@@ -44,8 +44,13 @@ def command_scan(args: argparse.Namespace) -> int:
     elif args.format == "markdown":
         sys.stdout.write(markdown([result]))
     else:
-        out.print(scan_table(result), markup=False)
+        show(result)
     return 0
+
+
+def show(result: Scan) -> None:
+    """The table on stdout, without markup: vLLM's code in a detail (``[:n_in]``) is text."""
+    out.print(scan_table(result), markup=False)
 
 
 def scan_table(result: Scan) -> Table:
