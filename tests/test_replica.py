@@ -321,6 +321,10 @@ def test_a_deployments_configs_shrunk_for_a_release_without_kimis_processor_get_
     replica = shrink(model, drafter, None, frozenset({"vllm/model_executor/models/kimi_k25.py"}))
     assert replica.drafter_kind == "llama" and replica.env == {"VLLM_MLA_DISABLE": "1"}
     assert config(replica.target)["use_unified_vision_chunk"] is True
+    # the generated tokenizer's image placeholder, not the deployment's 163605 it does not hold
+    pad = json.loads(replica.target["tokenizer.json"])["added_tokens"]
+    media_pad = next(t["id"] for t in pad if t["content"] == "<|media_pad|>")
+    assert config(replica.target)["media_placeholder_token_id"] == media_pad != 163605
     processor = json.loads(replica.target["preprocessor_config.json"])
     assert processor["auto_map"]["AutoImageProcessor"].startswith("kimi_k25_media_processor.")
     assert "kimi_k25_media_processor.py" in replica.target

@@ -312,6 +312,12 @@ def shrink(
     if "tokenizer_config.json" not in target and "tokenizer.json" not in target:
         target.update(tokenizer_files(spec.tokenizer, int(text["vocab_size"]), spec.chat_template))
         notes.append(f"{model_dir.name} has no tokenizer: a generated one was written")
+        # its special tokens are where the generated tokenizer has them: an image placeholder
+        # id the tokenizer does not hold fails vLLM's prompt replacement of the image
+        for attribute, token in spec.tokenizer.ids.items():
+            for holder in {id(config): config, id(text): text}.values():
+                if attribute in holder:
+                    holder[attribute] = token_id(spec.tokenizer, token)
     base_args = spec.serve_args
     if spec.preprocessor and spec.preprocessor["file"] not in target:
         processor, base_args, remote = processor_files(spec, config, release)
