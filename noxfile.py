@@ -259,7 +259,11 @@ def bench(session: nox.Session) -> None:
     """Speed figures, each beside a baseline measured in the same run."""
     install_patcher(session)
     session.install("wheel")
-    session.run("python", "-m", "patcher.bench", *(session.posargs or ["--unpack-pack", "--venvs"]))
+    # the installed patcher, for the bench and the commands it starts: not the source tree in
+    # this folder, which `python -m` would put first on sys.path (it lacks patcher.patchsets)
+    env = {"PYTHONSAFEPATH": "1"}
+    args = session.posargs or ["--unpack-pack", "--venvs"]
+    session.run("python", "-m", "patcher.bench", *args, env=env)
 
 
 GPU_BENCH_PATCHSETS = {
