@@ -78,7 +78,7 @@ class Report:
             what,
             f"{size / 1e6:.0f} MB",
             f"{baseline} {base / 1e6:.0f} MB",
-            f"{size / base:.1f}x",
+            f"{size / base:.2g}x",
             target,
         )
 
