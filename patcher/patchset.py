@@ -7,6 +7,7 @@ DeepSeek-derived text model, takes a new file, not new code.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import tomllib
@@ -56,6 +57,9 @@ class ServeExpectation:
 
     official_refuses: str
     """vLLM's own words (a part of its root-cause line) that the official wheel dies with."""
+    prefixes_refuse: tuple[str, ...] = ()
+    """The barrier chain past the first: what a wheel of the patchset's first 1, 2, ... patches
+    dies with, in order, each in vLLM's words. The whole patchset serves."""
 
 
 @dataclass(frozen=True)
@@ -97,6 +101,23 @@ class Patchset:
     @property
     def patch_names(self) -> list[str]:
         return [p.codemod for p in self.patches]
+
+    def prefix(self, count: int) -> Patchset:
+        """The patchset cut to its first ``count`` patches: the barrier chain's wheels are built
+        from these, with a label and a digest of their own, so no build or cached result is
+        mistaken for the whole patchset's."""
+        if not 0 <= count <= len(self.patches):
+            raise PatcherError(f"{self.name} has {len(self.patches)} patches, not {count}")
+        if count == len(self.patches):
+            return self
+        cut = hashlib.sha256(f"{self.digest}\0{count}".encode()).hexdigest()
+        return dataclasses.replace(
+            self,
+            name=f"{self.name}[:{count}]",
+            local_label=f"{self.local_label}.first{count}",
+            patches=self.patches[:count],
+            digest=cut,
+        )
 
     def codemods(self) -> list[Codemod]:
         return [CODEMODS[p.codemod](self.model, p.options) for p in self.patches]

@@ -81,3 +81,25 @@ def kimi_k25_mla_drafter_dir(
         drafter["eagle_config"] = {"eagle_aux_hidden_state_layer_ids": aux_layers}
     (folder / "config.json").write_text(json.dumps(drafter))
     return folder
+
+
+def kimi_k25_llama_drafter_dir(folder: Path, draft_vocab_size: int = 163840) -> Path:
+    """An EAGLE-3 drafter's folder shaped like the Llama-style ones published for Kimi-K2.5
+    (the kind vLLM serves before its MLA drafter, 0.18.0): its config only."""
+    folder.mkdir()
+    drafter = {
+        "architectures": ["LlamaForCausalLMEagle3"],
+        "model_type": "llama",
+        "hidden_size": 7168,
+        "intermediate_size": 18432,
+        "num_attention_heads": 64,
+        "num_key_value_heads": 64,
+        "num_hidden_layers": 1,
+        "rms_norm_eps": 1e-5,
+        "rope_theta": 50000.0,
+        "max_position_embeddings": 262144,
+        "vocab_size": 163840,
+        "draft_vocab_size": draft_vocab_size,
+    }
+    (folder / "config.json").write_text(json.dumps(drafter))
+    return folder

