@@ -41,11 +41,14 @@ def tests(session: nox.Session) -> None:
     """Unit tests and real-release tests (releases are fetched from the index and cached), with
     the coverage of installed patcher, the console script the tests run included.
 
-    The offline part: nox -s tests -- -m "not network and not slow" (its time: docs/measurements.md)
+    The offline part: nox -s tests -- -m "not network and not slow" (its time: docs/measurements.md).
+    The heavy proofs (several servers each, or every architecture imported) are left out unless
+    -m names them: nox -s tests -- -m heavy.
     """
     install_patcher(session, "test")
     env = {"PATCHER_EXPECT_INSTALLED": "1"}
-    session.run("pytest", *COVERAGE, *session.posargs, env=env)
+    chosen = [] if "-m" in session.posargs else ["-m", "not heavy"]
+    session.run("pytest", *COVERAGE, *chosen, *session.posargs, env=env)
 
 
 @nox.session

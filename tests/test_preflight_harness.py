@@ -37,6 +37,7 @@ def run_preflight(deployment, flags: str, workdir, capsys) -> tuple[int, str]:
 
 @pytest.mark.serving
 @pytest.mark.slow
+@pytest.mark.heavy
 def test_preflight_on_the_official_0_16_0_stops_at_barrier_1_in_vllms_words(
     deployment, tmp_path, capsys
 ):
@@ -48,6 +49,7 @@ def test_preflight_on_the_official_0_16_0_stops_at_barrier_1_in_vllms_words(
 
 @pytest.mark.serving
 @pytest.mark.slow
+@pytest.mark.heavy
 def test_preflight_of_0_16_0_patched_with_kimi_passes(deployment, tmp_path, capsys):
     flags = f"--vllm={VERSION} --patchset=kimi-k2.5-eagle3"
     status, verdict = run_preflight(deployment, flags, tmp_path / "work", capsys)

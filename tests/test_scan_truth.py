@@ -19,7 +19,7 @@ from patcher.sources.wheel import WheelSource
 from patcher.verify.environment import verify_venvs
 from patcher.verify.runner import probe_environment
 
-pytestmark = [pytest.mark.slow, pytest.mark.network]
+pytestmark = [pytest.mark.slow, pytest.mark.network, pytest.mark.heavy]
 
 PROBE = Path(__file__).with_name("supports_eagle3_probe.py")
 PROBE_TIMEOUT = 1800
