@@ -17,6 +17,7 @@ from patcher.cache import atomic_write, cache_dir
 class ProofKind(StrEnum):
     VERIFIED = "verify"  # vLLM's own code, official and patched, on CPU
     SERVED = "serve"  # the real server with EAGLE-3, official and patched
+    ACCEPTED = "accept"  # a drafter trained here accepts through the patched server
 
 
 def proof_path(kind: ProofKind, patchset: str, version: str, package: str) -> Path:
