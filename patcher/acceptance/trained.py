@@ -27,7 +27,7 @@ from patcher.cache import cache_dir, sha256_of
 from patcher.errors import PatcherError
 from patcher.replica import seeded
 from patcher.replica.build import Replica
-from patcher.replica.weights import SeededWeights
+from patcher.replica.weights import SeededWeights, refusal
 from patcher.replica.write import read_manifest, write_replica
 from patcher.serving.venv import ServingVenv
 
@@ -134,10 +134,7 @@ def run_trainer(venv: ServingVenv, folder: Path, recipe: Recipe) -> dict[str, An
     except subprocess.TimeoutExpired as error:
         raise PatcherError(f"training: over {timeout:.0f} s, killed") from error
     if done.returncode != 0:
-        lines = done.stderr.strip().splitlines() or [f"exit {done.returncode}"]
-        refused = [line for line in lines if line.startswith("error: ")]
-        why = refused[-1].removeprefix("error: ") if refused else lines[-1]
-        raise PatcherError(f"training: {why}")
+        raise PatcherError(f"training: {refusal(done)}")
     try:
         result = json.loads(out.read_text())
     except (OSError, ValueError) as error:
