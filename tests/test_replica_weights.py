@@ -132,6 +132,7 @@ def test_serve_bench_serves_a_seeded_replica_with_its_own_weights(venv, tmp_path
         f"--log-dir={tmp_path / 'logs'}",
         f"--json={report}",
         "--max-tokens=16",
+        "--enforce-eager",  # three servers: compiled, each starts in about 60 s, not 24
     ]
     assert main(served) == 0
     found = json.loads(report.read_text())

