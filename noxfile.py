@@ -41,7 +41,7 @@ def tests(session: nox.Session) -> None:
     """Unit tests and real-release tests (releases are fetched from the index and cached), with
     the coverage of installed patcher, the console script the tests run included.
 
-    The offline part: nox -s tests -- -m "not network and not slow" (its time: docs/measurements.md).
+    The offline part: nox -s tests -- -m "not network and not slow" (time: docs/measurements.md).
     The heavy proofs (several servers each, or every architecture imported) are left out unless
     -m names them: nox -s tests -- -m heavy.
     """

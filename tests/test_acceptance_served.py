@@ -29,6 +29,7 @@ def refusal(capsys) -> str:
     return lines[-1]
 
 
+@pytest.mark.heavy
 def test_a_drafter_trained_here_accepts_through_the_patched_server(tmp_path):
     report = tmp_path / "acceptance.json"
     argv = [*PROOF, "--patchset=glm4-moe-eagle3", f"--log-dir={tmp_path}", f"--json={report}"]
