@@ -311,13 +311,6 @@ def class_lines(name: str, module: ast.Module) -> Iterator[int]:
             yield node.lineno
 
 
-def function_lines(name: str, module: ast.Module) -> Iterator[int]:
-    """Where ``module`` defines a function or method ``name``, at any depth."""
-    for node in ast.walk(module):
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == name:
-            yield node.lineno
-
-
 def moved_class(tree: Tree, name: str, why: str) -> Outcome | None:
     """For a class a patchset names but not where it says (``why``): ``failed`` at its line if
     the tree defines it elsewhere; None where it is nowhere, or the tree cannot be searched
@@ -328,17 +321,10 @@ def moved_class(tree: Tree, name: str, why: str) -> Outcome | None:
     return moved(tree, signature, why)
 
 
-def moved_function(tree: Tree, name: str, why: str) -> Outcome | None:
-    """``moved_class`` for a function a codemod looks for in its files (``why``)."""
-    signature = Signature(
-        f"def {name}", (f"def {name.lower()}",), functools.partial(function_lines, name)
-    )
-    return moved(tree, signature, why)
-
-
 def moved(tree: Tree, definition: Signature, why: str) -> Outcome | None:
-    """``failed`` at the first line where the tree has ``definition`` though ``why`` says it is
-    not where expected; None where it is nowhere, or the tree cannot be searched."""
+    """``failed`` at the first line where the tree has ``definition`` (a class, or a barrier's
+    behaviour) though ``why`` says it is not where expected; None where it is nowhere, or the
+    tree cannot be searched."""
     if not tree.searchable:
         return None
     try:

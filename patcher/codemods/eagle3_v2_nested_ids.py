@@ -18,7 +18,7 @@ import libcst.matchers as m
 
 from patcher.codemods import signatures
 from patcher.codemods._cst import describe, edit_first, statement
-from patcher.codemods.base import FileCodemod, Outcome, ShapeError, Status, Tree, moved_function
+from patcher.codemods.base import FileCodemod, Outcome, ShapeError, Status, Tree, moved
 
 READER = "get_eagle3_aux_layers_from_config"
 IDS = "eagle_aux_hidden_state_layer_ids"
@@ -40,13 +40,17 @@ NESTED_READ = m.Call(func=m.Attribute(attr=m.Name("get")), args=[m.Arg(NAMES_IDS
 NESTED_SUBSCRIPT = m.Subscript(slice=[m.SubscriptElement(slice=m.Index(value=NAMES_IDS))])
 """``....get("eagle_aux_hidden_state_layer_ids")`` or ``...["eagle_aux_hidden_state_layer_ids"]``:
 the nested read, already there."""
-TOP_LEVEL_ONLY = m.If(
+TOP_LEVEL_GUARD = m.If(
     test=m.UnaryOperation(
-        operator=m.Not(), expression=m.Call(func=m.Name("hasattr"), args=[m.Arg(), m.Arg(NAMES_IDS)])
+        operator=m.Not(),
+        expression=m.Call(
+            func=m.Name("hasattr"),
+            args=[m.Arg(m.SaveMatchedNode(m.Name(), "config")), m.Arg(NAMES_IDS)],
+        ),
     )
 )
-"""``if not hasattr(hf_config, "eagle_aux_hidden_state_layer_ids"): return None``: the oldest
-V2 reader, which reads the top-level field alone, as the V1 runner of those releases does."""
+"""``if not hasattr(hf_config, "eagle_aux_hidden_state_layer_ids"): return None``: the older
+readers (0.17.0 to 0.23.0), which give up where the top-level field is missing."""
 
 
 def returns_ids(ids: str) -> m.BaseMatcherNode:
@@ -54,12 +58,15 @@ def returns_ids(ids: str) -> m.BaseMatcherNode:
     return m.Return(value=m.Call(func=m.Name("tuple"), args=[m.Arg(m.Name(ids))]))
 
 
-def nested_read(config: str, ids: str) -> cst.BaseStatement:
+def nested_read(condition: str, config: str) -> cst.BaseStatement:
+    """Where ``condition`` says nothing gave ids yet: return eagle_config's, if it has them."""
     return statement(
-        f"if not {ids}:\n"
+        f"if {condition}:\n"
         f'    eagle_config = getattr({config}, "eagle_config", None)\n'
         f"    if eagle_config and isinstance(eagle_config, dict):\n"
-        f'        {ids} = eagle_config.get("{IDS}")\n'
+        f'        nested_ids = eagle_config.get("{IDS}")\n'
+        f"        if nested_ids and isinstance(nested_ids, (list, tuple)):\n"
+        f"            return tuple(nested_ids)\n"
     )
 
 
@@ -78,26 +85,30 @@ class Eagle3V2NestedIds(FileCodemod):
                 continue
             if m.findall(function, NESTED_READ | NESTED_SUBSCRIPT):
                 return Outcome(Status.PRESENT, f"{path}: {READER} reads eagle_config's {IDS}")
-            if m.findall(function, TOP_LEVEL_ONLY):
-                return Outcome(
-                    Status.NOT_NEEDED,
-                    f"{path}: {READER} reads the top-level {IDS} alone, as the V1 runner of "
-                    f"these releases does: no nested read to match",
-                )
             tree.update(path, edit_first(module, READER_FUNCTION, self._extended(module, path)))
             self.report(f"{path}: {READER} falls back to eagle_config's {IDS}")
             return Outcome(Status.APPLIED, "; ".join(self.context.changes))
         why = f"the V2 model runner has no {READER} in this tree"
-        return moved_function(tree, READER, why) or Outcome(Status.UNSUPPORTED, why)
+        return moved(tree, signatures.V2_NESTED_IDS_UNREAD, why) or Outcome(
+            Status.UNSUPPORTED, why
+        )
 
     def _extended(
         self, module: cst.Module, path: str
     ) -> Callable[[cst.FunctionDef], cst.FunctionDef]:
-        """The edit of the reader: the nested read inserted before its last ``return tuple``."""
+        """The edit of the reader: the nested read put where nothing earlier gave ids, before
+        the guard that gives up without the top-level field, else before the final return."""
 
         def edit(function: cst.FunctionDef) -> cst.FunctionDef:
             block = cst.ensure_type(function.body, cst.IndentedBlock)
-            reads = [found for s in block.body for found in m.extractall(s, TOP_LEVEL_READ)]
+            body = list(block.body)
+            for i, node in enumerate(body):
+                guard = m.extract(node, TOP_LEVEL_GUARD)
+                if guard is not None:
+                    config = cst.ensure_type(guard["config"], cst.Name).value
+                    body.insert(i, nested_read(f'not getattr({config}, "{IDS}", None)', config))
+                    return function.with_changes(body=block.with_changes(body=body))
+            reads = [found for s in body for found in m.extractall(s, TOP_LEVEL_READ)]
             if len(reads) != 1:
                 raise ShapeError(
                     f"{path}: expected one `ids = getattr(config, {IDS!r}, None)` in {READER}, "
@@ -105,14 +116,13 @@ class Eagle3V2NestedIds(FileCodemod):
                 )
             ids = cst.ensure_type(reads[0]["ids"], cst.Name).value
             config = cst.ensure_type(reads[0]["config"], cst.Name).value
-            body = list(block.body)
             final = [i for i, s in enumerate(body) if m.findall(s, returns_ids(ids))]
             if not final:
                 raise ShapeError(
                     f"{path}: {READER} never returns tuple({ids}); nearest candidate: "
                     f"{describe(module, path, function)}"
                 )
-            body.insert(final[-1], nested_read(config, ids))
+            body.insert(final[-1], nested_read(f"not {ids}", config))
             return function.with_changes(body=block.with_changes(body=body))
 
         return edit

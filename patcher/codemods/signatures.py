@@ -238,12 +238,12 @@ def reads_key(node: ast.AST, key: str) -> bool:
 
 
 def nested_ids_unread(module: ast.Module) -> Iterator[int]:
-    """Where an id reader falls back to a drafter's ``eagle_config`` without reading the ids
-    nested there: a function that reads ``eagle_aux_hidden_state_layer_ids`` as an attribute
-    (directly, or with ``getattr``/``hasattr``), mentions ``eagle_config``, and never reads
-    ``eagle_config["eagle_aux_hidden_state_layer_ids"]``."""
+    """Where a module-level id reader (the V2 runner's; the V1 runner's is a method of the
+    runner) reads a drafter's top-level ``eagle_aux_hidden_state_layer_ids`` (as an attribute,
+    or with ``getattr``/``hasattr``) and never reads the ids nested in a dict
+    (``eagle_config.get(...)`` or ``eagle_config[...]``)."""
     key = "eagle_aux_hidden_state_layer_ids"
-    for function in ast.walk(module):
+    for function in module.body:
         if not isinstance(function, FUNCTIONS):
             continue
         nodes = list(body_nodes(function.body))
@@ -259,16 +259,12 @@ def nested_ids_unread(module: ast.Module) -> Iterator[int]:
             )
             for n in nodes
         )
-        if (
-            top_level
-            and any(mentions(n, "eagle_config") for n in nodes if isinstance(n, ast.Constant))
-            and not any(reads_key(n, key) for n in nodes)
-        ):
+        if top_level and not any(reads_key(n, key) for n in nodes):
             yield function.lineno
 
 
 V2_NESTED_IDS_UNREAD = Signature(
-    "an EAGLE-3 id reader that skips eagle_config's eagle_aux_hidden_state_layer_ids",
+    "the V2 runner's EAGLE-3 id reader, without eagle_config's eagle_aux_hidden_state_layer_ids",
     ("eagle_aux_hidden_state_layer_ids",),
     nested_ids_unread,
 )
