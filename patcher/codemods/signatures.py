@@ -240,8 +240,8 @@ def reads_key(node: ast.AST, key: str) -> bool:
 def nested_ids_unread(module: ast.Module) -> Iterator[int]:
     """Where a module-level id reader (the V2 runner's; the V1 runner's is a method of the
     runner) reads a drafter's top-level ``eagle_aux_hidden_state_layer_ids`` (as an attribute,
-    or with ``getattr``/``hasattr``) and never reads the ids nested in a dict
-    (``eagle_config.get(...)`` or ``eagle_config[...]``)."""
+    or with ``getattr``/``hasattr``), returns ids as a ``tuple(...)``, and never reads the ids
+    nested in a dict (``eagle_config.get(...)`` or ``eagle_config[...]``)."""
     key = "eagle_aux_hidden_state_layer_ids"
     for function in module.body:
         if not isinstance(function, FUNCTIONS):
@@ -259,7 +259,14 @@ def nested_ids_unread(module: ast.Module) -> Iterator[int]:
             )
             for n in nodes
         )
-        if top_level and not any(reads_key(n, key) for n in nodes):
+        returns_tuple = any(
+            isinstance(n, ast.Return)
+            and isinstance(n.value, ast.Call)
+            and isinstance(n.value.func, ast.Name)
+            and n.value.func.id == "tuple"
+            for n in nodes
+        )
+        if top_level and returns_tuple and not any(reads_key(n, key) for n in nodes):
             yield function.lineno
 
 
