@@ -89,9 +89,7 @@ class Eagle3V2NestedIds(FileCodemod):
             self.report(f"{path}: {READER} falls back to eagle_config's {IDS}")
             return Outcome(Status.APPLIED, "; ".join(self.context.changes))
         why = f"the V2 model runner has no {READER} in this tree"
-        return moved(tree, signatures.V2_NESTED_IDS_UNREAD, why) or Outcome(
-            Status.UNSUPPORTED, why
-        )
+        return moved(tree, signatures.V2_NESTED_IDS_UNREAD, why) or Outcome(Status.UNSUPPORTED, why)
 
     def _extended(
         self, module: cst.Module, path: str
