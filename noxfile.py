@@ -173,6 +173,9 @@ tests/test_noxfile.py checks this list, and the two below, against the matrix.""
 VERIFY_MLA_RELEASES = ["0.18.0", "0.33.0"]
 """kimi-k2.5-eagle3-mla: the first and the newest release with the MLA drafter."""
 
+VERIFY_AUX_IDS_V2_RELEASES = ["0.17.0", "0.33.0"]
+"""eagle3-aux-ids-v2: the first and the newest release whose V2 runner skips the nested ids."""
+
 VERIFY_MODEL_PATCHSETS = ["glm4-moe-eagle3", "gemma3-eagle3", "ernie4.5-moe-eagle3", "step3-eagle3"]
 """The backbone patchsets (needs-patch since 0.10.1)."""
 
@@ -200,6 +203,13 @@ def verify(session: nox.Session, vllm: str) -> None:
 def verify_mla(session: nox.Session, vllm: str) -> None:
     """The MLA drafter's detection before and after, on CPU."""
     run_verify(session, "kimi-k2.5-eagle3-mla", vllm, f"mla-{vllm}")
+
+
+@nox.session(name="verify-aux-ids-v2")
+@nox.parametrize("vllm", VERIFY_AUX_IDS_V2_RELEASES)
+def verify_aux_ids_v2(session: nox.Session, vllm: str) -> None:
+    """The V2 runner's own id reader on a drafter with nested ids, before and after, on CPU."""
+    run_verify(session, "eagle3-aux-ids-v2", vllm, f"aux-ids-v2-{vllm}")
 
 
 @nox.session(name="verify-models")

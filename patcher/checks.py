@@ -14,6 +14,7 @@ CHECKS = (
     "mla-drafter",
     "eagle3-backbone",
     "eagle3-model-type",
+    "v2-nested-aux-ids",
 )
 
 MODEL_CHECKS = frozenset({"eagle3-backbone", "eagle3-model-type"})

@@ -481,7 +481,11 @@ def command_matrix(args: argparse.Namespace) -> int:
         write_file(args.readme, splice(readme, table).encode(), "--readme")
     if args.fanout:
         index = PackageIndex(args.index_url)
-        servable = {p.name for p in selected if p.model.architecture in replica_specs.known()}
+        servable = {
+            p.name
+            for p in selected
+            if p.serve_cpu and p.model.architecture in replica_specs.known()
+        }
         pairs = fanout(all_rows, index.project_versions(distributions.CPU), servable)
         write_file(args.fanout, (json.dumps(pairs) + "\n").encode(), "--fanout")
     if problems:

@@ -38,6 +38,13 @@ OUTPUT_OF = frozenset({"sglang", "specforge"})
 TOP_LEVEL_IDS = "eagle_aux_hidden_state_layer_ids"
 """The field both runners of every release read first: where ``--fix`` writes the ids."""
 
+NESTED_IDS = f"eagle_config.{TOP_LEVEL_IDS}"
+"""The nested field the V1 runner reads and the V2 runner's reader does not (issue 19)."""
+
+RUNNER_GAP_PATCHSET = "eagle3-aux-ids-v2"
+"""The patchset that makes the V2 runner read ``NESTED_IDS``: the fix the runners' disagreement
+over it names where the matrix says needs-patch. Not a barrier of any target's."""
+
 TRAINER_KEYS = frozenset({"trained_with", "training_framework", "trainer", "framework"})
 """Metadata keys whose value, naming one convention, is taken as proof of it."""
 
@@ -443,6 +450,10 @@ def id_findings(
         evidence = "; ".join(
             f"{f.runner} reads {f.found_in} -> {physical(f.ids, n)}" for f in feeds
         )
+        fix = (
+            f"put the ids at the top level ({TOP_LEVEL_IDS}), which every runner reads first "
+            "(patcher doctor --fix OUT)"
+        )
         findings.append(
             Finding(
                 "runners-disagree",
@@ -450,14 +461,28 @@ def id_findings(
                 "the model runners feed the drafter different states; on GPU by default: "
                 + diagnosis.gpu_choice,
                 evidence,
-                f"put the ids at the top level ({TOP_LEVEL_IDS}), which every runner reads "
-                "first (patcher doctor --fix OUT)",
+                fix + runner_gap_fix(diagnosis, source),
             )
         )
     if declared is not None:
         findings += convention_findings(diagnosis, declared)
         findings += range_findings(declared, n, source, target_modules)
     return findings
+
+
+def runner_gap_fix(diagnosis: Diagnosis, source: Source) -> str:
+    """The patchset that makes the V2 runner read the nested ids, where they are what it
+    skipped and the matrix says the release needs it; else nothing."""
+    skipped = any(f.runner == "V2" and f.default for f in diagnosis.feeds)
+    if diagnosis.declared_field != NESTED_IDS or not skipped:
+        return ""
+    result = verdict_of(patchsets.load(RUNNER_GAP_PATCHSET), source)
+    if result.verdict is not Verdict.NEEDS_PATCH:
+        return ""
+    return (
+        f"; or patch the V2 runner to read {NESTED_IDS} as V1 does: patcher build-wheel "
+        f"--patchset {RUNNER_GAP_PATCHSET} (needs-patch on {source.description})"
+    )
 
 
 def convention_findings(diagnosis: Diagnosis, ids: tuple[int, ...]) -> list[Finding]:
@@ -656,7 +681,7 @@ def matching(target: Target) -> list[Patchset]:
     return [
         p
         for p in (patchsets.load(name) for name in patchsets.available())
-        if p.model.architecture == target.architectures[0]
+        if p.model.architecture == target.architectures[0] and p.name != RUNNER_GAP_PATCHSET
     ]
 
 

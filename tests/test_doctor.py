@@ -318,6 +318,36 @@ def test_a_reduced_draft_vocabulary_needs_its_d2t_tensor(release, tmp_path, llam
 
 
 @pytest.mark.network
+@pytest.mark.parametrize("version", ["0.24.0", "0.33.0"])
+def test_the_runners_disagreement_over_nested_ids_names_the_v2_patchset(
+    release, tmp_path, kimi, version
+):
+    """Where V2 skips the nested ids V1 reads, the fix names eagle3-aux-ids-v2 (needs-patch on
+    every release with the V2 reader); it is no barrier of the target's."""
+    drafter = write_folder(
+        tmp_path / "drafter",
+        {**MLA_DRAFTER, "eagle_config": {"eagle_aux_hidden_state_layer_ids": NESTED_IDS}},
+    )
+    diagnosis = run(release, version, drafter, kimi)
+    (disagree,) = [f for f in diagnosis.findings if f.kind == "runners-disagree"]
+    assert disagree.fix.startswith("put the ids at the top level")
+    assert f"patcher build-wheel --patchset eagle3-aux-ids-v2 (needs-patch on vllm {version}" in (
+        disagree.fix
+    )
+    barriers = [f.message for f in diagnosis.findings if f.kind == "target-barriers"]
+    assert not [m for m in barriers if "eagle3-aux-ids-v2" in m]
+
+
+@pytest.mark.network
+def test_top_level_ids_name_no_runner_patchset(release, tmp_path, kimi):
+    drafter = write_folder(
+        tmp_path / "drafter", {**MLA_DRAFTER, "eagle_aux_hidden_state_layer_ids": NESTED_IDS}
+    )
+    diagnosis = run(release, "0.33.0", drafter, kimi)
+    assert not [f for f in diagnosis.findings if "eagle3-aux-ids-v2" in f.message + f.fix]
+
+
+@pytest.mark.network
 def test_the_target_barriers_name_the_patchset_that_lifts_them(release, tmp_path, kimi):
     drafter = write_folder(
         tmp_path / "drafter", {**MLA_DRAFTER, "eagle_aux_hidden_state_layer_ids": [2, 30, 58]}

@@ -41,6 +41,11 @@ def test_verify_mla_covers_the_first_and_newest_affected_release(index):
     assert [affected[0], affected[-1]] == noxfile().VERIFY_MLA_RELEASES
 
 
+def test_verify_aux_ids_v2_covers_the_first_and_newest_affected_release(index):
+    affected = needs_patch(index, "eagle3-aux-ids-v2")
+    assert [affected[0], affected[-1]] == noxfile().VERIFY_AUX_IDS_V2_RELEASES
+
+
 def test_verify_models_covers_every_backbone_patchset_on_a_needs_patch_release(index):
     backbones = [
         name

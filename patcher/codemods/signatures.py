@@ -225,3 +225,53 @@ TARGET_BACKBONE_READ = Signature(
 EAGLE_INNER_MLA_CHECK = Signature(
     "the EAGLE branch of the MLA detection", ('"eagle"', "'eagle'"), eagle_inner_mla_checks
 )
+
+
+def reads_key(node: ast.AST, key: str) -> bool:
+    """Whether ``node`` is a read of ``key`` out of a dict: ``x.get(key, ...)`` or ``x[key]``."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+        first = node.args[0] if node.func.attr == "get" and node.args else None
+        return isinstance(first, ast.Constant) and first.value == key
+    if isinstance(node, ast.Subscript):
+        return isinstance(node.slice, ast.Constant) and node.slice.value == key
+    return False
+
+
+def nested_ids_unread(module: ast.Module) -> Iterator[int]:
+    """Where a module-level id reader (the V2 runner's; the V1 runner's is a method of the
+    runner) reads a drafter's top-level ``eagle_aux_hidden_state_layer_ids`` (as an attribute,
+    or with ``getattr``/``hasattr``), returns ids as a ``tuple(...)``, and never reads the ids
+    nested in a dict (``eagle_config.get(...)`` or ``eagle_config[...]``)."""
+    key = "eagle_aux_hidden_state_layer_ids"
+    for function in module.body:
+        if not isinstance(function, FUNCTIONS):
+            continue
+        nodes = list(body_nodes(function.body))
+        top_level = any(
+            (isinstance(n, ast.Attribute) and n.attr == key)
+            or (
+                isinstance(n, ast.Call)
+                and isinstance(n.func, ast.Name)
+                and n.func.id in ("getattr", "hasattr")
+                and len(n.args) >= 2
+                and isinstance(n.args[1], ast.Constant)
+                and n.args[1].value == key
+            )
+            for n in nodes
+        )
+        returns_tuple = any(
+            isinstance(n, ast.Return)
+            and isinstance(n.value, ast.Call)
+            and isinstance(n.value.func, ast.Name)
+            and n.value.func.id == "tuple"
+            for n in nodes
+        )
+        if top_level and returns_tuple and not any(reads_key(n, key) for n in nodes):
+            yield function.lineno
+
+
+V2_NESTED_IDS_UNREAD = Signature(
+    "the V2 runner's EAGLE-3 id reader, without eagle_config's eagle_aux_hidden_state_layer_ids",
+    ("eagle_aux_hidden_state_layer_ids",),
+    nested_ids_unread,
+)

@@ -15,6 +15,7 @@ not run (``error: ...``); ``skip`` when the check does not apply to this release
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import sys
@@ -62,6 +63,7 @@ ENTRY_MODULES: dict[str, tuple[str, ...]] = {
         f"{_MODELS}.step3_text",
     ),
     "eagle3-model-type": ("vllm.config", f"{_MODELS}.registry", f"{_MODELS}.llama_eagle3"),
+    "v2-nested-aux-ids": ("vllm.v1.worker.gpu.spec_decode.eagle.eagle3_utils",),
 }
 """The vLLM modules each check loads (directly or through the model registry).
 
@@ -662,6 +664,52 @@ def check_eagle3_model_type(workdir: Path, model: str) -> str:
     )
 
 
+NESTED_AUX_IDS = [1, 29, 57]
+"""Ids a drafter keeps only in its ``eagle_config`` (Kimi-K2.5's MLA drafters do)."""
+
+
+def _v2_aux_ids(config: dict[str, Any]) -> Any:
+    """What the V2 runner's own ``get_eagle3_aux_layers_from_config`` reads from a drafter
+    whose config.json is ``config``: the hf_config is transformers' ``PretrainedConfig`` of it,
+    as vLLM loads one; the speculative config around it is a stand-in holding only that
+    (``SpeculativeConfig`` would load a target and a checkpoint, which the reader never reads)."""
+    module = ENTRY_MODULES["v2-nested-aux-ids"][0]
+    try:
+        eagle3_utils = importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        if exc.name is None or not module.startswith(exc.name):
+            raise  # the module is there, and something it imports is not
+        raise Skip(f"vLLM {_vllm_version()} has no {module}") from exc
+    reader = getattr(eagle3_utils, "get_eagle3_aux_layers_from_config", None)
+    if reader is None:
+        raise Skip(f"vLLM {_vllm_version()}'s V2 runner has no get_eagle3_aux_layers_from_config")
+    from transformers import PretrainedConfig
+
+    stand_in = SimpleNamespace(
+        draft_model_config=SimpleNamespace(hf_config=PretrainedConfig(**config))
+    )
+    return reader(stand_in)
+
+
+def check_v2_nested_aux_ids(workdir: Path) -> str:
+    """The V2 runner's reader on a drafter whose ids sit only in ``eagle_config``, after a
+    control whose ids are at the top level (which every release reads)."""
+    control = _v2_aux_ids({"eagle_aux_hidden_state_layer_ids": NESTED_AUX_IDS})
+    if control != tuple(NESTED_AUX_IDS):
+        raise ProbeError(f"the top-level ids {NESTED_AUX_IDS} came back as {control!r}")
+    nested = _v2_aux_ids({"eagle_config": {"eagle_aux_hidden_state_layer_ids": NESTED_AUX_IDS}})
+    if nested != tuple(NESTED_AUX_IDS):
+        raise Barrier(
+            f"get_eagle3_aux_layers_from_config returned {nested!r} for eagle_config's "
+            f"eagle_aux_hidden_state_layer_ids {NESTED_AUX_IDS}: the target's default is used"
+        )
+    return (
+        f"get_eagle3_aux_layers_from_config returned {nested!r} for eagle_config's ids, and "
+        f"{control!r} for top-level ids (stand-in: the SpeculativeConfig around the "
+        f"drafter's PretrainedConfig)"
+    )
+
+
 RUNNERS: dict[str, Callable[..., str]] = {
     "speculative-config": check_speculative_config,
     "eagle3-interface": check_eagle3_interface,
@@ -670,6 +718,7 @@ RUNNERS: dict[str, Callable[..., str]] = {
     "mla-drafter": check_mla_drafter,
     "eagle3-backbone": check_eagle3_backbone,
     "eagle3-model-type": check_eagle3_model_type,
+    "v2-nested-aux-ids": check_v2_nested_aux_ids,
 }
 
 
