@@ -170,7 +170,14 @@ tests/test_noxfile.py checks this list, and the two below, against the matrix.""
 VERIFY_MLA_RELEASES = ["0.18.0", "0.33.0"]
 """kimi-k2.5-eagle3-mla: the first and the newest release with the MLA drafter."""
 
-VERIFY_MODEL_PATCHSETS = ["glm4-moe-eagle3", "gemma3-eagle3", "ernie4.5-moe-eagle3", "step3-eagle3"]
+VERIFY_MODEL_PATCHSETS = [
+    "glm4-moe-eagle3",
+    "gemma3-eagle3",
+    "ernie4.5-moe-eagle3",
+    "step3-eagle3",
+    "mixtral-eagle3",
+    "qwen2-moe-eagle3",
+]
 """The backbone patchsets (needs-patch since 0.10.1)."""
 
 VERIFY_MODELS_RELEASES = ["0.17.1", "0.33.0"]
@@ -207,7 +214,13 @@ def verify_models(session: nox.Session, vllm: str, patchset: str) -> None:
     run_verify(session, patchset, vllm, f"{patchset}-{vllm}")
 
 
-AUX_REFERENCE_PATCHSETS = ["glm4-moe-eagle3", "gemma3-eagle3", "ernie4.5-moe-eagle3"]
+AUX_REFERENCE_PATCHSETS = [
+    "glm4-moe-eagle3",
+    "gemma3-eagle3",
+    "ernie4.5-moe-eagle3",
+    "mixtral-eagle3",
+    "qwen2-moe-eagle3",
+]
 """The backbone patchsets whose model transformers has (Step-3 it has not: no reference)."""
 
 
