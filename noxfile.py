@@ -176,7 +176,14 @@ VERIFY_MLA_RELEASES = ["0.18.0", "0.33.0"]
 VERIFY_AUX_IDS_V2_RELEASES = ["0.17.0", "0.33.0"]
 """eagle3-aux-ids-v2: the first and the newest release whose V2 runner skips the nested ids."""
 
-VERIFY_MODEL_PATCHSETS = ["glm4-moe-eagle3", "gemma3-eagle3", "ernie4.5-moe-eagle3", "step3-eagle3"]
+VERIFY_MODEL_PATCHSETS = [
+    "glm4-moe-eagle3",
+    "gemma3-eagle3",
+    "ernie4.5-moe-eagle3",
+    "step3-eagle3",
+    "mixtral-eagle3",
+    "qwen2-moe-eagle3",
+]
 """The backbone patchsets (needs-patch since 0.10.1)."""
 
 VERIFY_MODELS_RELEASES = ["0.17.1", "0.33.0"]
@@ -220,7 +227,13 @@ def verify_models(session: nox.Session, vllm: str, patchset: str) -> None:
     run_verify(session, patchset, vllm, f"{patchset}-{vllm}")
 
 
-AUX_REFERENCE_PATCHSETS = ["glm4-moe-eagle3", "gemma3-eagle3", "ernie4.5-moe-eagle3"]
+AUX_REFERENCE_PATCHSETS = [
+    "glm4-moe-eagle3",
+    "gemma3-eagle3",
+    "ernie4.5-moe-eagle3",
+    "mixtral-eagle3",
+    "qwen2-moe-eagle3",
+]
 """The backbone patchsets whose model transformers has (Step-3 it has not: no reference)."""
 
 

@@ -7,6 +7,7 @@ import importlib.util
 from pathlib import Path
 
 import pytest
+from backbones import backbone_patchsets
 
 from patcher import patchset as patchsets
 from patcher.matrix import build_matrix, select_releases
@@ -47,11 +48,7 @@ def test_verify_aux_ids_v2_covers_the_first_and_newest_affected_release(index):
 
 
 def test_verify_models_covers_every_backbone_patchset_on_a_needs_patch_release(index):
-    backbones = [
-        name
-        for name in patchsets.available()
-        if any(p.codemod == "eagle3-backbone" for p in patchsets.load(name).patches)
-    ]
+    backbones = backbone_patchsets()
     assert sorted(noxfile().VERIFY_MODEL_PATCHSETS) == sorted(backbones)
     for name in backbones:
         assert set(noxfile().VERIFY_MODELS_RELEASES) <= set(needs_patch(index, name))

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from backbones import backbone_patchsets
 
 from patcher import patchset as patchsets
 from patcher.cli import main
@@ -191,7 +192,7 @@ def test_a_patchset_that_is_not_a_readable_file(tmp_path):
 
 
 def test_the_backbone_patchsets_expect_the_official_wheel_to_refuse_in_vllms_words():
-    for name in ("glm4-moe-eagle3", "gemma3-eagle3", "ernie4.5-moe-eagle3", "step3-eagle3"):
+    for name in backbone_patchsets():
         serve = patchsets.load(name).serve
         assert serve is not None and "does not support EAGLE3" in serve.official_refuses
     assert patchsets.load("kimi-k2.5-eagle3-mla").serve is None  # the official wheel serves it

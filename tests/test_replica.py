@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 
 import pytest
+from backbones import backbone_patchsets
 from replica_helpers import (
     KIMI,
     kimi_k25_llama_drafter_dir,
@@ -85,9 +86,7 @@ def test_the_glm4_moe_replica_is_text_only_with_an_moe_and_a_llama_drafter():
     assert replica.serve_args == () and "preprocessor_config.json" not in replica.target
 
 
-@pytest.mark.parametrize(
-    "name", ["glm4-moe-eagle3", "gemma3-eagle3", "ernie4.5-moe-eagle3", "step3-eagle3"]
-)
+@pytest.mark.parametrize("name", backbone_patchsets())
 def test_each_backbone_patchsets_model_has_a_replica_eagle3_can_serve(name):
     """Config level: 8 float32 layers (distinct default aux layers), a Llama-style drafter of the
     target's width. tests/test_serving_cpu.py serves the GLM one for real."""
