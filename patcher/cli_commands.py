@@ -11,7 +11,13 @@ from pathlib import Path
 
 from patcher import distributions, results_cache
 from patcher import patchset as patchsets
-from patcher.cli_wheels import chosen_package, fail_on_errors, patch_official
+from patcher.cli_wheels import (
+    fail_on_errors,
+    first_run,
+    open_named_wheel,
+    read_in_place,
+    settled_run,
+)
 from patcher.codemods.base import Status, Verdict
 from patcher.engine import run_patchset
 from patcher.errors import DriftError, PatcherError
@@ -36,9 +42,9 @@ from patcher.outputs.named import STDOUT, write_file
 from patcher.outputs.tree import TreeOutput
 from patcher.outputs.wheel import (
     WheelPlan,
-    build_wheel,
     local_version,
     refuse_patched,
+    repack,
     writable_folder,
 )
 from patcher.patchset import Patchset
@@ -56,7 +62,7 @@ from patcher.sources.installed import (
     UnpatchedSource,
     find_installation,
 )
-from patcher.sources.wheel import WheelSource, open_wheel
+from patcher.sources.wheel import WheelSource
 from patcher.terminal import Table, check_outputs, context, err, new_table, out, path_argument
 from patcher.verify.command import check_verifiable, probe_model, verify_release
 from patcher.verify.installed import verify_in_place
@@ -161,13 +167,8 @@ def add_python_option(parser: argparse.ArgumentParser) -> None:
 
 
 def open_source(args: argparse.Namespace) -> Source:
-    if args.vllm is not None:
-        index = PackageIndex(args.index_url, distribution=chosen_package(args))
-        release = index.release(args.vllm)
-        return IndexWheelSource(release, release.require_wheel(args.platform), index.client)
-    if args.wheel:
-        chosen_package(args)
-        return WheelSource(args.wheel)
+    if args.vllm is not None or args.wheel:
+        return read_in_place(open_named_wheel(args))
     if getattr(args, "git", None):
         return git_source(args)
     return DirectorySource(args.source, args.vllm_version)
@@ -538,33 +539,29 @@ def matrix_table(name: str, rows: list[Row]) -> Table:
 
 
 def command_build_wheel(args: argparse.Namespace) -> int:
-    if args.wheel:
-        with open_wheel(args.wheel) as archive:
-            refuse_patched(archive, args.wheel.name)
-
-    def label(patchset: Patchset) -> str:
-        return patchset.local_label if args.local_label is None else args.local_label
-
-    def refuse(patchset: Patchset, result: PatchResult) -> None:
-        context(status_table(result))
-        if result.verdict is not Verdict.NEEDS_PATCH and not args.allow_noop:
+    patchset = refuse_harness(patchsets.load(args.patchset))  # before the index is asked anything
+    label = patchset.local_label if args.local_label is None else args.local_label
+    writable_folder(args.dist, "--dist")
+    with open_named_wheel(args) as named:
+        if isinstance(named, WheelSource):
+            refuse_patched(named.zip, named.path.name)
+        first = first_run(named, patchset)
+        context(status_table(first))
+        if first.verdict is not Verdict.NEEDS_PATCH and not args.allow_noop:
             reason = {
                 Verdict.UPSTREAM: "the official wheel already works; install it as it is",
                 Verdict.UNSUPPORTED: "this release lacks what the patchset needs",
                 Verdict.UNKNOWN: "no patch applies, and a gate's absence is unproven",
-            }[result.verdict]
+            }[first.verdict]
             raise PatcherError(
-                f"{result.distribution} {result.version} is {result.verdict} for {patchset.name}: "
+                f"{first.distribution} {first.version} is {first.verdict} for {patchset.name}: "
                 f"{reason} (--allow-noop builds anyway)"
             )
-        local_version(result.version, label(patchset))
-        writable_folder(args.dist, "--dist")
-
-    refuse_harness(patchsets.load(args.patchset))  # before the index is asked anything
-    path, sha256, patchset, result = patch_official(args, refuse)
-    plan = WheelPlan(path, sha256, result, label(patchset))
-    with err.status(f"checking {path.name} against its RECORD and repacking it"):
-        target = build_wheel(plan, args.dist)
+        local_version(first.version, label)  # a bad label is refused before the download
+        with settled_run(named, patchset, first) as run:
+            plan = WheelPlan(run.wheel.path, run.sha256, run.result, label)
+            with err.status(f"checking {run.wheel.path.name} against its RECORD and repacking it"):
+                target = repack(plan, run.wheel.zip, args.dist)
     out.print(str(target), markup=False, soft_wrap=True)
     return 0
 
@@ -579,7 +576,12 @@ def command_verify(args: argparse.Namespace) -> int:
     if args.installed:
         return verify_installed(args)
     check_outputs({"--json": args.json})
-    path, sha256, patchset, result = patch_official(args, check_verifiable)
+    patchset = patchsets.load(args.patchset)
+    with open_named_wheel(args) as named:
+        first = first_run(named, patchset)
+        check_verifiable(patchset, first)
+        with settled_run(named, patchset, first) as run:
+            path, sha256, result = run.wheel.path, run.sha256, run.result
     what = f"{result.distribution} {result.version}"
     with err.status(f"verifying {what} on CPU (venvs are built once, then reused)"):
         report = verify_release(patchset, path, sha256, result)

@@ -14,7 +14,13 @@ from pathlib import Path
 from patcher import patchset as patchsets
 from patcher import proofs
 from patcher.cli_doctor import print_diagnosis
-from patcher.cli_wheels import fail_on_errors, official_wheel, patch_official
+from patcher.cli_wheels import (
+    downloaded,
+    fail_on_errors,
+    first_run,
+    open_named_wheel,
+    settled_run,
+)
 from patcher.codemods.base import Verdict
 from patcher.doctor import diagnose, read_inputs
 from patcher.errors import PatcherError
@@ -172,7 +178,12 @@ def serve_bench_cpu(args: argparse.Namespace) -> int:
     if args.wheel:
         check_platform(args.wheel)  # before the harness reads it
     if args.with_patched:
-        wheel, sha256, patchset, result = patch_official(args, refuse_noop)
+        patchset = patchsets.load(args.patchset)
+        with open_named_wheel(args) as named:
+            first = first_run(named, patchset)
+            refuse_noop(patchset, first)
+            with settled_run(named, patchset, first) as run:
+                wheel, sha256, result = run.wheel.path, run.sha256, run.result
         proven = (patchset.name, str(result.version), result.distribution)
         official_refuses = patchset.serve.official_refuses if patchset.serve else None
         base = harnessed(wheel, sha256)
@@ -183,7 +194,8 @@ def serve_bench_cpu(args: argparse.Namespace) -> int:
             f"with {patchset.name} ({', '.join(sorted(result.changed))})"
         )
     else:
-        base = harnessed(*official_wheel(args))
+        with open_named_wheel(args) as named:
+            base = harnessed(*downloaded(named))
     if base.applied:
         notes.append(base.note)
     served = base.wheel()
@@ -320,7 +332,8 @@ def command_preflight(args: argparse.Namespace) -> int:
     # bad input fails before any download or venv (minutes): the doctor reads the configs first
     check_folder(args.workdir, "--workdir")
     inputs = read_inputs(args.drafter, args.model)
-    wheel, sha256 = official_wheel(args)
+    with open_named_wheel(args) as named:
+        wheel, sha256 = downloaded(named)
     replica = shrink(args.model, args.drafter, None, release_files(wheel))
     with WheelSource(wheel, sha256) as source:  # the doctor first: it reads, starts nothing
         diagnosis = diagnose(source, inputs)
@@ -351,7 +364,8 @@ def seeded_weights(args: argparse.Namespace) -> SeededWeights | None:
         raise PatcherError("--weights seeded needs --python PATH or --vllm VERSION (not both)")
     if args.python:
         return SeededWeights(args.python, args.seed)
-    wheel, _ = official_wheel(args)
+    with open_named_wheel(args) as named:
+        wheel, _ = downloaded(named)
     progress(f"preparing the serving venv for {wheel.name}")
     return SeededWeights(serving_venv(wheel).python, args.seed)
 
@@ -391,7 +405,12 @@ def refuse_unservable(patchset: Patchset, result: PatchResult) -> None:
 def verify_aux_states(args: argparse.Namespace) -> int:
     """``patcher verify --aux-states-reference``: fail on the official wheel, pass patched."""
     check_outputs({"--json": args.json})
-    wheel, sha256, patchset, result = patch_official(args, refuse_unservable)
+    patchset = patchsets.load(args.patchset)
+    with open_named_wheel(args) as named:
+        first = first_run(named, patchset)
+        refuse_unservable(patchset, first)
+        with settled_run(named, patchset, first) as run:
+            wheel, sha256, result = run.wheel.path, run.sha256, run.result
     architecture = patchset.model.architecture
     if architecture is None:
         raise PatcherError(f"patchset {patchset.name} names no model architecture to replicate")
