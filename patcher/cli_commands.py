@@ -35,7 +35,7 @@ from patcher.matrix import (
     select_releases,
     splice,
 )
-from patcher.outputs import installed as in_place
+from patcher.outputs import site_packages
 from patcher.outputs.base import Output
 from patcher.outputs.git_branch import BranchOutput
 from patcher.outputs.named import STDOUT, write_file
@@ -54,7 +54,7 @@ from patcher.sources.base import Source
 from patcher.sources.directory import DirectorySource
 from patcher.sources.git import GitSource
 from patcher.sources.index_wheel import IndexWheelSource
-from patcher.sources.installed import (
+from patcher.sources.installation import (
     ORIGINALS,
     Installation,
     InstalledSource,
@@ -65,7 +65,7 @@ from patcher.sources.installed import (
 from patcher.sources.wheel import WheelSource
 from patcher.terminal import Table, check_outputs, context, err, new_table, out, path_argument
 from patcher.verify.command import check_verifiable, probe_model, verify_release
-from patcher.verify.installed import verify_in_place
+from patcher.verify.in_environment import verify_in_place
 
 STATUS_STYLE = {
     Status.APPLIED: "yellow",
@@ -305,7 +305,7 @@ def command_apply(args: argparse.Namespace) -> int:
 def apply_installed(args: argparse.Namespace) -> int:
     """Patch the vLLM an interpreter imports, in place: RECORD kept true, originals kept."""
     installation = find_installation(args.python)
-    with in_place.locked(installation):
+    with site_packages.locked(installation):
         return apply_locked(args, installation)
 
 
@@ -318,7 +318,7 @@ def apply_locked(args: argparse.Namespace, installation: Installation) -> int:
                 f"{installation.description} is patched with {provenance.patchset}; "
                 "run patcher revert --installed first"
             )
-        if provenance.in_place and (found := in_place.problems(installation, provenance)):
+        if provenance.in_place and (found := site_packages.problems(installation, provenance)):
             raise PatcherError("; ".join(found))
         before = (
             UnpatchedSource(installation, provenance)
@@ -327,7 +327,7 @@ def apply_locked(args: argparse.Namespace, installation: Installation) -> int:
         )
         again = run_patchset(patchset, before)
         fail_on_errors(again)
-        if differ := in_place.differences(installation, provenance, again):
+        if differ := site_packages.differences(installation, provenance, again):
             raise PatcherError(
                 f"{installation.description} is patched with {patchset.name} "
                 f"({provenance.tool}), but the patchset now writes otherwise: "
@@ -351,7 +351,7 @@ def apply_locked(args: argparse.Namespace, installation: Installation) -> int:
         say(message)
     else:
         with err.status(f"patching {installation.description}"):
-            provenance = in_place.apply(installation, result)
+            provenance = site_packages.apply(installation, result)
         say(
             f"patched {len(provenance.files)} file(s) of {installation.description}; RECORD "
             f"updated, originals and provenance in {installation.root / installation.info}"
@@ -361,17 +361,17 @@ def apply_locked(args: argparse.Namespace, installation: Installation) -> int:
 
 def command_revert(args: argparse.Namespace) -> int:
     installation = find_installation(args.python)
-    with in_place.locked(installation):
+    with site_packages.locked(installation):
         try:
             provenance = installation.provenance()
             how = ""
         except ProvenanceMissing:
-            provenance = in_place.recovered(installation)
+            provenance = site_packages.recovered(installation)
             how = f" (its provenance was deleted: rebuilt from {ORIGINALS}/ and RECORD)"
         if provenance is None:
             say(f"{installation.description} is not patched; nothing to revert")
             return 0
-        restored = in_place.revert(installation, provenance)
+        restored = site_packages.revert(installation, provenance)
     say(
         f"restored {len(restored)} file(s) of {installation.description} and its RECORD "
         f"to the bytes from before {provenance.patchset}{how}"
@@ -396,7 +396,7 @@ def command_status(args: argparse.Namespace) -> int:
             "patched", f"{provenance.patchset} ({provenance.tool}), installed as a patched wheel"
         )
     else:
-        found = in_place.problems(installation, provenance)
+        found = site_packages.problems(installation, provenance)
         files = ", ".join(f.path for f in provenance.files)
         table.add_row("patched", f"{provenance.patchset} ({provenance.tool}): {files}")
         table.add_row("files", "; ".join(found) or "match the provenance")
@@ -441,7 +441,7 @@ def command_matrix(args: argparse.Namespace) -> int:
     else:
         names = args.patchset.split(",") if args.patchset else [patchsets.DEFAULT_PATCHSET]
     chosen = distributions.DEFAULT if args.package is None else args.package  # '' is refused
-    packages = [distributions.check(p) for p in chosen.split(",")]
+    packages = [distributions.validate_name(p) for p in chosen.split(",")]
     selected = [patchsets.load(name) for name in names]
     if args.readme == STDOUT:
         raise PatcherError("--readme cannot be -: the table is written into the file's text")

@@ -270,7 +270,7 @@ def serve_bench_cpu(args: argparse.Namespace) -> int:
     if proof is None:
         return 0
     if proven is not None:  # the matrix's ``served`` column shows it
-        proofs.record(proofs.ProofKind.SERVED, *proven, proof.passed, json.loads(text))
+        proofs.keep(proofs.ProofKind.SERVE, *proven, proof.passed, json.loads(text))
     if proof.passed:
         return 0
     problems = "; ".join(proof.problems)

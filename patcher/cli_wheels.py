@@ -25,7 +25,7 @@ from patcher.result import PatchResult
 from patcher.sources.base import Source
 from patcher.sources.download import download_wheel
 from patcher.sources.index_wheel import IndexWheelSource
-from patcher.sources.installed import InstalledSource, find_installation
+from patcher.sources.installation import InstalledSource, find_installation
 from patcher.sources.wheel import WheelSource
 from patcher.terminal import err, path_argument
 
@@ -60,7 +60,8 @@ def open_named_wheel(args: argparse.Namespace) -> NamedWheel:
     """``--wheel`` opened (once, for the command's length: the caller closes it), or ``--vllm``'s
     wheel found on the index: ``--package``, ``--index-url`` and ``--platform`` resolved and
     validated here, so nothing below the command reads its options."""
-    package = distributions.check(distributions.DEFAULT if args.package is None else args.package)
+    chosen = distributions.DEFAULT if args.package is None else args.package  # '' is refused
+    package = distributions.validate_name(chosen)
     if args.wheel:
         wheel = WheelSource(args.wheel)  # a clear error if it is not a vLLM wheel
         if args.package and wheel.distribution != package:

@@ -15,8 +15,11 @@ from patcher.cache import atomic_write, cache_dir
 
 
 class ProofKind(StrEnum):
-    VERIFIED = "verify"  # vLLM's own code, official and patched, on CPU
-    SERVED = "serve"  # the real server with EAGLE-3, official and patched
+    """The command whose run is kept as a proof; its value names the proofs' folder in the cache
+    (kept as it was, so proofs stored before still count)."""
+
+    VERIFY = "verify"  # vLLM's own code, official and patched, on CPU
+    SERVE = "serve"  # the real server with EAGLE-3, official and patched
 
 
 def proof_path(kind: ProofKind, patchset: str, version: str, package: str) -> Path:
@@ -27,7 +30,7 @@ def proof_path(kind: ProofKind, patchset: str, version: str, package: str) -> Pa
     return folder / f"{version}.json"
 
 
-def record(
+def keep(
     kind: ProofKind,
     patchset: str,
     version: str,

@@ -4,7 +4,7 @@ Members no patch touches are copied as raw compressed bytes (local header, data 
 descriptor), so their content, CRC and compression stay byte-identical; their central
 directory records are reused with only the offset changed. The dist-info folder is renamed to
 the new version, METADATA and RECORD are rewritten, and a provenance file is added. The
-source's members are first checked against its RECORD (``record.check_source``).
+source's members are first checked against its RECORD (``record.verify_members``).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from patcher import __version__
 from patcher.cache import create_new, name_beside, remove_stale
 from patcher.errors import PatcherError
 from patcher.outputs.named import check_folder
-from patcher.outputs.record import check_source, read_member
+from patcher.outputs.record import read_member, verify_members
 from patcher.outputs.transaction import make_parents
 from patcher.records import PROVENANCE, Hash, RecordRow, read_record
 from patcher.result import PatchResult
@@ -268,7 +268,7 @@ def repack(plan: WheelPlan, archive: zipfile.ZipFile, dist: Path) -> Path:
     check_name(archive.read(f"{old_info}/METADATA"), plan)
     new_info = f"{plan.distribution}-{plan.version}.dist-info"
     members = read_members(plan.source, archive)
-    check_source(plan.source, plan.source_sha256, archive, old_info)
+    verify_members(plan.source, plan.source_sha256, archive, old_info)
     remove_stale(dist, f".*{PARTIAL}", STALE_PARTIAL_SECONDS)
     target = dist / plan.output_name()
     tmp = name_beside(target, PARTIAL)
