@@ -23,7 +23,8 @@ def test_no_two_modules_share_a_name_beyond_the_deliberate_ones():
 
 
 def test_one_word_per_meaning():
-    """"check" is a CPU probe (``checks.CHECKS``) only; a proof is kept, a RECORD row is one."""
+    """A package name is validated, a wheel's members verified, a proof kept: the word check
+    is left to the CPU probes (``checks.CHECKS``)."""
     assert not hasattr(distributions, "check")
     assert not hasattr(record, "check_source")
     assert not hasattr(proofs, "record")
