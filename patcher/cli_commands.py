@@ -16,6 +16,7 @@ from patcher.cli_wheels import (
     first_run,
     open_named_wheel,
     read_in_place,
+    settled_on_disk,
     settled_run,
 )
 from patcher.codemods.base import Status, Verdict
@@ -578,10 +579,8 @@ def command_verify(args: argparse.Namespace) -> int:
     check_outputs({"--json": args.json})
     patchset = patchsets.load(args.patchset)
     with open_named_wheel(args) as named:
-        first = first_run(named, patchset)
-        check_verifiable(patchset, first)
-        with settled_run(named, patchset, first) as run:
-            path, sha256, result = run.wheel.path, run.sha256, run.result
+        check_verifiable(patchset, first := first_run(named, patchset))
+        path, sha256, result = settled_on_disk(named, patchset, first)
     what = f"{result.distribution} {result.version}"
     with err.status(f"verifying {what} on CPU (venvs are built once, then reused)"):
         report = verify_release(patchset, path, sha256, result)

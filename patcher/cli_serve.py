@@ -19,7 +19,7 @@ from patcher.cli_wheels import (
     fail_on_errors,
     first_run,
     open_named_wheel,
-    settled_run,
+    settled_on_disk,
 )
 from patcher.codemods.base import Verdict
 from patcher.doctor import diagnose, read_inputs
@@ -180,10 +180,8 @@ def serve_bench_cpu(args: argparse.Namespace) -> int:
     if args.with_patched:
         patchset = patchsets.load(args.patchset)
         with open_named_wheel(args) as named:
-            first = first_run(named, patchset)
-            refuse_noop(patchset, first)
-            with settled_run(named, patchset, first) as run:
-                wheel, sha256, result = run.wheel.path, run.sha256, run.result
+            refuse_noop(patchset, first := first_run(named, patchset))
+            wheel, sha256, result = settled_on_disk(named, patchset, first)
         proven = (patchset.name, str(result.version), result.distribution)
         official_refuses = patchset.serve.official_refuses if patchset.serve else None
         base = harnessed(wheel, sha256)
@@ -407,10 +405,8 @@ def verify_aux_states(args: argparse.Namespace) -> int:
     check_outputs({"--json": args.json})
     patchset = patchsets.load(args.patchset)
     with open_named_wheel(args) as named:
-        first = first_run(named, patchset)
-        refuse_unservable(patchset, first)
-        with settled_run(named, patchset, first) as run:
-            wheel, sha256, result = run.wheel.path, run.sha256, run.result
+        refuse_unservable(patchset, first := first_run(named, patchset))
+        wheel, sha256, result = settled_on_disk(named, patchset, first)
     architecture = patchset.model.architecture
     if architecture is None:
         raise PatcherError(f"patchset {patchset.name} names no model architecture to replicate")

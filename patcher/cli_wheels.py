@@ -185,3 +185,12 @@ def settled_run(named: NamedWheel, patchset: Patchset, first: PatchResult) -> It
                 f"{named.entry.filename}: the download disagrees with the range reads of it"
             )
         yield OfficialRun(wheel, sha256, result)
+
+
+def settled_on_disk(
+    named: NamedWheel, patchset: Patchset, first: PatchResult
+) -> tuple[Path, str, PatchResult]:
+    """``settled_run`` for a command that goes on with the wheel's path, not its open zip: the
+    path, the sha256 of its bytes and the settled run."""
+    with settled_run(named, patchset, first) as run:
+        return run.wheel.path, run.sha256, run.result
