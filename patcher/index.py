@@ -327,7 +327,7 @@ class PackageIndex:
     ) -> None:
         self.url = (index_url or default_index_url()).rstrip("/")
         self.client = client or HttpClient()
-        self.distribution = distributions.check(distribution)
+        self.distribution = distributions.validate_name(distribution)
         self._releases: dict[Version, Release] | None = None
 
     @property

@@ -178,8 +178,8 @@ def build_matrix(
                 release.version,
                 found[patchset.name, release.version],
                 patchset.expected(release.version),
-                proved(ProofKind.VERIFIED, patchset, release),
-                proved(ProofKind.SERVED, patchset, release),
+                proved(ProofKind.VERIFY, patchset, release),
+                proved(ProofKind.SERVE, patchset, release),
                 index.distribution,
                 acceptance_length(patchset.name, str(release.version), release.distribution),
             )

@@ -15,9 +15,12 @@ from patcher.cache import atomic_write, cache_dir
 
 
 class ProofKind(StrEnum):
-    VERIFIED = "verify"  # vLLM's own code, official and patched, on CPU
-    SERVED = "serve"  # the real server with EAGLE-3, official and patched
-    ACCEPTED = "accept"  # a drafter trained here accepts through the patched server
+    """The command whose run is kept as a proof; its value names the proofs' folder in the cache
+    (kept as it was, so proofs stored before still count)."""
+
+    VERIFY = "verify"  # vLLM's own code, official and patched, on CPU
+    SERVE = "serve"  # the real server with EAGLE-3, official and patched
+    ACCEPT = "accept"  # a drafter trained here accepts through the patched server
 
 
 def proof_path(kind: ProofKind, patchset: str, version: str, package: str) -> Path:
@@ -28,7 +31,7 @@ def proof_path(kind: ProofKind, patchset: str, version: str, package: str) -> Pa
     return folder / f"{version}.json"
 
 
-def record(
+def keep(
     kind: ProofKind,
     patchset: str,
     version: str,
@@ -57,7 +60,7 @@ def passed(kind: ProofKind, patchset: str, version: str, package: str) -> bool |
 def acceptance_length(patchset: str, version: str, package: str) -> float | None:
     """The acceptance length the last acceptance proof served, if it passed; None otherwise
     (never run here, failed, or a report this code cannot read)."""
-    path = proof_path(ProofKind.ACCEPTED, patchset, version, package)
+    path = proof_path(ProofKind.ACCEPT, patchset, version, package)
     try:
         report = json.loads(path.read_bytes())
         length = report["acceptance"]["acceptance_length"] if report["passed"] is True else None

@@ -18,7 +18,7 @@ from patcher.cache import cache_dir
 from patcher.cli import main
 from patcher.errors import PatcherError
 from patcher.outputs.wheel import PROVENANCE
-from patcher.sources.installed import find_installation
+from patcher.sources.installation import find_installation
 
 SPECULATIVE = """
 class SpeculativeConfig:

@@ -20,7 +20,7 @@ from patcher import doctor
 from patcher.index import machine_platform
 from patcher.serving.venv import serving_venv
 from patcher.sources.download import download_wheel
-from patcher.sources.installed import InstalledSource, find_installation
+from patcher.sources.installation import InstalledSource, find_installation
 
 pytestmark = [pytest.mark.network, pytest.mark.slow]
 

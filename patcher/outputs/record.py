@@ -40,7 +40,7 @@ def member_problem(archive: zipfile.ZipFile, info: zipfile.ZipInfo, row: RecordR
     return ""
 
 
-def check_source(path: Path, sha256: str, archive: zipfile.ZipFile, info_dir: str) -> None:
+def verify_members(path: Path, sha256: str, archive: zipfile.ZipFile, info_dir: str) -> None:
     """Refuse a source wheel any of whose members disagrees with its RECORD (hash and size),
     or is not listed in it; a pass is remembered by the wheel's ``sha256``."""
     passed = checked_dir("record-checked") / sha256

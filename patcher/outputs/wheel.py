@@ -4,7 +4,7 @@ Members no patch touches are copied as raw compressed bytes (local header, data 
 descriptor), so their content, CRC and compression stay byte-identical; their central
 directory records are reused with only the offset changed. The dist-info folder is renamed to
 the new version, METADATA and RECORD are rewritten, and a provenance file is added. The
-source's members are first checked against its RECORD (``record.check_source``).
+source's members are first checked against its RECORD (``record.verify_members``).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import tempfile
 import zipfile
 import zlib
 from dataclasses import dataclass, replace
+from functools import cached_property
 from pathlib import Path
 
 from packaging.utils import canonicalize_name
@@ -28,7 +29,7 @@ from patcher import __version__
 from patcher.cache import create_new, name_beside, remove_stale
 from patcher.errors import PatcherError
 from patcher.outputs.named import check_folder
-from patcher.outputs.record import check_source, read_member
+from patcher.outputs.record import read_member, verify_members
 from patcher.outputs.transaction import make_parents
 from patcher.records import PROVENANCE, Hash, RecordRow, read_record
 from patcher.result import PatchResult
@@ -227,7 +228,7 @@ class WheelPlan:
     result: PatchResult
     local_label: str
 
-    @property
+    @cached_property
     def version(self) -> Version:
         return local_version(self.result.version, self.local_label)
 
@@ -248,13 +249,15 @@ class WheelPlan:
 
 def build_wheel(plan: WheelPlan, dist: Path) -> Path:
     """Write the patched wheel into ``dist`` beside its final name, then rename it into place."""
+    writable_folder(dist)
     with open_wheel(plan.source) as archive:
         return repack(plan, archive, dist)
 
 
 def repack(plan: WheelPlan, archive: zipfile.ZipFile, dist: Path) -> Path:
     """The official wheel's members copied byte for byte, the patched ones and the dist-info
-    written anew, into a temporary file renamed into place once it checks out."""
+    written anew, into a temporary file renamed into place once it checks out. ``dist`` is
+    one ``writable_folder`` accepted."""
     safe_members(archive, plan.source)
     old_info = f"{plan.distribution}-{plan.result.version}.dist-info"
     names = set(archive.namelist())
@@ -265,8 +268,7 @@ def repack(plan: WheelPlan, archive: zipfile.ZipFile, dist: Path) -> Path:
     check_name(archive.read(f"{old_info}/METADATA"), plan)
     new_info = f"{plan.distribution}-{plan.version}.dist-info"
     members = read_members(plan.source, archive)
-    check_source(plan.source, plan.source_sha256, archive, old_info)
-    writable_folder(dist)
+    verify_members(plan.source, plan.source_sha256, archive, old_info)
     remove_stale(dist, f".*{PARTIAL}", STALE_PARTIAL_SECONDS)
     target = dist / plan.output_name()
     tmp = name_beside(target, PARTIAL)
@@ -303,7 +305,7 @@ def repack(plan: WheelPlan, archive: zipfile.ZipFile, dist: Path) -> Path:
             record = rewrite_record(read_member(archive, record_info), old_info, new_info, rows)
             writer.add(f"{new_info}/RECORD", record, record_info)
             writer.finish()
-        check_wheel(tmp, plan, new_info)
+        check_wheel(tmp, archive, plan, new_info)
         os.replace(tmp, target)
     except BaseException as error:
         tmp.unlink(missing_ok=True)
@@ -379,13 +381,14 @@ def provenance_json(plan: WheelPlan) -> bytes:
     return (json.dumps(data, indent=2, sort_keys=True) + "\n").encode()
 
 
-def check_wheel(path: Path, plan: WheelPlan, info: str) -> None:
-    """Refuse to declare success unless the zip opens, RECORD matches, and patches compile."""
+def check_wheel(path: Path, source: zipfile.ZipFile, plan: WheelPlan, info: str) -> None:
+    """Refuse to declare success unless the zip opens, RECORD matches against the ``source``
+    wheel's members, and patches compile."""
     try:
         archive = zipfile.ZipFile(path)
     except zipfile.BadZipFile as error:
         raise PatcherError(f"the repacked wheel is not a valid zip: {error}") from error
-    with archive, zipfile.ZipFile(plan.source) as source:
+    with archive:
         written = {i.filename: i for i in archive.infolist()}
         record = list(csv.reader(io.StringIO(archive.read(f"{info}/RECORD").decode())))
         for row in record:

@@ -67,7 +67,12 @@ class WheelSource(Source):
         self.zip.close()
 
     @property
-    def identity(self) -> str:
+    def sha256(self) -> str:
+        """The sha256 of the file's bytes, hashed once (or as the caller verified it)."""
         if self._sha256 is None:
             self._sha256 = sha256_of(self.path)
-        return f"sha256:{self._sha256}"
+        return self._sha256
+
+    @property
+    def identity(self) -> str:
+        return f"sha256:{self.sha256}"

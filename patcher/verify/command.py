@@ -47,8 +47,8 @@ def verify_release(
     report = verify_wheels(
         official, patched, result.version, patchset.verify, probe_model(patchset)
     )
-    proofs.record(
-        ProofKind.VERIFIED,
+    proofs.keep(
+        ProofKind.VERIFY,
         patchset.name,
         str(result.version),
         result.distribution,

@@ -19,7 +19,7 @@ from patcher.cache import folder_lock
 from patcher.errors import PatcherError
 from patcher.outputs.transaction import Transaction
 from patcher.result import PatchResult
-from patcher.sources.installed import ORIGINALS, Installation, PatchedFile, Provenance
+from patcher.sources.installation import ORIGINALS, Installation, PatchedFile, Provenance
 
 
 def locked(installation: Installation) -> FileLock:

@@ -1,0 +1,37 @@
+"""One name means one thing (issue 16, item 5): modules named by what they are, one word per
+meaning, proof kinds that read as their stored values."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import patcher
+from patcher import distributions, proofs
+from patcher.outputs import record
+
+PACKAGE = Path(patcher.__file__).parent
+
+SHARED_NAMES = {"__init__.py", "base.py", "report.py", "wheel.py"}
+"""File names kept in several packages on purpose: each package's base class, its report, and
+the wheel a source reads beside the wheel an output writes."""
+
+
+def test_no_two_modules_share_a_name_beyond_the_deliberate_ones():
+    names = Counter(path.name for path in PACKAGE.rglob("*.py"))
+    assert {name for name, count in names.items() if count > 1} <= SHARED_NAMES
+
+
+def test_one_word_per_meaning():
+    """A package name is validated, a wheel's members verified, a proof kept: the word check
+    is left to the CPU probes (``checks.CHECKS``)."""
+    assert not hasattr(distributions, "check")
+    assert not hasattr(record, "check_source")
+    assert not hasattr(proofs, "record")
+
+
+def test_proof_kinds_read_as_the_folders_they_are_stored_in():
+    assert {kind.name.lower(): kind.value for kind in proofs.ProofKind} == {
+        "verify": "verify",
+        "serve": "serve",
+    }
