@@ -34,4 +34,5 @@ def test_proof_kinds_read_as_the_folders_they_are_stored_in():
     assert {kind.name.lower(): kind.value for kind in proofs.ProofKind} == {
         "verify": "verify",
         "serve": "serve",
+        "accept": "accept",
     }
