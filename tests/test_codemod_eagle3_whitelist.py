@@ -129,6 +129,34 @@ def test_oldest_single_string_shape_becomes_a_list():
     assert_codemod(Eagle3Whitelist, {path: before}, {path: after}, Status.APPLIED)
 
 
+def test_of_two_gates_only_the_one_missing_the_types_is_extended():
+    """A file with a gate that already accepts the types and one that does not."""
+    before = """
+    def check(self):
+        if self.method == "eagle3" and not any(
+            s in self.target.model_type for s in ("llama", "kimi_k2", "deepseek_v3")
+        ):
+            raise ValueError("nope")
+        if self.method == "eagle3" and not any(
+            s in self.draft.model_type for s in ("llama",)
+        ):
+            raise ValueError("nope")
+    """
+    after = """
+    def check(self):
+        if self.method == "eagle3" and not any(
+            s in self.target.model_type for s in ("llama", "kimi_k2", "deepseek_v3")
+        ):
+            raise ValueError("nope")
+        if self.method == "eagle3" and not any(
+            s in self.draft.model_type for s in ("llama", "kimi_k2", "deepseek_v3",)
+        ):
+            raise ValueError("nope")
+    """
+    path = "vllm/config.py"
+    assert_codemod(Eagle3Whitelist, {path: before}, {path: after}, Status.APPLIED)
+
+
 def test_reapplying_is_a_no_op_byte_for_byte():
     assert_codemod(Eagle3Whitelist, {PATH: LIST_SHAPE_PATCHED}, UNCHANGED, Status.PRESENT)
 

@@ -123,11 +123,10 @@ class WhitelistExtender(ExtendLiterals):
     """Extends the gates' literals, and turns the oldest single-string gate into a tuple."""
 
     def __init__(self, gates: Sequence[Gate], additions: dict[int, list[str]]) -> None:
-        super().__init__(
-            {g.literal: additions[i] for i, g in enumerate(gates) if g.literal is not None}
-        )
+        missing = [(gates[i], types) for i, types in additions.items()]  # gates lacking types
+        super().__init__({g.literal: t for g, t in missing if g.literal is not None})
         self.singles: dict[cst.CSTNode, list[str]] = {
-            g.single: additions[i] for i, g in enumerate(gates) if g.single is not None
+            g.single: t for g, t in missing if g.single is not None
         }
 
     def leave_Comparison(
