@@ -93,24 +93,6 @@ def duration(seconds: float) -> str:
     return f"{seconds:.2f} s" if seconds >= 1 else f"{seconds * 1e3:.1f} ms"
 
 
-def own_bytes(tree: Path) -> int:
-    """Disk used by files that only ``tree`` links to: what deleting it would free."""
-    return disk_bytes(tree, only_own=True)
-
-
-def disk_bytes(tree: Path, only_own: bool = False) -> int:
-    """Disk used by the files under ``tree``, each inode counted once."""
-    total, seen = 0, set()
-    for folder, _, files in os.walk(tree):
-        for name in files:
-            st = os.lstat(os.path.join(folder, name))
-            if st.st_ino in seen or (only_own and st.st_nlink > 1):
-                continue
-            seen.add(st.st_ino)
-            total += st.st_blocks * 512
-    return total
-
-
 def bench_venvs(report: Report, index: PackageIndex, arch: str) -> None:
     """Verify venvs for 0.16.0 (official, then patched over it) from an empty package cache
     (cold) and again with the cache warm, beside a plain venv with pip installing one small
@@ -132,7 +114,7 @@ def bench_venvs(report: Report, index: PackageIndex, arch: str) -> None:
                 ),
             )
         )
-        base_size = own_bytes(base_venv)
+        base_size = disk_usage(base_venv)[1]
         previous = os.environ.get(CACHE_ENV)
         os.environ[CACHE_ENV] = str(scratch / "cache")
         try:
@@ -144,8 +126,8 @@ def bench_venvs(report: Report, index: PackageIndex, arch: str) -> None:
                 shutil.rmtree(venvs_root() / venv_key(plan))
             warm = timed(lambda: ready_venv(official))
             warm_patched = timed(lambda: ready_venv(layered))
-            sizes = [own_bytes(ready_venv(plan).path) for plan in (official, layered)]
-            shared = disk_bytes(uv_cache())
+            sizes = [disk_usage(ready_venv(plan).path)[1] for plan in (official, layered)]
+            shared = disk_usage(uv_cache())[0]
         finally:
             if previous is None:
                 os.environ.pop(CACHE_ENV)
