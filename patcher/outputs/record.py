@@ -1,11 +1,11 @@
-"""A wheel's members checked against its RECORD (``patcher.records``) as they stream past.
+"""A wheel's members verified against its RECORD (``patcher.records``) as they stream past.
 
-Members are copied raw into the patched wheel, so this check is what stands between a garbled
-download or file and a patched wheel that installs garbage. It is fed the bytes the repack reads
-anyway (``outputs.wheel``), so the official wheel is read once for its sha256, this check and the
-copy together. A pass is remembered by the wheel's sha256, so the same bytes are not inflated
-again; a ``--wheel`` file's sha256 is remembered by its fingerprint, a hint its next repack
-confirms by hashing what it reads.
+Members are copied raw into the patched wheel, so this verification is what stands between a
+garbled download or file and a patched wheel that installs garbage. It is fed the bytes the
+repack reads anyway (``outputs.wheel``), so the official wheel is read once for its sha256, this
+verification and the copy together. A pass is remembered by the wheel's sha256, so the same
+bytes are not inflated again; a ``--wheel`` file's sha256 is remembered by its fingerprint, a
+hint its next repack confirms by hashing what it reads.
 """
 
 from __future__ import annotations
@@ -17,10 +17,9 @@ import zipfile
 import zlib
 from pathlib import Path
 
-from patcher.cache import checked_dir, read_checked, write_checked
+from patcher.cache import checked_dir, fingerprint, read_checked, write_checked
 from patcher.errors import PatcherError
 from patcher.records import RecordRow
-from patcher.sources.download import fingerprint
 
 INFLATE_CHUNK = 8 * 1024 * 1024
 """At most this much inflated at a time: a member that inflates a thousandfold stays in bounds."""
@@ -28,12 +27,12 @@ LOCAL_HEADER = 30
 """A local file header's fixed part; its name and extra field lengths are its last two shorts."""
 
 
-def checked_before(sha256: str | None) -> bool:
-    """Whether a wheel with these bytes passed the check already."""
+def verified_before(sha256: str | None) -> bool:
+    """Whether a wheel with these bytes was verified already."""
     return bool(sha256) and read_checked(checked_dir("record-checked") / str(sha256)) == b"ok"
 
 
-def remember_checked(sha256: str) -> None:
+def remember_members_verified(sha256: str) -> None:
     write_checked(checked_dir("record-checked") / sha256, b"ok")
 
 
@@ -54,7 +53,7 @@ def remember_hashed(path: Path, sha256: str) -> None:
     write_checked(fingerprinted(path), sha256.encode())
 
 
-class MemberCheck:
+class MemberVerifier:
     """One member's local entry (header, compressed data, descriptor) fed in chunks, inflated
     and hashed as it comes, then held against the member's RECORD row."""
 

@@ -5,7 +5,7 @@ descriptor), so their content, CRC and compression stay byte-identical; their ce
 directory records are reused with only the offset changed. The dist-info folder is renamed to
 the new version, METADATA and RECORD are rewritten, and a provenance file is added. The official
 wheel is read once, front to back: the same bytes are hashed (its sha256, where the caller has
-none), checked member by member against its RECORD (``outputs.record``) and copied.
+none), verified member by member against its RECORD (``outputs.record``) and copied.
 """
 
 from __future__ import annotations
@@ -33,12 +33,12 @@ from patcher.cache import create_new, name_beside, remove_stale
 from patcher.errors import PatcherError
 from patcher.outputs.named import check_folder
 from patcher.outputs.record import (
-    MemberCheck,
-    checked_before,
+    MemberVerifier,
     hashed_before,
     read_member,
-    remember_checked,
     remember_hashed,
+    remember_members_verified,
+    verified_before,
 )
 from patcher.outputs.transaction import make_parents
 from patcher.records import PROVENANCE, Hash, RecordRow, read_record
@@ -96,7 +96,7 @@ def read_members(path: Path, archive: zipfile.ZipFile) -> list[Member]:
 
 class OfficialReader:
     """The official wheel read front to back, once, in chunks: each chunk goes to the file's
-    sha256 (unless the caller knows it), to the member's check and to the new wheel."""
+    sha256 (unless the caller knows it), to the member's verifier and to the new wheel."""
 
     def __init__(self, handle: io.BufferedReader, hash_file: bool) -> None:
         self.handle = handle
@@ -272,12 +272,12 @@ def build_wheel(plan: WheelPlan, dist: Path) -> Path:
         return repack(plan, archive, dist)
 
 
-def member_checks(
+def member_verifiers(
     plan: WheelPlan, archive: zipfile.ZipFile, old_info: str
-) -> dict[str, MemberCheck]:
-    """A check against RECORD for every member but RECORD itself, or none where these bytes
+) -> dict[str, MemberVerifier]:
+    """A verifier against RECORD for every member but RECORD itself, or none where these bytes
     passed before; a member RECORD does not list is refused here, before anything is read."""
-    if checked_before(plan.official_sha256):
+    if verified_before(plan.official_sha256):
         return {}
     record = f"{old_info}/RECORD"
     rows = read_record(read_member(archive, archive.getinfo(record)), plan.official.name)
@@ -285,12 +285,12 @@ def member_checks(
     unlisted = [i.filename for i in members if i.filename not in rows]
     if unlisted:
         raise PatcherError(f"{plan.official.name}: member {unlisted[0]} is not listed in RECORD")
-    return {i.filename: MemberCheck(i, rows[i.filename]) for i in members}
+    return {i.filename: MemberVerifier(i, rows[i.filename]) for i in members}
 
 
 def repack(plan: WheelPlan, archive: zipfile.ZipFile, dist: Path) -> Path:
     """The official wheel's members copied byte for byte, the patched ones and the dist-info
-    written anew, into a temporary file renamed into place once it checks out. ``dist`` is
+    written anew, into a temporary file renamed into place once it verifiers out. ``dist`` is
     one ``writable_folder`` accepted."""
     safe_members(archive, plan.official)
     old_info = f"{plan.distribution}-{plan.result.version}.dist-info"
@@ -299,13 +299,13 @@ def repack(plan: WheelPlan, archive: zipfile.ZipFile, dist: Path) -> Path:
     for required in ("RECORD", "METADATA"):
         if f"{old_info}/{required}" not in names:
             raise PatcherError(f"{plan.official.name}: no {old_info}/{required}; not a vLLM wheel")
-    check_name(archive.read(f"{old_info}/METADATA"), plan)
+    validate_metadata_name(archive.read(f"{old_info}/METADATA"), plan)
     new_info = f"{plan.distribution}-{plan.version}.dist-info"
     members = read_members(plan.official, archive)
-    # The sha256 these bytes had when a repack last hashed them: if they passed the check then,
+    # The sha256 these bytes had when a repack last hashed them: if they were verified then,
     # they are only hashed now, and hold only if the hash comes out the same.
     expected = plan.official_sha256 or hashed_before(plan.official)
-    checks = {} if checked_before(expected) else member_checks(plan, archive, old_info)
+    verifiers = {} if verified_before(expected) else member_verifiers(plan, archive, old_info)
     remove_stale(dist, f".*{PARTIAL}", STALE_PARTIAL_SECONDS)
     target = dist / plan.output_name()
     tmp = name_beside(target, PARTIAL)
@@ -313,14 +313,14 @@ def repack(plan: WheelPlan, archive: zipfile.ZipFile, dist: Path) -> Path:
     try:
         make_parents(dist, made)
         layout = Layout(plan, archive, members, old_info, new_info)
-        sha256 = write_repacked(layout, checks, tmp)
-        if not checks and sha256 != expected:  # not the bytes that passed: check these
+        sha256 = write_repacked(layout, verifiers, tmp)
+        if not verifiers and sha256 != expected:  # not the bytes verified: verify these
             tmp.unlink()
-            checks = member_checks(plan, archive, old_info)
-            sha256 = write_repacked(layout, checks, tmp)
-        check_repacked(tmp, archive, plan, new_info)
-        if checks:
-            remember_checked(sha256)
+            verifiers = member_verifiers(plan, archive, old_info)
+            sha256 = write_repacked(layout, verifiers, tmp)
+        verify_repacked(tmp, archive, plan, new_info)
+        if verifiers:
+            remember_members_verified(sha256)
         if plan.official_sha256 is None:
             remember_hashed(plan.official, sha256)
         os.replace(tmp, target)
@@ -347,9 +347,9 @@ class Layout:
     new_info: str
 
 
-def write_repacked(layout: Layout, checks: dict[str, MemberCheck], tmp: Path) -> str:
+def write_repacked(layout: Layout, verifiers: dict[str, MemberVerifier], tmp: Path) -> str:
     """The patched wheel written to ``tmp`` in one read of the official wheel, each member
-    checked as it passes where ``checks`` has it; the official wheel's sha256 (hashed in the
+    verified as it passes where ``verifiers`` has it; the official wheel's sha256 (hashed in the
     same read, where the plan has none)."""
     plan, archive, members = layout.plan, layout.archive, layout.members
     old_info, new_info = layout.old_info, layout.new_info
@@ -360,16 +360,16 @@ def write_repacked(layout: Layout, checks: dict[str, MemberCheck], tmp: Path) ->
         rows: dict[str, RecordRow] = {}
         for member in members:
             name = member.info.filename
-            check = checks.get(name)
+            verifier = verifiers.get(name)
             chunks = official.chunks(member.end - member.start)
-            if check is not None:
-                chunks = checked(chunks, check)
+            if verifier is not None:
+                chunks = fed_to(verifier, chunks)
             if name.startswith(f"{old_info}/") or name in plan.result.changed:
                 for _ in chunks:
-                    pass  # read for the file's hash and the check, not copied
+                    pass  # read for the file's hash and its verifier, not copied
             else:
                 writer.copy(member, chunks)
-            if check is not None and (problem := check.problem()):
+            if verifier is not None and (problem := verifier.problem()):
                 raise PatcherError(f"{plan.official.name}: member {name}: {problem}")
             if name in plan.result.changed and not name.startswith(f"{old_info}/"):
                 data = plan.result.changed[name].encode("utf-8")
@@ -396,14 +396,14 @@ def write_repacked(layout: Layout, checks: dict[str, MemberCheck], tmp: Path) ->
     return sha256
 
 
-def checked(chunks: Iterator[bytes], check: MemberCheck) -> Iterator[bytes]:
-    """``chunks`` as they are, each fed to ``check`` on its way."""
+def fed_to(verifier: MemberVerifier, chunks: Iterator[bytes]) -> Iterator[bytes]:
+    """``chunks`` as they are, each fed to ``verifier`` on its way."""
     for chunk in chunks:
-        check.feed(chunk)
+        verifier.feed(chunk)
         yield chunk
 
 
-def check_name(metadata: bytes, plan: WheelPlan) -> None:
+def validate_metadata_name(metadata: bytes, plan: WheelPlan) -> None:
     """The METADATA ``Name`` is the distribution the file name says, as pip will check."""
     for line in metadata.decode("utf-8", "replace").split("\n"):
         if not line:
@@ -466,7 +466,7 @@ def provenance_json(plan: WheelPlan, official_sha256: str) -> bytes:
     return (json.dumps(data, indent=2, sort_keys=True) + "\n").encode()
 
 
-def check_repacked(path: Path, official: zipfile.ZipFile, plan: WheelPlan, info: str) -> None:
+def verify_repacked(path: Path, official: zipfile.ZipFile, plan: WheelPlan, info: str) -> None:
     """Refuse to declare success unless the repacked zip opens, its RECORD matches against the
     ``official`` wheel's members, and patches compile."""
     try:
