@@ -136,8 +136,15 @@ def chosen_command(argv: list[str]) -> str | None:
     return next((word for word in argv if not word.startswith("-")), None)
 
 
-SOURCE_MODES = ("vllm", "wheel", "source", "git", "installed")
-"""The options that pick what a command reads: one of them is its mode."""
+SOURCE_MODES = {
+    "vllm": "--vllm",
+    "wheel": "--wheel",
+    "tree": "--source",
+    "git": "--git",
+    "installed": "--installed",
+}
+"""The options that pick the ``Source`` a command reads, each under the name argparse keeps it
+by: one of them is its mode."""
 
 BELONGS: dict[str, dict[str, tuple[str, ...]]] = {
     "diff": {
@@ -197,7 +204,11 @@ def mode_of(args: argparse.Namespace) -> str:
     """The mode a command line chose, spelled as its flag: ``--git``, ``--device cpu``."""
     if args.command == "serve-bench":
         return f"--device {args.device}"
-    return next(f"--{m}" for m in SOURCE_MODES if getattr(args, m, None) not in (None, False))
+    return next(
+        flag
+        for name, flag in SOURCE_MODES.items()
+        if getattr(args, name, None) not in (None, False)
+    )
 
 
 def refuse_misplaced(args: argparse.Namespace, command: argparse.ArgumentParser) -> None:

@@ -106,7 +106,9 @@ def add_source_options(
         )
         add_python_option(parser)
     if source_dir:
-        group.add_argument("--source", type=path_argument, metavar="DIR", help="a vLLM source tree")
+        group.add_argument(
+            "--source", dest="tree", type=path_argument, metavar="DIR", help="a vLLM source tree"
+        )
         group.add_argument(
             "--git", type=path_argument, metavar="REPO", help="a vLLM git repository"
         )
@@ -172,7 +174,7 @@ def open_source(args: argparse.Namespace) -> Source:
         return read_in_place(open_named_wheel(args))
     if getattr(args, "git", None):
         return git_source(args)
-    return DirectorySource(args.source, args.vllm_version)
+    return DirectorySource(args.tree, args.vllm_version)
 
 
 def git_source(args: argparse.Namespace) -> GitSource:
@@ -187,7 +189,7 @@ def apply_target(args: argparse.Namespace) -> tuple[Source, Output]:
     if args.git:
         source = git_source(args)
         return source, BranchOutput(source, args.branch)
-    return DirectorySource(args.source, args.vllm_version), TreeOutput(args.source, args.force)
+    return DirectorySource(args.tree, args.vllm_version), TreeOutput(args.tree, args.force)
 
 
 def why_unchanged(result: PatchResult) -> str:
@@ -564,7 +566,7 @@ def command_build_wheel(args: argparse.Namespace) -> int:
             )
         local_version(first.version, label)  # a bad label is refused before the download
         with settled_run(named, patchset, first) as run:
-            plan = WheelPlan(run.wheel.path, run.sha256, run.result, label)
+            plan = WheelPlan(run.wheel.path, run.wheel.known_sha256, run.result, label)
             with err.status(f"checking {run.wheel.path.name} against its RECORD and repacking it"):
                 target = repack(plan, run.wheel.zip, args.dist)
     out.print(str(target), markup=False, soft_wrap=True)
@@ -685,7 +687,7 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
     apply = commands.add_parser("apply")
     target = apply.add_mutually_exclusive_group(required=True)
     target.add_argument(
-        "--source", type=path_argument, metavar="DIR", help="patch this tree in place"
+        "--source", dest="tree", type=path_argument, metavar="DIR", help="patch this tree in place"
     )
     target.add_argument(
         "--git", type=path_argument, metavar="REPO", help="commit onto a new branch"

@@ -158,10 +158,10 @@ def first_run(named: NamedWheel, patchset: Patchset) -> PatchResult:
 
 @dataclass(frozen=True)
 class OfficialRun:
-    """The patchset's settled run over the official wheel, which is on disk and open."""
+    """The patchset's settled run over the official wheel, which is on disk and open (its
+    sha256 known when it came from the index, hashed on first use when it is ``--wheel``)."""
 
     wheel: WheelSource
-    sha256: str
     result: PatchResult
 
 
@@ -171,7 +171,7 @@ def settled_run(named: NamedWheel, patchset: Patchset, first: PatchResult) -> It
     the downloaded wheel, whose sha256 matched the index, and settles what the range reads
     could not search for (``unknown``)."""
     if isinstance(named, WheelSource):
-        yield OfficialRun(named, named.sha256, first)
+        yield OfficialRun(named, first)
         return
     path, sha256 = downloaded(named)
     with WheelSource(path, sha256) as wheel:
@@ -184,7 +184,7 @@ def settled_run(named: NamedWheel, patchset: Patchset, first: PatchResult) -> It
             raise PatcherError(
                 f"{named.entry.filename}: the download disagrees with the range reads of it"
             )
-        yield OfficialRun(wheel, sha256, result)
+        yield OfficialRun(wheel, result)
 
 
 def settled_on_disk(
@@ -193,4 +193,4 @@ def settled_on_disk(
     """``settled_run`` for a command that goes on with the wheel's path, not its open zip: the
     path, the sha256 of its bytes and the settled run."""
     with settled_run(named, patchset, first) as run:
-        return run.wheel.path, run.sha256, run.result
+        return run.wheel.path, run.wheel.sha256, run.result
