@@ -9,7 +9,10 @@ from __future__ import annotations
 import hashlib
 import os
 import secrets
+import shutil
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import platformdirs
@@ -82,6 +85,19 @@ def name_beside(path: Path, suffix: str) -> Path:
     between a file's creation and its owner learning the name would leave it behind.
     """
     return path.with_name(f".{path.name}.{secrets.token_hex(4)}{suffix}")
+
+
+@contextmanager
+def removed_on_failure(staging: Path, out: Path) -> Iterator[None]:
+    """Build ``out`` in the folder ``staging`` and rename it into place inside this block: on
+    any failure ``staging`` goes, and an OSError becomes one line, ``cannot write OUT: why``."""
+    try:
+        yield
+    except BaseException as error:
+        shutil.rmtree(staging, ignore_errors=True)
+        if isinstance(error, OSError):
+            raise PatcherError(f"cannot write {out}: {error.strerror or error}") from error
+        raise
 
 
 def create_new(path: Path) -> int:

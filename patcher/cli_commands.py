@@ -248,6 +248,16 @@ def refuse_drift(result: PatchResult, allowed: bool) -> None:
     err.print(f"patcher: drift allowed: {found}", markup=False, soft_wrap=True)
 
 
+def refuse_to_apply(result: PatchResult, allow_drift: bool) -> None:
+    """What stops ``apply`` before it writes, for a tree and an installed vLLM alike: a failed
+    patch, an unsupported release, drift (unless allowed). The status table goes out first."""
+    fail_on_errors(result)
+    context(status_table(result))
+    if result.verdict is Verdict.UNSUPPORTED:
+        raise PatcherError(f"nothing applied: {why_unchanged(result)}")
+    refuse_drift(result, allow_drift)
+
+
 def status_table(result: PatchResult) -> Table:
     table = new_table(f"{result.patchset.name} on {result.distribution} {result.version}")
     table.add_column("patch")
@@ -293,11 +303,7 @@ def command_apply(args: argparse.Namespace) -> int:
     source, output = apply_target(args)
     with output.locked(), source:
         result = run_patchset(patchset, source)
-        fail_on_errors(result)
-        context(status_table(result))
-        if result.verdict is Verdict.UNSUPPORTED:
-            raise PatcherError(f"nothing applied: {why_unchanged(result)}")
-        refuse_drift(result, args.allow_drift)
+        refuse_to_apply(result, args.allow_drift)
         if not result.changed:
             say(f"nothing to patch: {why_unchanged(result)}")
         else:
@@ -342,11 +348,7 @@ def apply_locked(args: argparse.Namespace, installation: Installation) -> int:
         )
         return 0
     result = run_patchset(patchset, InstalledSource(installation))
-    fail_on_errors(result)
-    context(status_table(result))
-    if result.verdict is Verdict.UNSUPPORTED:
-        raise PatcherError(f"nothing applied: {why_unchanged(result)}")
-    refuse_drift(result, args.allow_drift)
+    refuse_to_apply(result, args.allow_drift)
     if not result.changed:
         message = f"nothing to patch in {installation.description}: {why_unchanged(result)}"
         if args.require_patch:

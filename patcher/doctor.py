@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,7 +18,7 @@ from typing import Any
 
 from patcher import drafter_ids, results_cache
 from patcher import patchset as patchsets
-from patcher.cache import name_beside
+from patcher.cache import name_beside, removed_on_failure
 from patcher.codemods.base import ShapeError, Tree, Verdict
 from patcher.drafter_files import CONFIG, Tensor, checkpoint_tensors, read_config, weight_files
 from patcher.drafter_ids import Default, RunnerReader, Unreadable
@@ -746,19 +745,13 @@ def write_fix(diagnosis: Diagnosis, out: Path) -> list[str]:
     if isinstance(nested, dict) and TOP_LEVEL_IDS in nested:
         nested[TOP_LEVEL_IDS] = ids
     temporary = name_beside(out, ".part")
-    try:
+    with removed_on_failure(temporary, out):
         temporary.mkdir(parents=True)
         linked = []
         for path in weight_files(source):
             linked.append(link(path, temporary / path.name))
         (temporary / CONFIG).write_text(json.dumps(config, indent=2) + "\n")
         os.rename(temporary, out)
-    except OSError as error:
-        shutil.rmtree(temporary, ignore_errors=True)
-        raise PatcherError(f"cannot write {out}: {error.strerror or error}") from error
-    except BaseException:
-        shutil.rmtree(temporary, ignore_errors=True)
-        raise
     kinds = sorted(set(linked))
     changes.append(f"wrote {out / CONFIG}; other files {' and '.join(kinds) or 'none'}")
     return changes

@@ -12,7 +12,6 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
-import subprocess
 import tempfile
 import time
 from dataclasses import dataclass
@@ -27,7 +26,7 @@ from patcher.cache import cache_dir, sha256_of
 from patcher.errors import PatcherError
 from patcher.replica import seeded
 from patcher.replica.build import Replica
-from patcher.replica.weights import SeededWeights, refusal
+from patcher.replica.weights import SeededWeights, run_script
 from patcher.replica.write import read_manifest, write_replica
 from patcher.serving.venv import ServingVenv
 
@@ -123,18 +122,8 @@ def run_trainer(venv: ServingVenv, folder: Path, recipe: Recipe) -> dict[str, An
         str(out),
     ]
     timeout = recipe.budget_seconds + TIMEOUT_MARGIN
-    try:
-        with log.open("w") as sink:
-            done = subprocess.run(
-                command, stdout=sink, stderr=subprocess.PIPE, text=True, timeout=timeout,
-                check=False,
-            )  # fmt: skip
-    except OSError as error:
-        raise PatcherError(f"cannot run {venv.python}: {error.strerror or error}") from error
-    except subprocess.TimeoutExpired as error:
-        raise PatcherError(f"training: over {timeout:.0f} s, killed") from error
-    if done.returncode != 0:
-        raise PatcherError(f"training: {refusal(done)}")
+    with log.open("w") as sink:
+        run_script(command, "training", timeout, stdout=sink)
     try:
         result = json.loads(out.read_text())
     except (OSError, ValueError) as error:

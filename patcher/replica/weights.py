@@ -11,6 +11,7 @@ import json
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 from patcher.errors import PatcherError
 from patcher.replica import seeded
@@ -49,16 +50,7 @@ class SeededWeights:
             "--init-std",
             repr(self.init_std),
         ]
-        try:
-            done = subprocess.run(
-                command, capture_output=True, text=True, timeout=TIMEOUT, check=False
-            )
-        except OSError as error:
-            raise PatcherError(f"cannot run {self.python}: {error.strerror or error}") from error
-        except subprocess.TimeoutExpired as error:
-            raise PatcherError(f"writing the replica's weights took over {TIMEOUT} s") from error
-        if done.returncode != 0:
-            raise PatcherError(f"no seeded weights: {refusal(done)}")
+        done = run_script(command, "no seeded weights", TIMEOUT)
         try:
             written = json.loads(done.stdout.strip().splitlines()[-1])
         except (ValueError, IndexError) as error:
@@ -66,6 +58,25 @@ class SeededWeights:
         for path in folder.rglob(WEIGHT_GLOB):
             path.chmod(0o644)  # safetensors writes it private; a replica is for any user
         return {"how": self.describe(), **written}
+
+
+def run_script(
+    command: list[str], failing: str, timeout: float, stdout: IO[str] | int = subprocess.PIPE
+) -> subprocess.CompletedProcess[str]:
+    """Run a patcher script in another interpreter (``command[0]``, a venv's python); one line
+    on a failure, ``failing: why``, whether it cannot start, overruns ``timeout`` or refuses."""
+    try:
+        done = subprocess.run(
+            command, stdout=stdout, stderr=subprocess.PIPE, text=True, timeout=timeout,
+            check=False,
+        )  # fmt: skip
+    except OSError as error:
+        raise PatcherError(f"cannot run {command[0]}: {error.strerror or error}") from error
+    except subprocess.TimeoutExpired as error:
+        raise PatcherError(f"{failing}: over {timeout:.0f} s, killed") from error
+    if done.returncode != 0:
+        raise PatcherError(f"{failing}: {refusal(done)}")
+    return done
 
 
 def refusal(done: subprocess.CompletedProcess[str]) -> str:

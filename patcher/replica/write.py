@@ -12,6 +12,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from patcher.cache import removed_on_failure
 from patcher.errors import PatcherError
 from patcher.outputs.named import check_folder
 from patcher.replica.build import Replica
@@ -42,7 +43,7 @@ def write_replica(
         staging = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}."))
     except OSError as error:
         raise PatcherError(f"cannot write to {out.parent}: {error.strerror or error}") from error
-    try:
+    with removed_on_failure(staging, out):
         staging.chmod(0o755)  # mkdtemp makes it private; a replica is for any user
         for folder, files in (("target", replica.target), ("drafter", replica.drafter)):
             (staging / folder).mkdir()
@@ -61,12 +62,6 @@ def write_replica(
             shutil.rmtree(old)
         else:
             staging.rename(out)
-    except OSError as error:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise PatcherError(f"cannot write {out}: {error.strerror or error}") from error
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
     return out
 
 

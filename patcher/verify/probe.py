@@ -463,48 +463,12 @@ def check_mm_image_token(workdir: Path) -> str:
 
 def check_aux_hidden_states(workdir: Path) -> str:
     import torch
-    import torch.nn as nn
     from vllm.model_executor.models import deepseek_v2
 
-    seen: dict[int, Any] = {}
-
-    class Layer(nn.Module):
-        """A decoder-layer stand-in: records its input, returns new distinct states."""
-
-        use_sequence_parallel_moe = False
-
-        def __init__(self, index: int) -> None:
-            super().__init__()
-            self.index = index
-
-        def forward(self, positions: Any, hidden_states: Any, residual: Any, *_: Any) -> Any:
-            residual = hidden_states if residual is None else residual
-            seen[self.index] = hidden_states + residual
-            return hidden_states * 2 + self.index, residual + 1
-
-    class Norm(nn.Module):
-        def forward(self, hidden_states: Any, residual: Any) -> Any:
-            return hidden_states + residual, residual
-
     num_layers, wanted = 4, (1, 2)
-    model = _bare(deepseek_v2.DeepseekV2Model)
-    model.config = SimpleNamespace()
-    model.layers = nn.ModuleList(Layer(i) for i in range(num_layers))
-    model.start_layer, model.end_layer = 0, num_layers
-    model.hidden_size = 8
-    model.norm = Norm()
+    model, seen, _ = _stand_in_backbone(deepseek_v2.DeepseekV2Model, num_layers)
     how = _request_aux_layers(deepseek_v2, model, wanted)
-
-    # Pipeline-parallel state needs an initialised process group; one rank is all of it.
-    replace(deepseek_v2, "get_pp_group", _single_rank)
-    embeds = torch.arange(3 * 8, dtype=torch.float32).reshape(3, 8)
-    out = deepseek_v2.DeepseekV2Model.forward(
-        model,
-        input_ids=None,
-        positions=torch.arange(3),
-        intermediate_tensors=None,
-        inputs_embeds=embeds,
-    )
+    out = _forward_on_one_rank(deepseek_v2, deepseek_v2.DeepseekV2Model, model)
     if isinstance(out, torch.Tensor):
         raise Barrier(
             f"DeepseekV2Model.forward returned one Tensor; no aux hidden states for layers {wanted}"
@@ -519,6 +483,61 @@ def check_aux_hidden_states(workdir: Path) -> str:
         f"hidden_states + residual at the input of layers {wanted} of {num_layers}; aux layers "
         f"{how} (replaced: {num_layers} decoder layers and the final norm by CPU stand-ins, "
         "get_pp_group by a single-rank stand-in, model built with object.__new__)"
+    )
+
+
+def _stand_in_backbone(
+    backbone_cls: type, layers: int
+) -> tuple[Any, dict[int, Any], dict[int, Any]]:
+    """``backbone_cls`` built bare around ``layers`` decoder-layer stand-ins and a final norm,
+    with what each layer records: its input as EAGLE-3 reads it (``hidden_states + residual``)
+    and its output. Every layer returns states no other does, so an aux state taken from the
+    wrong layer cannot pass."""
+    import torch.nn as nn
+
+    inputs: dict[int, Any] = {}
+    outputs: dict[int, Any] = {}
+
+    class Layer(nn.Module):
+        use_sequence_parallel_moe = False
+
+        def __init__(self, index: int) -> None:
+            super().__init__()
+            self.index = index
+
+        def forward(self, positions: Any, hidden_states: Any, residual: Any, *_: Any, **__: Any):
+            inputs[self.index] = hidden_states if residual is None else hidden_states + residual
+            residual = hidden_states if residual is None else residual + 1
+            hidden_states = hidden_states * 2 + self.index
+            outputs[self.index] = hidden_states + residual
+            return hidden_states, residual
+
+    class Norm(nn.Module):
+        def forward(self, hidden_states: Any, residual: Any) -> Any:
+            return hidden_states + residual, residual
+
+    backbone = _bare(backbone_cls)
+    backbone.config = SimpleNamespace()
+    backbone.layers = nn.ModuleList(Layer(i) for i in range(layers))
+    backbone.start_layer, backbone.end_layer = 0, layers
+    backbone.hidden_size = 8
+    backbone.norm = Norm()
+    return backbone, inputs, outputs
+
+
+def _forward_on_one_rank(module: Any, backbone_cls: Any, backbone: Any) -> Any:
+    """The release's own ``backbone_cls.forward`` on three positions of 8-wide embeddings."""
+    import torch
+
+    # Pipeline-parallel state needs an initialised process group; one rank is all of it.
+    replace(module, "get_pp_group", _single_rank)
+    embeds = torch.arange(3 * 8, dtype=torch.float32).reshape(3, 8)
+    return backbone_cls.forward(
+        backbone,
+        input_ids=None,
+        positions=torch.arange(3),
+        intermediate_tensors=None,
+        inputs_embeds=embeds,
     )
 
 
@@ -563,7 +582,6 @@ def check_eagle3_backbone(workdir: Path, model: str) -> str:
     import importlib
 
     import torch
-    import torch.nn as nn
     from vllm.model_executor.models import interfaces
 
     module_name, causal_name, backbone_name, attribute = model.split(":")
@@ -574,36 +592,8 @@ def check_eagle3_backbone(workdir: Path, model: str) -> str:
             f"supports_eagle3() is False for {causal_name}: vLLM's runner raises 'Model does "
             "not support EAGLE3 interface but aux_hidden_state_outputs was requested'"
         )
-    inputs: dict[int, Any] = {}
-    outputs: dict[int, Any] = {}
-
-    class Layer(nn.Module):
-        """A decoder-layer stand-in: records its input and output, returns distinct states."""
-
-        use_sequence_parallel_moe = False
-
-        def __init__(self, index: int) -> None:
-            super().__init__()
-            self.index = index
-
-        def forward(self, positions: Any, hidden_states: Any, residual: Any, *_: Any, **__: Any):
-            inputs[self.index] = hidden_states if residual is None else hidden_states + residual
-            residual = hidden_states if residual is None else residual + 1
-            hidden_states = hidden_states * 2 + self.index
-            outputs[self.index] = hidden_states + residual
-            return hidden_states, residual
-
-    class Norm(nn.Module):
-        def forward(self, hidden_states: Any, residual: Any) -> Any:
-            return hidden_states + residual, residual
-
     n = BACKBONE_LAYERS
-    backbone = _bare(backbone_cls)
-    backbone.config = SimpleNamespace()
-    backbone.layers = nn.ModuleList(Layer(i) for i in range(n))
-    backbone.start_layer, backbone.end_layer = 0, n
-    backbone.hidden_size = 8
-    backbone.norm = Norm()
+    backbone, inputs, outputs = _stand_in_backbone(backbone_cls, n)
     causal = _bare(causal_cls)
     setattr(causal, attribute, backbone)
 
@@ -617,16 +607,7 @@ def check_eagle3_backbone(workdir: Path, model: str) -> str:
     wanted = (*default, n) if final else default
     causal_cls.set_aux_hidden_state_layers(causal, wanted)
 
-    # Pipeline-parallel state needs an initialised process group; one rank is all of it.
-    replace(module, "get_pp_group", _single_rank)
-    embeds = torch.arange(3 * 8, dtype=torch.float32).reshape(3, 8)
-    out = backbone_cls.forward(
-        backbone,
-        input_ids=None,
-        positions=torch.arange(3),
-        intermediate_tensors=None,
-        inputs_embeds=embeds,
-    )
+    out = _forward_on_one_rank(module, backbone_cls, backbone)
     if isinstance(out, torch.Tensor):
         raise Barrier(f"{backbone_name}.forward returned one Tensor, no aux states for {wanted}")
     _, aux = out
