@@ -29,6 +29,7 @@ import math
 import random
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -94,27 +95,43 @@ def pretrain(model: Any, phrases: list[list[int]], recipe: dict, budget: Budget)
 
     part = recipe["pretrain"]
     rng = random.Random(recipe["seed"])
-    optimizer = torch.optim.AdamW(model.parameters(), lr=part["lr"], weight_decay=0.0)
-    schedule = warmup_cosine(optimizer, part["steps"])
-    model.train()
-    started = time.monotonic()
-    losses = []
-    for step in range(part["steps"]):
+
+    def loss_at(step: int) -> Any:
         batch = torch.tensor(
             [corpus_text(rng, phrases, part["length"]) for _ in range(part["batch"])]
         )
-        loss = model(input_ids=batch, labels=batch).loss
+        return model(input_ids=batch, labels=batch).loss
+
+    model.train()
+    summary = descend(list(model.parameters()), part, loss_at, "pretraining the target", budget)
+    model.eval()
+    return summary
+
+
+def descend(
+    parameters: list[Any], part: dict, loss_at: Callable[[int], Any], doing: str, budget: Budget
+) -> dict:
+    """``part["steps"]`` steps of AdamW (warmup, then cosine; gradients clipped to norm 1) on
+    ``loss_at(step)``, for the target's pretraining and the drafter's training alike: the first
+    steps timed against the budget, a progress line every ``REPORT_EVERY``."""
+    import torch
+
+    optimizer = torch.optim.AdamW(parameters, lr=part["lr"], weight_decay=0.0)
+    schedule = warmup_cosine(optimizer, part["steps"])
+    started = time.monotonic()
+    losses = []
+    for step in range(part["steps"]):
+        loss = loss_at(step)
         optimizer.zero_grad()
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        torch.nn.utils.clip_grad_norm_(parameters, 1.0)
         optimizer.step()
         schedule.step()
         losses.append(float(loss.detach()))
         if step + 1 == TIMED_STEPS:
-            budget.check("pretraining the target", step + 1, part["steps"], started)
+            budget.check(doing, step + 1, part["steps"], started)
         if (step + 1) % REPORT_EVERY == 0:
-            print(f"pretrain step {step + 1}: loss {losses[-1]:.3f}", flush=True)
-    model.eval()
+            print(f"{doing}: step {step + 1}, loss {losses[-1]:.3f}", flush=True)
     return {
         "steps": part["steps"],
         "first_loss": round(losses[0], 4),
@@ -307,14 +324,11 @@ def train_drafter(drafter: Drafter, data: dict, recipe: dict, budget: Budget) ->
     length = data["tokens"].shape[1]
     masks = step_masks(length, recipe["data"]["prompt_tokens"], steps)
     labels = [torch.roll(data["labels"], -(1 + step), dims=1) for step in range(steps)]
-    optimizer = torch.optim.AdamW(drafter.modules.parameters(), lr=part["lr"], weight_decay=0.0)
-    schedule = warmup_cosine(optimizer, part["steps"])
-    started = time.monotonic()
-    losses = []
-    for number in range(part["steps"]):
+
+    def loss_at(_: int) -> Any:
         pick = train[torch.randint(len(train), (part["batch"],))]
         out = drafter.unroll(data["tokens"][pick], data["states"][pick], steps)
-        loss = (
+        return (
             sum(
                 functional.cross_entropy(
                     logits[:, masks[s]].flatten(0, 1), labels[s][pick][:, masks[s]].flatten()
@@ -323,17 +337,9 @@ def train_drafter(drafter: Drafter, data: dict, recipe: dict, budget: Budget) ->
             )
             / steps
         )
-        optimizer.zero_grad()
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(drafter.modules.parameters(), 1.0)
-        optimizer.step()
-        schedule.step()
-        losses.append(float(loss.detach()))
-        if number + 1 == TIMED_STEPS:
-            budget.check("training the drafter", number + 1, part["steps"], started)
-        if (number + 1) % REPORT_EVERY == 0:
-            print(f"drafter step {number + 1}: loss {losses[-1]:.3f}", flush=True)
-    seconds = round(time.monotonic() - started, 1)
+
+    parameters = list(drafter.modules.parameters())
+    summary = descend(parameters, part, loss_at, "training the drafter", budget)
     with torch.no_grad():
         out = drafter.unroll(data["tokens"][test], data["states"][test], steps)
         top1 = [
@@ -341,12 +347,9 @@ def train_drafter(drafter: Drafter, data: dict, recipe: dict, budget: Budget) ->
             for s, logits in enumerate(out)
         ]
     return {
-        "steps": part["steps"],
-        "first_loss": round(losses[0], 4),
-        "last_loss": round(sum(losses[-20:]) / len(losses[-20:]), 4),
+        **summary,
         "held_out_top1": [round(t, 4) for t in top1],
         "held_out_sequences": held,
-        "seconds": seconds,
     }
 
 
