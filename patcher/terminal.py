@@ -400,6 +400,18 @@ def path_argument(text: str) -> Path:
     return Path(text)
 
 
+def add_folder_option(
+    parser: argparse.ArgumentParser, flag: str, default: str, meaning: str
+) -> None:
+    """An option naming a folder patcher writes into (``DIR``), by default one below the working
+    directory: the wheel's, the logs', a replica's."""
+    from pathlib import Path
+
+    parser.add_argument(
+        flag, type=path_argument, default=Path(default), metavar="DIR", help=meaning
+    )
+
+
 class GuardedStdout:
     """``sys.stdout`` whose failed writes raise ``StdoutError``: a closed pipe ends the command
     quietly and a full disk is one line, where Python would print a traceback."""
