@@ -59,6 +59,7 @@ LAYERS: dict[str, int] = {
     "patcher.acceptance": 4,
     "patcher.serving": 4,
     "patcher.bench": 4,
+    "patcher.bench_report": 4,
     # 5: the command line
     "patcher.cli": 5,
     "patcher.cli_commands": 5,
