@@ -15,6 +15,7 @@ from pathlib import Path
 
 from patcher.cache import checked_dir, read_checked, write_checked
 from patcher.errors import PatcherError
+from patcher.progress import step
 from patcher.records import RecordRow, read_record
 
 READ_CHUNK = 8 * 1024 * 1024
@@ -52,13 +53,18 @@ def verify_members(path: Path, sha256: str, archive: zipfile.ZipFile, info_dir: 
     unlisted = [i.filename for i in members if i.filename not in rows]
     if unlisted:
         raise PatcherError(f"{path.name}: member {unlisted[0]} is not listed in RECORD")
-    with ThreadPoolExecutor(os.cpu_count() or 1) as pool:
+    total = sum(i.file_size for i in members)
+    with (
+        step(f"checking {path.name} against its RECORD", total) as advance,
+        ThreadPoolExecutor(os.cpu_count() or 1) as pool,
+    ):
         biggest_first = sorted(members, key=lambda i: -i.file_size)
         problems = pool.map(lambda i: member_problem(archive, i, rows[i.filename]), biggest_first)
         for info, problem in zip(biggest_first, problems, strict=True):
             if problem:
                 pool.shutdown(cancel_futures=True)
                 raise PatcherError(f"{path.name}: member {info.filename}: {problem}")
+            advance(info.file_size)
     if sha256:
         write_checked(passed, b"ok")
 

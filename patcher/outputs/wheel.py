@@ -31,6 +31,7 @@ from patcher.errors import PatcherError
 from patcher.outputs.named import check_folder
 from patcher.outputs.record import read_member, verify_members
 from patcher.outputs.transaction import make_parents
+from patcher.progress import step
 from patcher.records import PROVENANCE, Hash, RecordRow, read_record
 from patcher.result import PatchResult
 from patcher.sources.wheel import open_wheel
@@ -275,7 +276,11 @@ def repack(plan: WheelPlan, archive: zipfile.ZipFile, dist: Path) -> Path:
     made: list[Path] = []
     try:
         make_parents(dist, made)
-        with os.fdopen(create_new(tmp), "wb") as out, plan.source.open("rb") as source:
+        with (
+            os.fdopen(create_new(tmp), "wb") as out,
+            plan.source.open("rb") as source,
+            step(f"repacking {target.name}", plan.source.stat().st_size) as advance,
+        ):
             writer = RawZipWriter(out)
             rows: dict[str, RecordRow] = {}
             for member in members:
@@ -288,6 +293,7 @@ def repack(plan: WheelPlan, archive: zipfile.ZipFile, dist: Path) -> Path:
                     rows[name] = RecordRow.of(name, data)
                 else:
                     writer.copy(source, member)
+                advance(member.end - member.start)
             info_members = [m for m in members if m.info.filename.startswith(f"{old_info}/")]
             record_info = archive.getinfo(f"{old_info}/RECORD")
             for member in info_members:
@@ -305,7 +311,8 @@ def repack(plan: WheelPlan, archive: zipfile.ZipFile, dist: Path) -> Path:
             record = rewrite_record(read_member(archive, record_info), old_info, new_info, rows)
             writer.add(f"{new_info}/RECORD", record, record_info)
             writer.finish()
-        check_wheel(tmp, archive, plan, new_info)
+        with step(f"checking {target.name}"):
+            check_wheel(tmp, archive, plan, new_info)
         os.replace(tmp, target)
     except BaseException as error:
         tmp.unlink(missing_ok=True)
