@@ -38,6 +38,8 @@ MARKUP = re.compile(
 )
 """An opening ``[style ...]`` or the closing ``[/]``; any other bracket is text."""
 
+ESCAPE_CODE = re.compile(r"\x1b\[[0-9;]*m")
+"""The styles ``Text.render`` writes."""
 GAP = 2
 """Spaces between two columns."""
 INDENT = 4
@@ -197,9 +199,13 @@ class Table:
         grid = [heads, *rows] if any(c.header for c in self.columns) else rows
         for number, cells in enumerate(grid):
             header = grid is not rows and number == 0
-            out += grid_lines(cells, shown, widths, self.columns, colour, header)
+            drawn = grid_lines(cells, shown, widths, self.columns, colour, header)
+            out += drawn
             if header:
-                out.append("-" * (sum(widths[i] for i in shown) + GAP * (len(shown) - 1)))
+                rule = sum(widths[i] for i in shown) + GAP * (len(shown) - 1)
+                if width is None:  # piped: as long as the headers, not the longest detail
+                    rule = max(len(ESCAPE_CODE.sub("", line).rstrip()) for line in drawn)
+                out.append("-" * rule)
             for i in below:
                 if cells[i].plain and not header:
                     out += continuation(self.columns[i].header, cells[i], width or 0, colour)
