@@ -232,12 +232,17 @@ def value_text(value: float, unit: str) -> str:
     if unit == "B":
         if value < 1e4:
             return f"{value:.0f} B"
+        if value < 1e6:
+            return f"{value / 1e3:.3g} kB"
         return f"{value / 1e6:.3g} MB" if value < 1e9 else f"{value / 1e9:.2f} GB"
     return f"{value:.1f} {unit}"
 
 
 def ratio_text(ratio: float | None) -> str:
-    return "" if ratio is None else f"{ratio:.3g}x"
+    """Three figures, whole numbers from 1000 up (``2526x``, not ``2.53e+03x``)."""
+    if ratio is None:
+        return ""
+    return f"{ratio:.0f}x" if ratio >= 1000 else f"{ratio:.3g}x"
 
 
 def load_text(load: list[float]) -> str:
