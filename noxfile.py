@@ -348,6 +348,8 @@ def bench(session: nox.Session) -> None:
     docs/bench/ that the measurements page is rendered from (commit it to publish it).
 
     The cheap parts alone: nox -s bench -- --skip PARTS (python -m patcher.bench --help).
+    Not with -R: it skips the install, and the report names the checkout's commit, not the
+    patcher that ran.
     """
     install_patcher(session)
     session.install("wheel")
