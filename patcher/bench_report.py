@@ -266,7 +266,8 @@ def report_markdown(path: str, report: BenchReport) -> str:
         f"{load_text(report.load_after)} after; {report.seconds / 60:.0f} min in all. "
         f"`{' '.join(report.command)}`, into `{path}`.",
         "",
-        "| part | vLLM | figure | value | baseline, same run | ratio | target | load, 1 min |",
+        "| part (its time) | vLLM | figure | value | baseline, same run | ratio | target "
+        "| load, 1 min |",
         "| --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for part in report.parts:
@@ -277,7 +278,7 @@ def report_markdown(path: str, report: BenchReport) -> str:
                 baseline += f" {value_text(figure.baseline_value, figure.unit)}"
             what = figure.what + (f" ({figure.note})" if figure.note else "")
             row = [
-                part.name,
+                f"{part.name} ({part.seconds:.0f} s)",
                 part.vllm,
                 what,
                 value_text(figure.value, figure.unit),

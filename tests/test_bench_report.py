@@ -51,13 +51,15 @@ def test_the_page_shows_every_figure_of_every_committed_report() -> None:
     page = with_bench_reports(text, ROOT)
     assert PAGE_MARKER not in page
     for path, report in reports:
-        assert str(path.relative_to(ROOT)) in page
-        assert report.date.replace("T", " ").removesuffix("Z") in page
+        heading = f"### {report.date.replace('T', ' ').removesuffix('Z')} UTC\n"
+        assert page.count(heading) == 1
+        section = page.split(heading)[1].split("\n### ")[0]  # to the next report's heading
+        assert str(path.relative_to(ROOT)) in section
         for part in report.parts:
             for figure in part.figures:
-                (row,) = rows_of(page, figure)
+                (row,) = rows_of(section, figure)
                 assert f"| {ratio_text(figure.ratio)} |" in row
-                assert f"| {part.name} | {part.vllm} |" in row
+                assert f"| {part.name} ({part.seconds:.0f} s) | {part.vllm} |" in row
 
 
 def test_a_committed_report_keeps_the_ratio_of_its_raw_figures() -> None:
