@@ -330,14 +330,21 @@ def barrier_chain(session: nox.Session, vllm: str) -> None:
 
 @nox.session(default=False)
 def bench(session: nox.Session) -> None:
-    """Speed figures, each beside a baseline measured in the same run."""
+    """Speed figures, each beside a baseline measured in the same run, into a report in
+    docs/bench/ that the measurements page is rendered from (commit it to publish it).
+
+    The cheap parts alone: nox -s bench -- --skip PARTS (python -m patcher.bench --help).
+    Not with -R: it skips the install, and the report names the checkout's commit, not the
+    patcher that ran.
+    """
     install_patcher(session)
     session.install("wheel")
     # the installed patcher, for the bench and the commands it starts: not the source tree in
     # this folder, which `python -m` would put first on sys.path (it lacks patcher.patchsets)
     env = {"PYTHONSAFEPATH": "1"}
     args = session.posargs or ["--unpack-pack", "--venvs"]
-    session.run("python", "-m", "patcher.bench", *args, env=env)
+    report = ["--report-dir", "docs/bench"]  # a --report-dir among the arguments wins
+    session.run("python", "-m", "patcher.bench", *report, *args, env=env)
 
 
 GPU_BENCH = one_patchset_a_release("gpu-bench")

@@ -49,6 +49,7 @@ from patcher.outputs.wheel import (
     writable_folder,
 )
 from patcher.patchset import Patchset
+from patcher.progress import step
 from patcher.replica import spec as replica_specs
 from patcher.result import PatchResult
 from patcher.sources.base import Source
@@ -353,7 +354,7 @@ def apply_locked(args: argparse.Namespace, installation: Installation) -> int:
             raise PatcherError(f"{message} (--require-patch)")
         say(message)
     else:
-        with err.status(f"patching {installation.description}"):
+        with step(f"patching {installation.description}"):
             provenance = site_packages.apply(installation, result)
         say(
             f"patched {len(provenance.files)} file(s) of {installation.description}; RECORD "
@@ -457,7 +458,7 @@ def command_matrix(args: argparse.Namespace) -> int:
     versions = args.versions.split(",") if args.versions is not None else None
     chosen = [select_releases(index, versions, args.since) for index in indexes]
     all_rows: dict[str, list[Row]] = {patchset.name: [] for patchset in selected}
-    with err.status(f"reading {sum(map(len, chosen))} releases"):
+    with step(f"reading {sum(map(len, chosen))} releases"):
         for index, releases in zip(indexes, chosen, strict=True):
             for name, rows in build_matrix(selected, index, releases, args.platform).items():
                 all_rows[name] += rows
@@ -567,8 +568,7 @@ def command_build_wheel(args: argparse.Namespace) -> int:
         local_version(first.version, label)  # a bad label is refused before the download
         with settled_run(named, patchset, first) as run:
             plan = WheelPlan(run.wheel.path, run.wheel.known_sha256, run.result, label)
-            with err.status(f"checking {run.wheel.path.name} against its RECORD and repacking it"):
-                target = repack(plan, run.wheel.zip, args.dist)
+            target = repack(plan, run.wheel.zip, args.dist)  # its steps show their progress
     out.print(str(target), markup=False, soft_wrap=True)
     return 0
 
@@ -588,7 +588,7 @@ def command_verify(args: argparse.Namespace) -> int:
         check_verifiable(patchset, first := first_run(named, patchset))
         path, sha256, result = settled_on_disk(named, patchset, first)
     what = f"{result.distribution} {result.version}"
-    with err.status(f"verifying {what} on CPU (venvs are built once, then reused)"):
+    with step(f"verifying {what} on CPU (venvs are built once, then reused)"):
         report = verify_release(patchset, path, sha256, result)
     table = new_table(f"{patchset.name}: {what}, {report.wheel}")
     for column in ("check", "official", "patched"):
@@ -647,7 +647,7 @@ def verify_installed(args: argparse.Namespace) -> int:
     if not patchset.verify:
         raise PatcherError(f"patchset {patchset.name} declares no verify checks")
     state = "not patched" if provenance is None else f"patched with {provenance.patchset}"
-    with err.status(f"running {len(patchset.verify)} check(s) in {installation.python}"):
+    with step(f"running {len(patchset.verify)} check(s) in {installation.python}"):
         report = verify_in_place(
             installation.python,
             str(installation.version),
