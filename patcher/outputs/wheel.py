@@ -355,7 +355,7 @@ def write_repacked(layout: Layout, verifiers: dict[str, MemberVerifier], tmp: Pa
     same read, where the plan has none)."""
     plan, archive, members = layout.plan, layout.archive, layout.members
     old_info, new_info = layout.old_info, layout.new_info
-    what = "checking, hashing and repacking" if verifiers else "repacking"
+    what = "checking against RECORD and repacking" if verifiers else "repacking"
     with (
         os.fdopen(create_new(tmp), "wb") as out,
         plan.official.open("rb") as handle,
