@@ -228,4 +228,3 @@ def test_a_doctor_proof_it_cannot_run_is_one_line_before_any_download(
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("patcher: error: ") and said in lines[0]
     assert not (tmp_path / "logs").exists()
-
