@@ -291,6 +291,26 @@ def acceptance(session: nox.Session, vllm: str, patchset: str) -> None:
     )
 
 
+@nox.session(name="doctor-served", default=False)
+@nox.parametrize(("vllm", "patchset"), declared("doctor-served"))
+def doctor_served(session: nox.Session, vllm: str, patchset: str) -> None:
+    """The doctor's served proof: the acceptance proof's trained drafter with its ids off by
+    one accepts less, the doctor suspects them, and its --fix serves as trained, into
+    reports/doctor/VERSION-PATCHSET.json. Heavy: four compiled servers, training unless cached."""
+    install_patcher(session)
+    session.run(
+        "patcher",
+        "serve-bench",
+        "--device=cpu",
+        "--doctor-proof",
+        f"--vllm={vllm}",
+        f"--patchset={patchset}",
+        f"--log-dir=reports/doctor/{vllm}-{patchset}",
+        f"--json=reports/doctor/{vllm}-{patchset}.json",
+        *session.posargs,
+    )
+
+
 def serve_on_cpu(session: nox.Session, vllm: str, patchset: str, runs: str, report: str) -> None:
     """The one shape of the CPU serving sessions: ``serve-bench --device cpu`` with ``runs``
     (which wheels serve), into reports/REPORT.json with the servers' logs in reports/REPORT/."""
