@@ -183,8 +183,9 @@ VERIFY_MODEL_PATCHSETS = [
     "step3-eagle3",
     "mixtral-eagle3",
     "qwen2-moe-eagle3",
+    "glm4-moe-lite-eagle3",
 ]
-"""The backbone patchsets (needs-patch since 0.10.1)."""
+"""The backbone patchsets (needs-patch since 0.10.1; GLM-4.7-Flash's since 0.15.0)."""
 
 VERIFY_MODELS_RELEASES = ["0.17.1", "0.33.0"]
 """The last release with the model-type whitelist and before EagleModelMixin, and the newest."""

@@ -75,6 +75,7 @@ def read_back(venv: ServingVenv, folder: Path) -> dict:
         ("ernie4.5-moe-eagle3", "Ernie4_5_MoeForCausalLM"),
         ("mixtral-eagle3", "MixtralForCausalLM"),
         ("qwen2-moe-eagle3", "Qwen2MoeForCausalLM"),
+        ("glm4-moe-lite-eagle3", "Glm4MoeLiteForCausalLM"),
     ],
 )
 def test_seeded_weights_are_the_transformers_class_own_and_load_back(
