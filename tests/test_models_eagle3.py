@@ -4,8 +4,8 @@ Qwen2-MoE) against real releases."""
 from __future__ import annotations
 
 import pytest
-from packaging.version import Version
 from backbones import backbone_patchsets
+from packaging.version import Version
 from test_real_releases import Overlay
 
 from patcher import patchset as patchsets

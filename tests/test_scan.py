@@ -9,13 +9,16 @@ import subprocess
 import pytest
 from commandline import PATCHER
 from conftest import one_error_line
+from packaging.version import Version
 from verify_helpers import fake_wheel
 
 from patcher import patchset as patchsets
 from patcher.cli import main
 from patcher.cli_scan import show
+from patcher.codemods.base import Verdict
 from patcher.engine import run_patchset
 from patcher.scan import (
+    OFFICIAL_REFUSAL,
     REGISTRY,
     Backbone,
     Entry,
@@ -24,6 +27,7 @@ from patcher.scan import (
     Scan,
     expectations,
     markdown,
+    measured_expectations,
     patchset_toml,
 )
 
@@ -72,11 +76,46 @@ def test_the_printed_patchset_loads_with_patchers_own_loader():
         (f"{MODELS}/glm4_moe_lite.py", "Glm4MoeLiteForCausalLM"),
         (f"{MODELS}/interfaces.py", "SupportsEagle3"),
     ]
-    from packaging.version import Version
-
     assert patchset.expected(Version("0.33.0")) == "needs-patch"
     assert patchset.expected(Version("0.32.0")) is None  # only what the scan measured
-    assert patchset.verify == ("eagle3-backbone",)  # eagle3-model-type needs a replica recipe
+    # As the built-in backbone patchsets spell them; GLM-4.7-Flash has a replica recipe.
+    assert patchset.local_label == "glm4moelite.eagle3"
+    assert patchset.serve is not None and patchset.serve.official_refuses == OFFICIAL_REFUSAL
+    assert patchset.verify == ("eagle3-backbone", "eagle3-model-type")
+
+
+def test_a_class_without_a_replica_recipe_is_verified_by_the_backbone_check_alone():
+    olmoe = Finding(
+        Entry("OlmoeForCausalLM", "text", f"{MODELS}/olmoe.py", "OlmoeForCausalLM"),
+        Fit.APPLIES,
+        "",
+        multimodal=False,
+        backbone=Backbone(f"{MODELS}/olmoe.py", "OlmoeForCausalLM", "OlmoeModel", "model"),
+        model_types=("olmoe",),
+    )
+    patchset = patchsets.parse((patchset_toml(olmoe) + expectations("0.33.0")).encode(), "p")
+    assert patchset.verify == ("eagle3-backbone",)
+    assert patchset.local_label == "olmoe.eagle3"
+
+
+def test_measured_verdicts_become_one_range_per_run_the_newest_open():
+    measured = [
+        ("0.14.0", Verdict.UNSUPPORTED),
+        ("0.14.1", Verdict.UNSUPPORTED),
+        ("0.15.0", Verdict.NEEDS_PATCH),
+        ("0.33.0", Verdict.NEEDS_PATCH),
+    ]
+    assert measured_expectations(measured) == (
+        "\n"
+        "# Measured by `patcher matrix` over 4 releases, 0.14.0 to 0.33.0.\n"
+        "[[expect]]\n"
+        'versions = ">=0.14.0,<0.15.0"\n'
+        'verdict = "unsupported"\n'
+        "\n"
+        "[[expect]]\n"
+        'versions = ">=0.15.0"\n'
+        'verdict = "needs-patch"\n'
+    )
 
 
 def test_the_table_is_plain_when_piped_and_keeps_vllm_code_as_text(capsys):
@@ -182,6 +221,8 @@ def test_0_33_0_answers_for_the_architectures_the_issue_names(capsys):
     orion = rows["OrionForCausalLM"]  # the nearest loop, with file and line
     assert orion["fit"] == "loop-shape"
     assert f"nearest candidate: {MODELS}/orion.py:268 `for layer in islice(" in orion["detail"]
+    # Its config class is imported under ``if TYPE_CHECKING:`` (read there too).
+    assert "(Glm4MoeLiteConfig)" in rows["Glm4MoeLiteForCausalLM"]["model_types_from"]
     assert rows["Glm4MoeLiteForCausalLM"]["backbone"] == {
         "module": f"{MODELS}/glm4_moe_lite.py",
         "causal_lm": "Glm4MoeLiteForCausalLM",
@@ -206,6 +247,22 @@ def test_the_written_patchset_passed_by_path_gives_a_needs_patch_diff(
     module = patchset.patches[-1].options.module
     assert f"+++ b/{module}" in diff
     assert "SupportsEagle3" in diff and "_maybe_add_hidden_state" in diff
+
+
+@pytest.mark.network
+def test_write_patchset_since_measures_its_ranges_as_the_built_in_patchset_expects(capsys):
+    argv = ["scan", "--vllm", "0.33.0", "--write-patchset", "Glm4MoeLiteForCausalLM"]
+    assert main([*argv, "--since", "0.14.0"]) == 0
+    written = patchsets.parse(capsys.readouterr().out.encode(), "written")
+    built_in = patchsets.load("glm4-moe-lite-eagle3")
+    assert [(sorted(str(e.versions).split(",")), e.verdict) for e in written.expectations] == [
+        (["<0.15.0", ">=0.14.0"], "unsupported"),
+        ([">=0.15.0"], "needs-patch"),
+    ]
+    for version in ("0.14.0", "0.14.1", "0.15.0", "0.21.0", "0.33.0"):
+        assert written.expected(Version(version)) == built_in.expected(Version(version))
+    assert written.patches == built_in.patches and written.serve == built_in.serve
+    assert (written.local_label, written.verify) == (built_in.local_label, built_in.verify)
 
 
 @pytest.mark.parametrize(
