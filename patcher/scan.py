@@ -22,6 +22,8 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from packaging.version import Version
+
 from patcher import engine, results_cache
 from patcher import patchset as patchsets
 from patcher.cache import checked_dir, read_checked, write_checked
@@ -845,40 +847,73 @@ def write_patchset(source: Source, name: str) -> str:
     return patchset_toml(writable(source, name)) + expectations(str(source.version))
 
 
+def covering_patchsets(version: str) -> dict[str, str]:
+    """The built-in patchsets that give a class EAGLE-3 on release ``version`` (they expect
+    ``needs-patch`` there), by the architecture each names."""
+    release = Version(version)
+    covering: dict[str, str] = {}
+    for name in patchsets.available():
+        patchset = patchsets.load(name)
+        architecture = patchset.model.architecture
+        if architecture and patchset.expected(release) == Verdict.NEEDS_PATCH:
+            covering.setdefault(architecture, name)
+    return covering
+
+
+def covered_by(finding: Finding, covering: dict[str, str]) -> str | None:
+    """The built-in patchset that gives a class lacking EAGLE-3 the interface, if one does."""
+    if finding.fit is Fit.PRESENT:
+        return None
+    return covering.get(finding.entry.architecture) or covering.get(finding.entry.class_name)
+
+
 def markdown(scans: Sequence[Scan]) -> str:
-    """The docs page: per release, the totals, then every architecture, and which ones are a
-    patchset file away (``applies``)."""
+    """The docs page: per release, the totals, the architectures a built-in patchset covers and
+    those a patchset file away (``applies``, no built-in one), then every architecture."""
     lines = [
         "# Architectures and EAGLE-3",
         "",
         "Written by `patcher scan --format markdown`: every architecture of the model",
         "registry's text-generation and multimodal sections, read from the release's own",
         "source. `present`: the class supports EAGLE-3; `applies`: the generic",
-        "`eagle3-backbone` codemod patches it as it is, so it is one TOML file away",
-        "(`patcher scan --write-patchset CLASS`); the other answers say why the codemod",
-        "does not.",
+        "`eagle3-backbone` codemod patches it as it is: covered where a built-in patchset",
+        "does, else one TOML file away (`patcher scan --write-patchset CLASS`); the other",
+        "answers say why the codemod does not.",
         "",
     ]
     for result in scans:
         totals = ", ".join(f"{count} {fit}" for fit, count in result.totals().items() if count)
+        covering = covering_patchsets(result.version)
+        patchset_of = {f.entry.architecture: covered_by(f, covering) for f in result.findings}
         lines += [
             f"## {result.release}",
             "",
             f"{len(result.findings)} architectures: {totals}.",
             "",
         ]
-        ready = [f"`{f.entry.architecture}`" for f in result.findings if f.fit is Fit.APPLIES]
+        covered = [
+            f"`{architecture}` (`{name}`)" for architecture, name in patchset_of.items() if name
+        ]
+        if covered:
+            lines += ["Covered by a built-in patchset: " + ", ".join(covered) + ".", ""]
+        ready = [
+            f"`{f.entry.architecture}`"
+            for f in result.findings
+            if f.fit is Fit.APPLIES and not patchset_of[f.entry.architecture]
+        ]
         if ready:
             lines += ["One TOML file away: " + ", ".join(ready) + ".", ""]
         lines += [
-            "| architecture | section | fit | image token | detail |",
-            "|---|---|---|---|---|",
+            "| architecture | section | fit | image token | detail | patchset |",
+            "|---|---|---|---|---|---|",
         ]
         for f in result.findings:
             detail = f.detail.replace("|", "\\|").replace("\n", " ")
             token = (f.image_token or "") if f.multimodal else ""
+            name = patchset_of[f.entry.architecture]
             lines.append(
-                f"| `{f.entry.architecture}` | {f.entry.section} | {f.fit} | {token} | {detail} |"
+                f"| `{f.entry.architecture}` | {f.entry.section} | {f.fit} | {token} | {detail} "
+                f"| {f'`{name}`' if name else ''} |"
             )
         lines.append("")
     return "\n".join(lines)

@@ -139,15 +139,40 @@ def test_the_table_is_plain_when_piped_and_keeps_vllm_code_as_text(capsys):
     assert "1 applies, 1 loop-shape, 1 no-backbone" in shown
 
 
+OLMOE = Finding(
+    Entry("OlmoeForCausalLM", "text", f"{MODELS}/olmoe.py", "OlmoeForCausalLM"),
+    Fit.APPLIES,
+    "OlmoeModel.forward returns auxiliary hidden states",
+    multimodal=False,
+    backbone=Backbone(f"{MODELS}/olmoe.py", "OlmoeForCausalLM", "OlmoeModel", "model"),
+    model_types=("olmoe",),
+)
+
+
 def test_the_page_names_the_architectures_one_toml_file_away():
-    page = markdown([Scan("vllm 0.33.0", "0.33.0", [GLM4_LITE, GEMMA3_MM])])
+    page = markdown([Scan("vllm 0.33.0", "0.33.0", [GLM4_LITE, OLMOE, GEMMA3_MM])])
     assert "## vllm 0.33.0" in page
-    assert "2 architectures: 1 applies, 1 no-backbone." in page
-    assert "One TOML file away: `Glm4MoeLiteForCausalLM`." in page
+    assert "3 architectures: 2 applies, 1 no-backbone." in page
+    # A class a built-in patchset covers is not one TOML file away: it is none away.
+    covered = "Covered by a built-in patchset: `Glm4MoeLiteForCausalLM` (`glm4-moe-lite-eagle3`)."
+    assert covered in page
+    assert "One TOML file away: `OlmoeForCausalLM`." in page
+    assert (
+        "| `Glm4MoeLiteForCausalLM` | text | applies |  | Glm4MoeLiteModel.forward returns "
+        "auxiliary hidden states | `glm4-moe-lite-eagle3` |"
+    ) in page
     assert (
         "| `Gemma3ForConditionalGeneration` | multimodal | no-backbone | "
         "config.image_token_index (fallback) |"
     ) in page
+
+
+def test_a_patchset_covers_only_the_releases_it_expects_to_patch():
+    """glm4-moe-lite-eagle3 expects needs-patch from 0.15.0: on an older release its class is
+    one TOML file away, as far as the page can tell."""
+    page = markdown([Scan("vllm 0.14.1", "0.14.1", [GLM4_LITE])])
+    assert "Covered by a built-in patchset" not in page
+    assert "One TOML file away: `Glm4MoeLiteForCausalLM`." in page
 
 
 @pytest.mark.parametrize(
