@@ -917,3 +917,31 @@ def markdown(scans: Sequence[Scan]) -> str:
             )
         lines.append("")
     return "\n".join(lines)
+
+
+def totals_markdown(package: str, scans: Sequence[tuple[str, Scan | str]]) -> list[str]:
+    """The matrix summary's section for one package: a row of the scan's totals per release
+    and how many of its ``applies`` a built-in patchset covers; a release whose registry could
+    not be read (a ``str``: the reason) says why in its row."""
+    fits = [fit.value for fit in Fit]
+    header = ["release", "architectures", *fits, "covered"]
+    lines = [
+        f"## Architectures and EAGLE-3 on {package} (patcher scan)",
+        "",
+        "| " + " | ".join(header) + " |",
+        "|" + "---|" * len(header),
+    ]
+    for version, result in scans:
+        if isinstance(result, str):
+            reason = result.replace("|", "\\|").replace("\n", " ")
+            cells = [version, f"registry not read: {reason}", *([""] * (len(header) - 2))]
+        else:
+            covering = covering_patchsets(version)
+            covered = sum(
+                1 for f in result.findings if f.fit is Fit.APPLIES and covered_by(f, covering)
+            )
+            totals = result.totals()
+            counts = [str(totals[fit]) for fit in fits]
+            cells = [version, str(len(result.findings)), *counts, str(covered)]
+        lines.append("| " + " | ".join(cells) + " |")
+    return [*lines, ""]

@@ -29,6 +29,7 @@ from patcher.scan import (
     markdown,
     measured_expectations,
     patchset_toml,
+    totals_markdown,
 )
 
 MODELS = "vllm/model_executor/models"
@@ -173,6 +174,43 @@ def test_a_patchset_covers_only_the_releases_it_expects_to_patch():
     page = markdown([Scan("vllm 0.14.1", "0.14.1", [GLM4_LITE])])
     assert "Covered by a built-in patchset" not in page
     assert "One TOML file away: `Glm4MoeLiteForCausalLM`." in page
+
+
+def test_the_matrix_summary_has_a_row_of_totals_per_release_and_the_reason_for_a_missing_one():
+    scans = [
+        ("0.14.1", Scan("vllm 0.14.1", "0.14.1", [GLM4_LITE, OLMOE])),
+        ("0.15.0", Scan("vllm 0.15.0", "0.15.0", [GLM4_LITE, OLMOE, GEMMA3_MM])),
+        ("0.7.0", "vllm 0.7.0 has no model registry (a|b)"),
+    ]
+    assert totals_markdown("vllm", scans) == [
+        "## Architectures and EAGLE-3 on vllm (patcher scan)",
+        "",
+        "| release | architectures | present | applies | loop-shape | no-backbone | hybrid "
+        "| unsupported | covered |",
+        "|---|---|---|---|---|---|---|---|---|",
+        "| 0.14.1 | 2 | 0 | 2 | 0 | 0 | 0 | 0 | 0 |",  # before glm4-moe-lite-eagle3's range
+        "| 0.15.0 | 3 | 0 | 2 | 0 | 1 | 0 | 0 | 1 |",
+        "| 0.7.0 | registry not read: vllm 0.7.0 has no model registry (a\\|b) "
+        "|  |  |  |  |  |  |  |",
+        "",
+    ]
+
+
+@pytest.mark.network
+def test_the_matrix_markdown_ends_with_the_scan_totals_of_its_releases(tmp_path):
+    table = tmp_path / "m.md"
+    argv = ["matrix", "--versions", "0.14.1,0.15.0", "--patchset", "glm4-moe-lite-eagle3"]
+    assert main([*argv, "--markdown", str(table)]) == 0
+    text = table.read_text()
+    assert text.startswith("# vLLM compatibility matrix")
+    section = text.split("## Architectures and EAGLE-3 on vllm (patcher scan)\n", 1)[1]
+    rows = [line.split(" | ") for line in section.splitlines() if line.startswith("| 0.")]
+    assert [row[0] for row in rows] == ["| 0.14.1", "| 0.15.0"]
+    for row in rows:
+        counts = [int(cell.strip(" |")) for cell in row[1:]]
+        assert counts[0] == sum(counts[1:-1]) > 0  # every architecture has one answer
+    covered = {row[0]: int(row[-1].strip(" |")) for row in rows}
+    assert covered["| 0.15.0"] == covered["| 0.14.1"] + 1  # Glm4MoeLiteForCausalLM arrives
 
 
 @pytest.mark.parametrize(
