@@ -22,7 +22,7 @@ from patcher.cli_wheels import (
 from patcher.codemods.base import Status, Verdict
 from patcher.engine import run_patchset
 from patcher.errors import DriftError, PatcherError
-from patcher.index import PackageIndex
+from patcher.index import PackageIndex, Release
 from patcher.matrix import (
     Row,
     build_matrix,
@@ -32,6 +32,7 @@ from patcher.matrix import (
     json_report,
     markdown,
     models_table,
+    pick_wheel,
     proof_cells,
     select_releases,
     splice,
@@ -52,6 +53,7 @@ from patcher.patchset import Patchset
 from patcher.progress import step
 from patcher.replica import spec as replica_specs
 from patcher.result import PatchResult
+from patcher.scan import Scan, scan, totals_markdown
 from patcher.sources.base import Source
 from patcher.sources.directory import DirectorySource
 from patcher.sources.git import GitSource
@@ -479,7 +481,8 @@ def command_matrix(args: argparse.Namespace) -> int:
     if args.json:
         write_file(args.json, json_report(all_rows).encode(), "--json")
     if args.markdown:
-        write_file(args.markdown, markdown(all_rows).encode(), "--markdown")
+        summary = markdown(all_rows) + "\n" + scan_summary(indexes, chosen, args.platform)
+        write_file(args.markdown, summary.encode(), "--markdown")
     if args.readme and readme is not None:
         models = {p.name: p.model.architecture or ", ".join(p.model.types) for p in selected}
         table = models_table(all_rows, models)
@@ -498,6 +501,26 @@ def command_matrix(args: argparse.Namespace) -> int:
             err.print(f"[red]{problem}[/]")
         raise DriftError(f"{len(problems)} row(s) drifted or failed")
     return 0
+
+
+def scan_summary(indexes: list[PackageIndex], releases: list[list[Release]], platform: str) -> str:
+    """The scan's totals per release the matrix read, a table per package (issue 20): read from
+    the same wheels, and stored, so a second matrix reads them from the cache."""
+    lines: list[str] = []
+    for index, chosen in zip(indexes, releases, strict=True):
+        with step(f"scanning the model registries of {len(chosen)} {index.distribution} releases"):
+            scans = [(str(r.version), scan_release(index, r, platform)) for r in chosen]
+        lines += totals_markdown(index.distribution, scans)
+    return "\n".join(lines)
+
+
+def scan_release(index: PackageIndex, release: Release, platform: str) -> Scan | str:
+    """One release's scan, or the one line saying why its registry could not be read."""
+    with IndexWheelSource(release, pick_wheel(release, platform), index.client) as source:
+        try:
+            return scan(source)
+        except PatcherError as error:
+            return str(error)
 
 
 README_LIMIT = 16 << 20
