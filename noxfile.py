@@ -291,6 +291,26 @@ def acceptance(session: nox.Session, vllm: str, patchset: str) -> None:
     )
 
 
+@nox.session(name="doctor-served", default=False)
+@nox.parametrize(("vllm", "patchset"), declared("doctor-served"))
+def doctor_served(session: nox.Session, vllm: str, patchset: str) -> None:
+    """The doctor's served proof: the acceptance proof's trained drafter with its ids off by
+    one accepts less, the doctor suspects them, and its --fix serves as trained, into
+    reports/doctor/VERSION-PATCHSET.json. Heavy: four compiled servers, training unless cached."""
+    install_patcher(session)
+    session.run(
+        "patcher",
+        "serve-bench",
+        "--device=cpu",
+        "--doctor-proof",
+        f"--vllm={vllm}",
+        f"--patchset={patchset}",
+        f"--log-dir=reports/doctor/{vllm}-{patchset}",
+        f"--json=reports/doctor/{vllm}-{patchset}.json",
+        *session.posargs,
+    )
+
+
 def serve_on_cpu(session: nox.Session, vllm: str, patchset: str, runs: str, report: str) -> None:
     """The one shape of the CPU serving sessions: ``serve-bench --device cpu`` with ``runs``
     (which wheels serve), into reports/REPORT.json with the servers' logs in reports/REPORT/."""
@@ -330,14 +350,21 @@ def barrier_chain(session: nox.Session, vllm: str) -> None:
 
 @nox.session(default=False)
 def bench(session: nox.Session) -> None:
-    """Speed figures, each beside a baseline measured in the same run."""
+    """Speed figures, each beside a baseline measured in the same run, into a report in
+    docs/bench/ that the measurements page is rendered from (commit it to publish it).
+
+    The cheap parts alone: nox -s bench -- --skip PARTS (python -m patcher.bench --help).
+    Not with -R: it skips the install, and the report names the checkout's commit, not the
+    patcher that ran.
+    """
     install_patcher(session)
     session.install("wheel")
     # the installed patcher, for the bench and the commands it starts: not the source tree in
     # this folder, which `python -m` would put first on sys.path (it lacks patcher.patchsets)
     env = {"PYTHONSAFEPATH": "1"}
     args = session.posargs or ["--unpack-pack", "--venvs"]
-    session.run("python", "-m", "patcher.bench", *args, env=env)
+    report = ["--report-dir", "docs/bench"]  # a --report-dir among the arguments wins
+    session.run("python", "-m", "patcher.bench", *report, *args, env=env)
 
 
 GPU_BENCH = one_patchset_a_release("gpu-bench")

@@ -258,6 +258,20 @@ def interrupt_on_sigterm() -> None:
         signal.signal(signal.SIGTERM, handler)
 
 
+def run_with_progress(args: argparse.Namespace) -> int:
+    """The command, its long steps shown as transient bars when stderr is a terminal and
+    ``--quiet`` is not given; otherwise they show nothing."""
+    if not err.live:
+        code: int = args.run(args)
+        return code
+    from patcher.progress import shown_by
+    from patcher.terminal import StepDisplay
+
+    with shown_by(StepDisplay(err)):
+        code = args.run(args)
+    return code
+
+
 def main(argv: list[str] | None = None) -> int:
     words = sys.argv[1:] if argv is None else argv
     parser = build_parser({chosen_command(words)})
@@ -270,7 +284,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         refuse_misplaced(args, subcommand(parser, args.command))
         resolve_values(args)
-        code: int = args.run(args)
+        code: int = run_with_progress(args)
         sys.stdout.flush()
         return code
     except PatcherError as error:

@@ -22,7 +22,7 @@ from patcher.cli_wheels import (
 from patcher.codemods.base import Status, Verdict
 from patcher.engine import run_patchset
 from patcher.errors import DriftError, PatcherError
-from patcher.index import PackageIndex
+from patcher.index import PackageIndex, Release
 from patcher.matrix import (
     Row,
     build_matrix,
@@ -32,6 +32,7 @@ from patcher.matrix import (
     json_report,
     markdown,
     models_table,
+    pick_wheel,
     proof_cells,
     select_releases,
     splice,
@@ -49,8 +50,10 @@ from patcher.outputs.wheel import (
     writable_folder,
 )
 from patcher.patchset import Patchset
+from patcher.progress import step
 from patcher.replica import spec as replica_specs
 from patcher.result import PatchResult
+from patcher.scan import Scan, scan, totals_markdown
 from patcher.sources.base import Source
 from patcher.sources.directory import DirectorySource
 from patcher.sources.git import GitSource
@@ -372,7 +375,7 @@ def apply_locked(args: argparse.Namespace, installation: Installation) -> int:
             raise PatcherError(f"{message} (--require-patch)")
         say(message)
     else:
-        with err.status(f"patching {installation.description}"):
+        with step(f"patching {installation.description}"):
             provenance = site_packages.apply(installation, result)
         say(
             f"patched {len(provenance.files)} file(s) of {installation.description}; RECORD "
@@ -473,7 +476,7 @@ def command_matrix(args: argparse.Namespace) -> int:
     versions = args.versions.split(",") if args.versions is not None else None
     chosen = [select_releases(index, versions, args.since) for index in indexes]
     all_rows: dict[str, list[Row]] = {patchset.name: [] for patchset in selected}
-    with err.status(f"reading {sum(map(len, chosen))} releases"):
+    with step(f"reading {sum(map(len, chosen))} releases"):
         for index, releases in zip(indexes, chosen, strict=True):
             for name, rows in build_matrix(selected, index, releases, args.platform).items():
                 all_rows[name] += rows
@@ -494,7 +497,8 @@ def command_matrix(args: argparse.Namespace) -> int:
     if args.json:
         write_file(args.json, json_report(all_rows).encode(), "--json")
     if args.markdown:
-        write_file(args.markdown, markdown(all_rows).encode(), "--markdown")
+        summary = markdown(all_rows) + "\n" + scan_summary(indexes, chosen, args.platform)
+        write_file(args.markdown, summary.encode(), "--markdown")
     if args.readme and readme is not None:
         models = {p.name: p.model.architecture or ", ".join(p.model.types) for p in selected}
         table = models_table(all_rows, models)
@@ -513,6 +517,26 @@ def command_matrix(args: argparse.Namespace) -> int:
             err.print(f"[red]{problem}[/]")
         raise DriftError(f"{len(problems)} row(s) drifted or failed")
     return 0
+
+
+def scan_summary(indexes: list[PackageIndex], releases: list[list[Release]], platform: str) -> str:
+    """The scan's totals per release the matrix read, a table per package (issue 20): read from
+    the same wheels, and stored, so a second matrix reads them from the cache."""
+    lines: list[str] = []
+    for index, chosen in zip(indexes, releases, strict=True):
+        with step(f"scanning the model registries of {len(chosen)} {index.distribution} releases"):
+            scans = [(str(r.version), scan_release(index, r, platform)) for r in chosen]
+        lines += totals_markdown(index.distribution, scans)
+    return "\n".join(lines)
+
+
+def scan_release(index: PackageIndex, release: Release, platform: str) -> Scan | str:
+    """One release's scan, or the one line saying why its registry could not be read."""
+    with IndexWheelSource(release, pick_wheel(release, platform), index.client) as source:
+        try:
+            return scan(source)
+        except PatcherError as error:
+            return str(error)
 
 
 README_LIMIT = 16 << 20
@@ -583,8 +607,7 @@ def command_build_wheel(args: argparse.Namespace) -> int:
         local_version(first.version, label)  # a bad label is refused before the download
         with settled_run(named, patchset, first) as run:
             plan = WheelPlan(run.wheel.path, run.wheel.known_sha256, run.result, label)
-            with err.status(f"checking {run.wheel.path.name} against its RECORD and repacking it"):
-                target = repack(plan, run.wheel.zip, args.dist)
+            target = repack(plan, run.wheel.zip, args.dist)  # its steps show their progress
     out.print(str(target), markup=False, soft_wrap=True)
     return 0
 
@@ -604,7 +627,7 @@ def command_verify(args: argparse.Namespace) -> int:
         check_verifiable(patchset, first := first_run(named, patchset))
         path, sha256, result = settled_on_disk(named, patchset, first)
     what = f"{result.distribution} {result.version}"
-    with err.status(f"verifying {what} on CPU (venvs are built once, then reused)"):
+    with step(f"verifying {what} on CPU (venvs are built once, then reused)"):
         report = verify_release(patchset, path, sha256, result)
     table = new_table(f"{patchset.name}: {what}, {report.wheel}")
     for column in ("check", "official", "patched"):
@@ -663,7 +686,7 @@ def verify_installed(args: argparse.Namespace) -> int:
     if not patchset.verify:
         raise PatcherError(f"patchset {patchset.name} declares no verify checks")
     state = "not patched" if provenance is None else f"patched with {provenance.patchset}"
-    with err.status(f"running {len(patchset.verify)} check(s) in {installation.python}"):
+    with step(f"running {len(patchset.verify)} check(s) in {installation.python}"):
         report = verify_in_place(
             installation.python,
             str(installation.version),

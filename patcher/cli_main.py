@@ -95,6 +95,7 @@ COMMANDS = {
         "serve with and without EAGLE-3: speedup and acceptance",
         "patcher serve-bench --model /models/kimi-k2.5 --drafter /models/kimi-k2.5-eagle3",
         "patcher serve-bench --device cpu --vllm 0.32.0 --patchset glm4-moe-eagle3 --with-patched",
+        "patcher serve-bench --device cpu --vllm 0.32.0 --patchset glm4-moe-eagle3 --doctor-proof",
     ),
     "preflight": Command(
         SERVING,

@@ -7,10 +7,24 @@ import argparse
 import json
 import sys
 
+from patcher import patchset as patchsets
 from patcher.cli_wheels import add_release_options, open_release
 from patcher.errors import PatcherError
-from patcher.scan import Scan, markdown, scan, write_patchset
-from patcher.terminal import Table, err, new_table, out
+from patcher.index import PackageIndex
+from patcher.matrix import build_matrix, select_releases
+from patcher.progress import step
+from patcher.scan import (
+    Scan,
+    expectations,
+    markdown,
+    measured_expectations,
+    patchset_toml,
+    scan,
+    writable,
+    write_patchset,
+)
+from patcher.sources.base import Source
+from patcher.terminal import Table, new_table, out
 
 FORMATS = ("table", "json", "markdown")
 
@@ -27,17 +41,28 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
         metavar="CLASS",
         help="print a patchset TOML for this architecture or class, if the codemod patches it",
     )
+    command.add_argument(
+        "--since",
+        metavar="VERSION",
+        help="with --write-patchset and --vllm: its expected verdicts measured by the matrix "
+        "over every release from VERSION on",
+    )
     command.set_defaults(run=command_scan)
 
 
 def command_scan(args: argparse.Namespace) -> int:
     if args.write_patchset is not None and args.format != "table":
         raise PatcherError("--write-patchset prints TOML; --format goes with the scan only")
+    if args.since is not None and (args.write_patchset is None or not args.vllm):
+        raise PatcherError("--since goes with --write-patchset and --vllm only")
     with open_release(args) as source:
         if args.write_patchset is not None:
-            sys.stdout.write(write_patchset(source, args.write_patchset))
+            if args.since is None:
+                sys.stdout.write(write_patchset(source, args.write_patchset))
+            else:
+                sys.stdout.write(measured_patchset(args, source))
             return 0
-        with err.status(f"scanning the model registry of {source.description}"):
+        with step(f"scanning the model registry of {source.description}"):
             result = scan(source)
     if args.format == "json":
         sys.stdout.write(json.dumps(result.to_json(), indent=2) + "\n")
@@ -46,6 +71,18 @@ def command_scan(args: argparse.Namespace) -> int:
     else:
         show(result)
     return 0
+
+
+def measured_patchset(args: argparse.Namespace, source: Source) -> str:
+    """``--write-patchset``'s TOML with its ``[[expect]]`` ranges as the matrix measures the
+    written patchset over the releases since ``--since``, of the scanned release's package."""
+    text = patchset_toml(writable(source, args.write_patchset))
+    written = patchsets.parse((text + expectations(str(source.version))).encode(), "written")
+    index = PackageIndex(args.index_url, distribution=source.distribution)
+    releases = select_releases(index, None, args.since)
+    with step(f"running the written patchset over {len(releases)} releases"):
+        rows = build_matrix([written], index, releases, args.platform)[written.name]
+    return text + measured_expectations([(str(row.version), row.verdict) for row in rows])
 
 
 def show(result: Scan) -> None:

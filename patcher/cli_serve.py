@@ -13,7 +13,14 @@ from pathlib import Path
 
 from patcher import patchset as patchsets
 from patcher import proofs
-from patcher.acceptance.proof import MIN_ACCEPTANCE_LENGTH, MIN_CONTROL_GAP
+from patcher.acceptance.doctor_proof import (
+    FIXED,
+    OFF_BY_ONE,
+    TRAINER,
+    DoctorProofReport,
+    prove_doctor,
+)
+from patcher.acceptance.proof import MIN_ACCEPTANCE_LENGTH, MIN_CONTROL_GAP, TRAINED
 from patcher.acceptance.recipe import Recipe
 from patcher.acceptance.run import AcceptanceReport, prove_acceptance, recipe_for
 from patcher.cli_doctor import print_diagnosis
@@ -31,7 +38,7 @@ from patcher.index import machine_platform
 from patcher.outputs.named import check_folder, prepare_folder, write_file
 from patcher.outputs.wheel import WheelPlan
 from patcher.patchset import Patchset
-from patcher.replica.build import generate, shrink
+from patcher.replica.build import Replica, generate, shrink
 from patcher.replica.spec import DRAFTER_KINDS
 from patcher.replica.weights import SeededWeights
 from patcher.replica.write import read_manifest, write_replica
@@ -191,8 +198,12 @@ def command_serve_bench(args: argparse.Namespace) -> int:
 
 def serve_bench_cpu(args: argparse.Namespace) -> int:
     """The replica (or --model/--drafter) served by the wheel under test, then by the patched."""
+    if args.acceptance and args.doctor_proof:
+        raise PatcherError("--acceptance and --doctor-proof are two proofs: choose one")
     if args.acceptance:
         return serve_bench_acceptance(args)
+    if args.doctor_proof:
+        return serve_bench_doctor_proof(args)
     if bool(args.model) != bool(args.drafter):
         raise PatcherError("--model and --drafter go together")
     if not args.wheel and not args.vllm:
@@ -352,13 +363,27 @@ def print_chain(chain: BarrierChain, console: Console) -> None:
     console.print(table, markup=False)
 
 
-def serve_bench_acceptance(args: argparse.Namespace) -> int:
-    """``--acceptance``: a drafter trained here, served by the patched wheel with the baseline
-    and its blind control; exit 1 unless it accepts as the bar says."""
+@dataclasses.dataclass(frozen=True)
+class TrainedServing:
+    """What both proofs with a drafter trained here serve: the patched wheel and its venv, the
+    patchset's replica and the recipe it is trained by."""
+
+    patchset: Patchset
+    result: PatchResult
+    wheel: Path
+    replica: Replica
+    recipe: Recipe
+    venv: ServingVenv
+    notes: tuple[str, ...]
+
+
+def trained_serving(args: argparse.Namespace, proof: str) -> TrainedServing:
+    """The patched wheel of ``--vllm`` and ``--patchset``, its venv, the replica and recipe;
+    ``proof`` names the option in the refusals."""
     if args.model or args.drafter or args.patched_wheel or args.wheel:
-        raise PatcherError("--acceptance trains its own replica on --vllm's patched wheel")
+        raise PatcherError(f"{proof} trains its own replica on --vllm's patched wheel")
     if not args.vllm or not args.patchset:
-        raise PatcherError("--acceptance needs --vllm VERSION and --patchset NAME")
+        raise PatcherError(f"{proof} needs --vllm VERSION and --patchset NAME")
     prepare_folder(args.log_dir, "--log-dir")
     patchset = patchsets.load(args.patchset)
     with open_named_wheel(args) as named:
@@ -375,17 +400,25 @@ def serve_bench_acceptance(args: argparse.Namespace) -> int:
     progress(f"preparing the serving venv for {built.name}")
     venv = serving_venv(built)
     progress(f"venv {'built' if venv.created else 'found'} in {venv.seconds:.0f} s")
-    notes = [
+    notes = (
         f"served {built.name}, built by build-wheel from {wheel.name} with {patchset.name}",
         f"torch: {venv.torch.describe()}",
         WEIGHTS_NOTE,
         *replica.notes,
-    ]
+    )
+    return TrainedServing(patchset, result, built, replica, recipe, venv, notes)
+
+
+def serve_bench_acceptance(args: argparse.Namespace) -> int:
+    """``--acceptance``: a drafter trained here, served by the patched wheel with the baseline
+    and its blind control; exit 1 unless it accepts as the bar says."""
+    prepared = trained_serving(args, "--acceptance")
+    patchset, result = prepared.patchset, prepared.result
     report = prove_acceptance(
-        replica, recipe, venv, args.log_dir,
+        prepared.replica, prepared.recipe, prepared.venv, args.log_dir,
         enforce_eager=args.enforce_eager, extra_args=args.vllm_args,
         timeouts=dataclasses.replace(CPU_TIMEOUTS, health=args.health_timeout),
-        progress=progress, notes=notes,
+        progress=progress, notes=prepared.notes,
     )  # fmt: skip
     print_cpu_report(report.served, out)
     print_acceptance(report, out)
@@ -409,6 +442,60 @@ def serve_bench_acceptance(args: argparse.Namespace) -> int:
         markup=False,
     )
     return 1
+
+
+def serve_bench_doctor_proof(args: argparse.Namespace) -> int:
+    """``--doctor-proof``: the trained drafter served as trained, with its ids off by one as
+    SpecForge ships them, and as ``patcher doctor --fix`` corrects that; exit 1 unless the
+    doctor suspects the ids, off by one accepts less, and fixed exactly as much as trained."""
+    prepared = trained_serving(args, "--doctor-proof")
+    with WheelSource(prepared.wheel) as source:  # the doctor reads the served wheel's code
+        report = prove_doctor(
+            prepared.replica, prepared.recipe, prepared.venv, source, args.log_dir,
+            enforce_eager=args.enforce_eager, extra_args=args.vllm_args,
+            timeouts=dataclasses.replace(CPU_TIMEOUTS, health=args.health_timeout),
+            progress=progress, notes=prepared.notes,
+        )  # fmt: skip
+    print_cpu_report(report.served, out)
+    print_doctor_proof(report, out)
+    data = {
+        **report.to_json(),
+        "patchset": prepared.patchset.name,
+        "vllm": str(prepared.result.version),
+    }
+    if args.json:
+        write_file(args.json, (json.dumps(data, indent=2) + "\n").encode(), "--json")
+    verdict = report.verdict
+    if verdict.passed:
+        return 0
+    err.print(
+        f"patcher: the doctor's served proof failed at {verdict.failed_part}: "
+        f"{'; '.join(verdict.problems)}",
+        markup=False,
+    )
+    return 1
+
+
+def print_doctor_proof(report: DoctorProofReport, console: Console) -> None:
+    """What the doctor said of the off-by-one drafter and what its fix changed, then the
+    acceptance lengths and the verdict."""
+
+    def line(text: str) -> None:
+        console.print(text, markup=False, soft_wrap=True)
+
+    doctored, verdict = report.doctored, report.verdict
+    print_diagnosis(doctored.suspected, line)
+    for change in doctored.changes:
+        line(f"fix (--trained-with {TRAINER}): {change}")
+    for label, ids in report.logged.items():
+        line(f"{label}: vLLM logged {ids or 'no ids from the config (its default)'}")
+    lengths = verdict.lengths
+    line(
+        f"acceptance length {lengths[TRAINED]} as trained, {lengths[OFF_BY_ONE]} off by one, "
+        f"{lengths[FIXED]} fixed; training {report.trained.seconds:.0f} s "
+        f"({'cached' if report.trained.cached else 'new'}); proof {report.seconds:.0f} s"
+    )
+    line("passed" if verdict.passed else f"failed at {verdict.failed_part}")
 
 
 def print_acceptance(report: AcceptanceReport, console: Console) -> None:
@@ -660,11 +747,18 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
         help="cpu: the acceptance proof: pre-train --patchset's replica, train its drafter, serve "
         "both through the patched --vllm wheel beside the drafter with fc zeroed",
     )
+    bench.add_argument(
+        "--doctor-proof",
+        action="store_true",
+        help="cpu: the doctor's served proof: --acceptance's trained drafter served as trained, "
+        "with its ids off by one as SpecForge ships them, and as patcher doctor --fix "
+        "--trained-with specforge corrects them",
+    )
     add_seconds_option(
         bench,
         "--train-budget",
         Recipe.budget_seconds,
-        "--acceptance: a training that would take longer is refused",
+        "--acceptance, --doctor-proof: a training that would take longer is refused",
     )
     bench.add_argument(
         "--enforce-eager",

@@ -13,21 +13,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Self
 
-from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
-
 from patcher import distributions
 from patcher.codemods.base import Status
 from patcher.engine import run_patchset
 from patcher.errors import PatcherError
 from patcher.index import IndexEntry, PackageIndex, Release, machine_platform
 from patcher.patchset import Patchset
+from patcher.progress import step
 from patcher.result import PatchResult
 from patcher.sources.base import Source
 from patcher.sources.download import download_wheel
 from patcher.sources.index_wheel import IndexWheelSource
 from patcher.sources.installation import InstalledSource, find_installation
 from patcher.sources.wheel import WheelSource
-from patcher.terminal import err, path_argument
+from patcher.terminal import path_argument
 
 
 @dataclass(frozen=True)
@@ -121,19 +120,15 @@ def fail_on_errors(result: PatchResult) -> None:
 
 def download_with_progress(wheel: IndexEntry, index: PackageIndex) -> Path:
     """The official wheel downloaded into the cache (or found there, verified)."""
-    with Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        DownloadColumn(),
-        TransferSpeedColumn(),
-        console=err.rich(),
-        transient=True,
-        disable=not err.live,
-    ) as progress:
-        task = progress.add_task(wheel.filename, total=wheel.size)
-        return download_wheel(
-            wheel, index.client, lambda done, total: progress.update(task, completed=done)
-        )
+    with step(f"downloading {wheel.filename}", wheel.size) as advance:
+        shown = 0
+
+        def downloaded_so_far(done: int, total: int | None) -> None:
+            nonlocal shown
+            advance(done - shown)
+            shown = done
+
+        return download_wheel(wheel, index.client, downloaded_so_far)
 
 
 def downloaded(named: NamedWheel) -> tuple[Path, str]:

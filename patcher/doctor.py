@@ -732,18 +732,26 @@ def fixed_ids(diagnosis: Diagnosis) -> tuple[list[int], list[str]]:
 
 
 def write_fix(diagnosis: Diagnosis, out: Path) -> list[str]:
-    """A corrected drafter folder at ``out``: a new config.json, every other file hard-linked
-    (or symlinked across file systems), never copied or changed. Built beside ``out`` and
-    renamed into place, so ``out`` is whole or absent."""
+    """A corrected drafter folder at ``out`` (see ``write_drafter``): the ids ``fixed_ids``
+    gives, at the top level and in place of nested ones; what it changed, said."""
     if out.exists() or out.is_symlink():
         raise PatcherError(f"{out} exists: --fix writes a new folder")
     ids, changes = fixed_ids(diagnosis)
-    source = diagnosis.drafter
-    config = read_config(source, "drafter")
+    config = read_config(diagnosis.drafter, "drafter")
     config[TOP_LEVEL_IDS] = ids
     nested = config.get("eagle_config")
     if isinstance(nested, dict) and TOP_LEVEL_IDS in nested:
         nested[TOP_LEVEL_IDS] = ids
+    kinds = write_drafter(diagnosis.drafter, config, out)
+    changes.append(f"wrote {out / CONFIG}; other files {' and '.join(kinds) or 'none'}")
+    return changes
+
+
+def write_drafter(source: Path, config: Mapping[str, Any], out: Path) -> list[str]:
+    """A drafter folder at ``out``: ``config`` as its config.json, every other file of
+    ``source`` hard-linked (or symlinked across file systems), never copied or changed. Built
+    beside ``out`` and renamed into place, so ``out`` is whole or absent. Returns how the other
+    files were linked."""
     temporary = name_beside(out, ".part")
     with removed_on_failure(temporary, out):
         temporary.mkdir(parents=True)
@@ -752,9 +760,7 @@ def write_fix(diagnosis: Diagnosis, out: Path) -> list[str]:
             linked.append(link(path, temporary / path.name))
         (temporary / CONFIG).write_text(json.dumps(config, indent=2) + "\n")
         os.rename(temporary, out)
-    kinds = sorted(set(linked))
-    changes.append(f"wrote {out / CONFIG}; other files {' and '.join(kinds) or 'none'}")
-    return changes
+    return sorted(set(linked))
 
 
 def link(path: Path, to: Path) -> str:

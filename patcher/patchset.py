@@ -86,6 +86,7 @@ class NoxSessions:
     verify_models_releases: tuple[Version, ...] = releases("verify-models")
     aux_states_reference_releases: tuple[Version, ...] = releases("aux-states-reference")
     acceptance_releases: tuple[Version, ...] = releases("acceptance")
+    doctor_served_releases: tuple[Version, ...] = releases("doctor-served")
     serve_cpu_releases: tuple[Version, ...] = releases("serve-cpu")
     barrier_chain_releases: tuple[Version, ...] = releases("barrier-chain")
     gpu_bench_releases: tuple[Version, ...] = releases("gpu-bench")

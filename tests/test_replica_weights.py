@@ -77,6 +77,7 @@ def read_back(venv: ServingVenv, folder: Path) -> dict:
         # -m heavy runs them
         pytest.param("mixtral-eagle3", "MixtralForCausalLM", marks=pytest.mark.heavy),
         pytest.param("qwen2-moe-eagle3", "Qwen2MoeForCausalLM", marks=pytest.mark.heavy),
+        pytest.param("glm4-moe-lite-eagle3", "Glm4MoeLiteForCausalLM", marks=pytest.mark.heavy),
     ],
 )
 def test_seeded_weights_are_the_transformers_class_own_and_load_back(

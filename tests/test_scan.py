@@ -9,13 +9,16 @@ import subprocess
 import pytest
 from commandline import PATCHER
 from conftest import one_error_line
+from packaging.version import Version
 from verify_helpers import fake_wheel
 
 from patcher import patchset as patchsets
 from patcher.cli import main
 from patcher.cli_scan import show
+from patcher.codemods.base import Verdict
 from patcher.engine import run_patchset
 from patcher.scan import (
+    OFFICIAL_REFUSAL,
     REGISTRY,
     Backbone,
     Entry,
@@ -24,7 +27,9 @@ from patcher.scan import (
     Scan,
     expectations,
     markdown,
+    measured_expectations,
     patchset_toml,
+    totals_markdown,
 )
 
 MODELS = "vllm/model_executor/models"
@@ -72,11 +77,46 @@ def test_the_printed_patchset_loads_with_patchers_own_loader():
         (f"{MODELS}/glm4_moe_lite.py", "Glm4MoeLiteForCausalLM"),
         (f"{MODELS}/interfaces.py", "SupportsEagle3"),
     ]
-    from packaging.version import Version
-
     assert patchset.expected(Version("0.33.0")) == "needs-patch"
     assert patchset.expected(Version("0.32.0")) is None  # only what the scan measured
-    assert patchset.verify == ("eagle3-backbone",)  # eagle3-model-type needs a replica recipe
+    # As the built-in backbone patchsets spell them; GLM-4.7-Flash has a replica recipe.
+    assert patchset.local_label == "glm4moelite.eagle3"
+    assert patchset.serve is not None and patchset.serve.official_refuses == OFFICIAL_REFUSAL
+    assert patchset.verify == ("eagle3-backbone", "eagle3-model-type")
+
+
+def test_a_class_without_a_replica_recipe_is_verified_by_the_backbone_check_alone():
+    olmoe = Finding(
+        Entry("OlmoeForCausalLM", "text", f"{MODELS}/olmoe.py", "OlmoeForCausalLM"),
+        Fit.APPLIES,
+        "",
+        multimodal=False,
+        backbone=Backbone(f"{MODELS}/olmoe.py", "OlmoeForCausalLM", "OlmoeModel", "model"),
+        model_types=("olmoe",),
+    )
+    patchset = patchsets.parse((patchset_toml(olmoe) + expectations("0.33.0")).encode(), "p")
+    assert patchset.verify == ("eagle3-backbone",)
+    assert patchset.local_label == "olmoe.eagle3"
+
+
+def test_measured_verdicts_become_one_range_per_run_the_newest_open():
+    measured = [
+        ("0.14.0", Verdict.UNSUPPORTED),
+        ("0.14.1", Verdict.UNSUPPORTED),
+        ("0.15.0", Verdict.NEEDS_PATCH),
+        ("0.33.0", Verdict.NEEDS_PATCH),
+    ]
+    assert measured_expectations(measured) == (
+        "\n"
+        "# Measured by `patcher matrix` over 4 releases, 0.14.0 to 0.33.0.\n"
+        "[[expect]]\n"
+        'versions = ">=0.14.0,<0.15.0"\n'
+        'verdict = "unsupported"\n'
+        "\n"
+        "[[expect]]\n"
+        'versions = ">=0.15.0"\n'
+        'verdict = "needs-patch"\n'
+    )
 
 
 def test_the_table_is_plain_when_piped_and_keeps_vllm_code_as_text(capsys):
@@ -100,15 +140,77 @@ def test_the_table_is_plain_when_piped_and_keeps_vllm_code_as_text(capsys):
     assert "1 applies, 1 loop-shape, 1 no-backbone" in shown
 
 
+OLMOE = Finding(
+    Entry("OlmoeForCausalLM", "text", f"{MODELS}/olmoe.py", "OlmoeForCausalLM"),
+    Fit.APPLIES,
+    "OlmoeModel.forward returns auxiliary hidden states",
+    multimodal=False,
+    backbone=Backbone(f"{MODELS}/olmoe.py", "OlmoeForCausalLM", "OlmoeModel", "model"),
+    model_types=("olmoe",),
+)
+
+
 def test_the_page_names_the_architectures_one_toml_file_away():
-    page = markdown([Scan("vllm 0.33.0", "0.33.0", [GLM4_LITE, GEMMA3_MM])])
+    page = markdown([Scan("vllm 0.33.0", "0.33.0", [GLM4_LITE, OLMOE, GEMMA3_MM])])
     assert "## vllm 0.33.0" in page
-    assert "2 architectures: 1 applies, 1 no-backbone." in page
-    assert "One TOML file away: `Glm4MoeLiteForCausalLM`." in page
+    assert "3 architectures: 2 applies, 1 no-backbone." in page
+    # A class a built-in patchset covers is not one TOML file away: it is none away.
+    covered = "Covered by a built-in patchset: `Glm4MoeLiteForCausalLM` (`glm4-moe-lite-eagle3`)."
+    assert covered in page
+    assert "One TOML file away: `OlmoeForCausalLM`." in page
+    assert (
+        "| `Glm4MoeLiteForCausalLM` | text | applies |  | Glm4MoeLiteModel.forward returns "
+        "auxiliary hidden states | `glm4-moe-lite-eagle3` |"
+    ) in page
     assert (
         "| `Gemma3ForConditionalGeneration` | multimodal | no-backbone | "
         "config.image_token_index (fallback) |"
     ) in page
+
+
+def test_a_patchset_covers_only_the_releases_it_expects_to_patch():
+    """glm4-moe-lite-eagle3 expects needs-patch from 0.15.0: on an older release its class is
+    one TOML file away, as far as the page can tell."""
+    page = markdown([Scan("vllm 0.14.1", "0.14.1", [GLM4_LITE])])
+    assert "Covered by a built-in patchset" not in page
+    assert "One TOML file away: `Glm4MoeLiteForCausalLM`." in page
+
+
+def test_the_matrix_summary_has_a_row_of_totals_per_release_and_the_reason_for_a_missing_one():
+    scans = [
+        ("0.14.1", Scan("vllm 0.14.1", "0.14.1", [GLM4_LITE, OLMOE])),
+        ("0.15.0", Scan("vllm 0.15.0", "0.15.0", [GLM4_LITE, OLMOE, GEMMA3_MM])),
+        ("0.7.0", "vllm 0.7.0 has no model registry (a|b)"),
+    ]
+    assert totals_markdown("vllm", scans) == [
+        "## Architectures and EAGLE-3 on vllm (patcher scan)",
+        "",
+        "| release | architectures | present | applies | loop-shape | no-backbone | hybrid "
+        "| unsupported | covered |",
+        "|---|---|---|---|---|---|---|---|---|",
+        "| 0.14.1 | 2 | 0 | 2 | 0 | 0 | 0 | 0 | 0 |",  # before glm4-moe-lite-eagle3's range
+        "| 0.15.0 | 3 | 0 | 2 | 0 | 1 | 0 | 0 | 1 |",
+        "| 0.7.0 | registry not read: vllm 0.7.0 has no model registry (a\\|b) "
+        "|  |  |  |  |  |  |  |",
+        "",
+    ]
+
+
+@pytest.mark.network
+def test_the_matrix_markdown_ends_with_the_scan_totals_of_its_releases(tmp_path):
+    table = tmp_path / "m.md"
+    argv = ["matrix", "--versions", "0.14.1,0.15.0", "--patchset", "glm4-moe-lite-eagle3"]
+    assert main([*argv, "--markdown", str(table)]) == 0
+    text = table.read_text()
+    assert text.startswith("# vLLM compatibility matrix")
+    section = text.split("## Architectures and EAGLE-3 on vllm (patcher scan)\n", 1)[1]
+    rows = [line.split(" | ") for line in section.splitlines() if line.startswith("| 0.")]
+    assert [row[0] for row in rows] == ["| 0.14.1", "| 0.15.0"]
+    for row in rows:
+        counts = [int(cell.strip(" |")) for cell in row[1:]]
+        assert counts[0] == sum(counts[1:-1]) > 0  # every architecture has one answer
+    covered = {row[0]: int(row[-1].strip(" |")) for row in rows}
+    assert covered["| 0.15.0"] == covered["| 0.14.1"] + 1  # Glm4MoeLiteForCausalLM arrives
 
 
 @pytest.mark.parametrize(
@@ -182,6 +284,8 @@ def test_0_33_0_answers_for_the_architectures_the_issue_names(capsys):
     orion = rows["OrionForCausalLM"]  # the nearest loop, with file and line
     assert orion["fit"] == "loop-shape"
     assert f"nearest candidate: {MODELS}/orion.py:268 `for layer in islice(" in orion["detail"]
+    # Its config class is imported under ``if TYPE_CHECKING:`` (read there too).
+    assert "(Glm4MoeLiteConfig)" in rows["Glm4MoeLiteForCausalLM"]["model_types_from"]
     assert rows["Glm4MoeLiteForCausalLM"]["backbone"] == {
         "module": f"{MODELS}/glm4_moe_lite.py",
         "causal_lm": "Glm4MoeLiteForCausalLM",
@@ -206,6 +310,22 @@ def test_the_written_patchset_passed_by_path_gives_a_needs_patch_diff(
     module = patchset.patches[-1].options.module
     assert f"+++ b/{module}" in diff
     assert "SupportsEagle3" in diff and "_maybe_add_hidden_state" in diff
+
+
+@pytest.mark.network
+def test_write_patchset_since_measures_its_ranges_as_the_built_in_patchset_expects(capsys):
+    argv = ["scan", "--vllm", "0.33.0", "--write-patchset", "Glm4MoeLiteForCausalLM"]
+    assert main([*argv, "--since", "0.14.0"]) == 0
+    written = patchsets.parse(capsys.readouterr().out.encode(), "written")
+    built_in = patchsets.load("glm4-moe-lite-eagle3")
+    assert [(sorted(str(e.versions).split(",")), e.verdict) for e in written.expectations] == [
+        (["<0.15.0", ">=0.14.0"], "unsupported"),
+        ([">=0.15.0"], "needs-patch"),
+    ]
+    for version in ("0.14.0", "0.14.1", "0.15.0", "0.21.0", "0.33.0"):
+        assert written.expected(Version(version)) == built_in.expected(Version(version))
+    assert written.patches == built_in.patches and written.serve == built_in.serve
+    assert (written.local_label, written.verify) == (built_in.local_label, built_in.verify)
 
 
 @pytest.mark.parametrize(

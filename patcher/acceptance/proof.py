@@ -82,27 +82,46 @@ def length_of(run: RunResult | None) -> float | None:
     return round(run.spec_decode.mean_acceptance_length, 3)
 
 
+def held_out_top1(training: dict[str, Any]) -> tuple[float, ...]:
+    """The trainer's held-out top-1 of the drafter, by draft step."""
+    return tuple(float(t) for t in training.get("drafter", {}).get("held_out_top1", ()))
+
+
+def training_problem(top1: tuple[float, ...]) -> str | None:
+    """Why a drafter proves nothing when served: it learned too little; None if it learned."""
+    if top1 and top1[0] >= MIN_HELD_OUT_TOP1:
+        return None
+    first = f"{top1[0]:.2f}" if top1 else "none"
+    return f"held-out top-1 {first} at draft step 1, below {MIN_HELD_OUT_TOP1}"
+
+
+def serving_problems(runs: dict[str, RunResult], labels: tuple[str, ...]) -> list[str]:
+    """What went wrong in the speculative runs ``labels`` name: one that did not serve, did
+    not draft, or answered a greedy request otherwise than the baseline."""
+    problems = []
+    for label in labels:
+        run = runs.get(label)
+        if run is None or run.error is not None:
+            said = run.barrier or run.error if run else "not run"
+            problems.append(f"{label} did not serve: {said}")
+            continue
+        if run.spec_decode is None or run.spec_decode.drafts <= 0:
+            problems.append(f"{label} served without a draft")
+        same, total = run.identical or (0, 0)
+        if total == 0 or same != total:
+            problems.append(f"{label}: {same} of {total} greedy outputs as the baseline")
+    return problems
+
+
 def judge(report: CpuReport, training: dict[str, Any]) -> Acceptance:
     """The verdict on the three served runs, with the trainer's held-out top-1 beside."""
     runs = {result.plan.label: result for result in report.results}
-    top1 = tuple(float(t) for t in training.get("drafter", {}).get("held_out_top1", ()))
-    trained, control = runs.get(TRAINED), runs.get(CONTROL)
-    length, blind = length_of(trained), length_of(control)
-    serving = []
-    for label, run in ((TRAINED, trained), (CONTROL, control)):
-        if run is None or run.error is not None:
-            said = run.barrier or run.error if run else "not run"
-            serving.append(f"{label} did not serve: {said}")
-            continue
-        if run.spec_decode is None or run.spec_decode.drafts <= 0:
-            serving.append(f"{label} served without a draft")
-        same, total = run.identical or (0, 0)
-        if total == 0 or same != total:
-            serving.append(f"{label}: {same} of {total} greedy outputs as the baseline")
-    if not top1 or top1[0] < MIN_HELD_OUT_TOP1:
-        first = f"{top1[0]:.2f}" if top1 else "none"
-        problem = f"held-out top-1 {first} at draft step 1, below {MIN_HELD_OUT_TOP1}"
-        return Acceptance(False, "training", (problem, *serving), length, blind, top1)
+    top1 = held_out_top1(training)
+    length, blind = length_of(runs.get(TRAINED)), length_of(runs.get(CONTROL))
+    serving = serving_problems(runs, (TRAINED, CONTROL))
+    learned = training_problem(top1)
+    if learned is not None:
+        return Acceptance(False, "training", (learned, *serving), length, blind, top1)
     if serving:
         return Acceptance(False, "serving", tuple(serving), length, blind, top1)
     assert length is not None and blind is not None

@@ -54,6 +54,29 @@ def recipe_for(replica: Replica, unroll: int, budget_seconds: float) -> Recipe:
     return Recipe(aux_ids=default_ids(layers), budget_seconds=budget_seconds, drafter=drafter)
 
 
+def served_setup(
+    trained: Trained, recipe: Recipe, enforce_eager: bool, extra_args: Sequence[str]
+) -> CpuSetup:
+    """How the trained target and drafter are served: with their weights, the replica's own
+    flags and environment, as many draft tokens as the drafter was trained to unroll."""
+    manifest = trained.manifest
+    return CpuSetup(
+        model=str(trained.target),
+        drafter=str(trained.drafter),
+        num_speculative_tokens=recipe.drafter.unroll,
+        load_format="auto",
+        extra_args=(*manifest["serve_args"], *extra_args),
+        env={**CPU_ENV, **manifest["env"]},
+        speculative_extra=tuple(dict(manifest.get("speculative", {})).items()),
+        enforce_eager=enforce_eager,
+    )
+
+
+def served_load(trained: Trained, recipe: Recipe) -> Load:
+    """The corpus prompts the trainer held out of the drafter's data, greedy, one at a time."""
+    return Load(tuple(trained.result["prompts"]), recipe.serve.max_tokens, 1, API)
+
+
 def prove_acceptance(
     replica: Replica,
     recipe: Recipe,
@@ -70,23 +93,12 @@ def prove_acceptance(
     progress("training target and drafter (or finding them in the cache)")
     trained = trained_replica(replica, recipe, venv)
     progress(f"trained in {trained.seconds:.0f} s ({'cached' if trained.cached else 'new'})")
-    manifest = trained.manifest
-    setup = CpuSetup(
-        model=str(trained.target),
-        drafter=str(trained.drafter),
-        num_speculative_tokens=recipe.drafter.unroll,
-        load_format="auto",
-        extra_args=(*manifest["serve_args"], *extra_args),
-        env={**CPU_ENV, **manifest["env"]},
-        speculative_extra=tuple(dict(manifest.get("speculative", {})).items()),
-        enforce_eager=enforce_eager,
-    )
+    setup = served_setup(trained, recipe, enforce_eager, extra_args)
     plans = [
         RunPlan(BASELINE, venv, False),
         RunPlan(TRAINED, venv, True),
         RunPlan(CONTROL, venv, True, drafter=str(trained.control)),
     ]
-    load = Load(tuple(trained.result["prompts"]), recipe.serve.max_tokens, 1, API)
-    served = run_cpu(setup, load, plans, log_dir, timeouts, progress, notes)
+    served = run_cpu(setup, served_load(trained, recipe), plans, log_dir, timeouts, progress, notes)
     verdict = judge(served, trained.result)
     return AcceptanceReport(trained, served, verdict, round(time.monotonic() - started, 1))

@@ -41,6 +41,7 @@ from patcher.outputs.record import (
     verified_before,
 )
 from patcher.outputs.transaction import make_parents
+from patcher.progress import step
 from patcher.records import PROVENANCE, Hash, RecordRow, read_record
 from patcher.result import PatchResult
 from patcher.sources.wheel import open_wheel
@@ -318,7 +319,8 @@ def repack(plan: WheelPlan, archive: zipfile.ZipFile, dist: Path) -> Path:
             tmp.unlink()
             verifiers = member_verifiers(plan, archive, old_info)
             sha256 = write_repacked(layout, verifiers, tmp)
-        verify_repacked(tmp, archive, plan, new_info)
+        with step(f"checking {target.name}"):
+            verify_repacked(tmp, archive, plan, new_info)
         if verifiers:
             remember_members_verified(sha256)
         if plan.official_sha256 is None:
@@ -353,7 +355,12 @@ def write_repacked(layout: Layout, verifiers: dict[str, MemberVerifier], tmp: Pa
     same read, where the plan has none)."""
     plan, archive, members = layout.plan, layout.archive, layout.members
     old_info, new_info = layout.old_info, layout.new_info
-    with os.fdopen(create_new(tmp), "wb") as out, plan.official.open("rb") as handle:
+    what = "checking against RECORD and repacking" if verifiers else "repacking"
+    with (
+        os.fdopen(create_new(tmp), "wb") as out,
+        plan.official.open("rb") as handle,
+        step(f"{what} {plan.official.name}", plan.official.stat().st_size) as advance,
+    ):
         writer = RawZipWriter(out)
         official = OfficialReader(handle, hash_file=plan.official_sha256 is None)
         official.skip(members[0].start if members else archive.start_dir)
@@ -369,6 +376,7 @@ def write_repacked(layout: Layout, verifiers: dict[str, MemberVerifier], tmp: Pa
                     pass  # read for the file's hash and its verifier, not copied
             else:
                 writer.copy(member, chunks)
+            advance(member.end - member.start)
             if verifier is not None and (problem := verifier.problem()):
                 raise PatcherError(f"{plan.official.name}: member {name}: {problem}")
             if name in plan.result.changed and not name.startswith(f"{old_info}/"):
