@@ -22,7 +22,12 @@ from patcher.acceptance.doctor_proof import (
 )
 from patcher.acceptance.proof import MIN_ACCEPTANCE_LENGTH, MIN_CONTROL_GAP, TRAINED
 from patcher.acceptance.recipe import Recipe
-from patcher.acceptance.run import AcceptanceReport, prove_acceptance, recipe_for
+from patcher.acceptance.run import (
+    AcceptanceReport,
+    ProofServing,
+    prove_acceptance,
+    recipe_for,
+)
 from patcher.cli_doctor import print_diagnosis
 from patcher.cli_wheels import (
     downloaded,
@@ -409,17 +414,25 @@ def trained_serving(args: argparse.Namespace, proof: str) -> TrainedServing:
     return TrainedServing(patchset, result, built, replica, recipe, venv, notes)
 
 
+def proof_serving(args: argparse.Namespace, notes: tuple[str, ...]) -> ProofServing:
+    """The servers' flags and bounds of ``--acceptance`` and ``--doctor-proof``, resolved once."""
+    return ProofServing(
+        args.log_dir,
+        enforce_eager=args.enforce_eager,
+        extra_args=args.vllm_args,
+        timeouts=dataclasses.replace(CPU_TIMEOUTS, health=args.health_timeout),
+        progress=progress,
+        notes=notes,
+    )
+
+
 def serve_bench_acceptance(args: argparse.Namespace) -> int:
     """``--acceptance``: a drafter trained here, served by the patched wheel with the baseline
     and its blind control; exit 1 unless it accepts as the bar says."""
     prepared = trained_serving(args, "--acceptance")
     patchset, result = prepared.patchset, prepared.result
-    report = prove_acceptance(
-        prepared.replica, prepared.recipe, prepared.venv, args.log_dir,
-        enforce_eager=args.enforce_eager, extra_args=args.vllm_args,
-        timeouts=dataclasses.replace(CPU_TIMEOUTS, health=args.health_timeout),
-        progress=progress, notes=prepared.notes,
-    )  # fmt: skip
+    serving = proof_serving(args, prepared.notes)
+    report = prove_acceptance(prepared.replica, prepared.recipe, prepared.venv, serving)
     print_cpu_report(report.served, out)
     print_acceptance(report, out)
     data = {**report.to_json(), "patchset": patchset.name, "vllm": str(result.version)}
@@ -450,12 +463,8 @@ def serve_bench_doctor_proof(args: argparse.Namespace) -> int:
     doctor suspects the ids, off by one accepts less, and fixed exactly as much as trained."""
     prepared = trained_serving(args, "--doctor-proof")
     with WheelSource(prepared.wheel) as source:  # the doctor reads the served wheel's code
-        report = prove_doctor(
-            prepared.replica, prepared.recipe, prepared.venv, source, args.log_dir,
-            enforce_eager=args.enforce_eager, extra_args=args.vllm_args,
-            timeouts=dataclasses.replace(CPU_TIMEOUTS, health=args.health_timeout),
-            progress=progress, notes=prepared.notes,
-        )  # fmt: skip
+        serving = proof_serving(args, prepared.notes)
+        report = prove_doctor(prepared.replica, prepared.recipe, prepared.venv, source, serving)
     print_cpu_report(report.served, out)
     print_doctor_proof(report, out)
     data = {

@@ -21,7 +21,7 @@ import os
 import re
 import shutil
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,8 +35,8 @@ from patcher.acceptance.proof import (
     training_problem,
 )
 from patcher.acceptance.recipe import Recipe
-from patcher.acceptance.run import served_load, served_setup
-from patcher.acceptance.trained import Trained, trained_replica
+from patcher.acceptance.run import ProofServing
+from patcher.acceptance.trained import Trained
 from patcher.doctor import (
     TOP_LEVEL_IDS,
     Diagnosis,
@@ -48,8 +48,7 @@ from patcher.doctor import (
 from patcher.drafter_files import read_config
 from patcher.errors import PatcherError
 from patcher.replica.build import Replica
-from patcher.serving.cpu import CPU_TIMEOUTS, CpuReport, RunPlan, RunResult, run_cpu
-from patcher.serving.setup import Timeouts
+from patcher.serving.cpu import CpuReport, RunPlan, RunResult
 from patcher.serving.venv import ServingVenv
 from patcher.sources.base import Source
 
@@ -276,12 +275,7 @@ class DoctorProofReport:
             "doctor_proof": self.verdict.to_json(),
             "doctor": self.doctored.to_json(),
             "aux_layers_logged_by_vllm": self.logged,
-            "training": {
-                "cached": self.trained.cached,
-                "folder": str(self.trained.folder),
-                "seconds": self.trained.seconds,
-                "result": self.trained.result,
-            },
+            "training": self.trained.to_json(),
             "wall_seconds": self.seconds,
             "load_average": {"start": self.load_average[0], "end": self.load_average[1]},
             "served": json.loads(self.served.to_json()),
@@ -289,23 +283,12 @@ class DoctorProofReport:
 
 
 def prove_doctor(
-    replica: Replica,
-    recipe: Recipe,
-    venv: ServingVenv,
-    source: Source,
-    log_dir: Path,
-    *,
-    enforce_eager: bool = False,
-    extra_args: Sequence[str] = (),
-    timeouts: Timeouts = CPU_TIMEOUTS,
-    progress: Callable[[str], None] = lambda message: None,
-    notes: Sequence[str] = (),
+    replica: Replica, recipe: Recipe, venv: ServingVenv, source: Source, serving: ProofServing
 ) -> DoctorProofReport:
     """The proof end to end; ``source`` is the served wheel, whose code the doctor reads."""
     started, load_at_start = time.monotonic(), os.getloadavg()
-    progress("training target and drafter (or finding them in the cache)")
-    trained = trained_replica(replica, recipe, venv)
-    progress(f"trained in {trained.seconds:.0f} s ({'cached' if trained.cached else 'new'})")
+    trained = serving.trained(replica, recipe, venv)
+    log_dir = serving.log_dir
     doctored = doctor_drafters(
         source, trained.drafter, trained.target, recipe.aux_ids, log_dir / DRAFTERS
     )
@@ -315,8 +298,7 @@ def prove_doctor(
         RunPlan(OFF_BY_ONE, venv, True, drafter=str(doctored.off_by_one)),
         RunPlan(FIXED, venv, True, drafter=str(doctored.fixed)),
     ]
-    setup = served_setup(trained, recipe, enforce_eager, extra_args)
-    served = run_cpu(setup, served_load(trained, recipe), plans, log_dir, timeouts, progress, notes)
+    served = serving.run(trained, recipe, plans)
     logged = {p.label: logged_aux_layers(log_dir / f"{p.label}.log") for p in plans[1:]}
     verdict = judge_doctor(served, trained.result, doctored, recipe.aux_ids, logged)
     seconds = round(time.monotonic() - started, 1)

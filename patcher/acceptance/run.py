@@ -34,12 +34,7 @@ class AcceptanceReport:
     def to_json(self) -> dict[str, Any]:
         return {
             "acceptance": self.verdict.to_json(),
-            "training": {
-                "cached": self.trained.cached,
-                "folder": str(self.trained.folder),
-                "seconds": self.trained.seconds,
-                "result": self.trained.result,
-            },
+            "training": self.trained.to_json(),
             "wall_seconds": self.seconds,
             "served": json.loads(self.served.to_json()),
         }
@@ -77,28 +72,43 @@ def served_load(trained: Trained, recipe: Recipe) -> Load:
     return Load(tuple(trained.result["prompts"]), recipe.serve.max_tokens, 1, API)
 
 
+@dataclass(frozen=True)
+class ProofServing:
+    """How a proof's servers run, as the command line resolved it: the same for every proof."""
+
+    log_dir: Path
+    enforce_eager: bool = False
+    extra_args: Sequence[str] = ()
+    timeouts: Timeouts = CPU_TIMEOUTS
+    progress: Callable[[str], None] = lambda message: None
+    notes: Sequence[str] = ()
+
+    def trained(self, replica: Replica, recipe: Recipe, venv: ServingVenv) -> Trained:
+        """The proof's target and drafter: trained now, or found in the cache."""
+        self.progress("training target and drafter (or finding them in the cache)")
+        trained = trained_replica(replica, recipe, venv)
+        self.progress(
+            f"trained in {trained.seconds:.0f} s ({'cached' if trained.cached else 'new'})"
+        )
+        return trained
+
+    def run(self, trained: Trained, recipe: Recipe, plans: list[RunPlan]) -> CpuReport:
+        """``plans`` served one after another with the trained target and the held-out load."""
+        setup = served_setup(trained, recipe, self.enforce_eager, self.extra_args)
+        load = served_load(trained, recipe)
+        return run_cpu(setup, load, plans, self.log_dir, self.timeouts, self.progress, self.notes)
+
+
 def prove_acceptance(
-    replica: Replica,
-    recipe: Recipe,
-    venv: ServingVenv,
-    log_dir: Path,
-    *,
-    enforce_eager: bool = False,
-    extra_args: Sequence[str] = (),
-    timeouts: Timeouts = CPU_TIMEOUTS,
-    progress: Callable[[str], None] = lambda message: None,
-    notes: Sequence[str] = (),
+    replica: Replica, recipe: Recipe, venv: ServingVenv, serving: ProofServing
 ) -> AcceptanceReport:
     started = time.monotonic()
-    progress("training target and drafter (or finding them in the cache)")
-    trained = trained_replica(replica, recipe, venv)
-    progress(f"trained in {trained.seconds:.0f} s ({'cached' if trained.cached else 'new'})")
-    setup = served_setup(trained, recipe, enforce_eager, extra_args)
+    trained = serving.trained(replica, recipe, venv)
     plans = [
         RunPlan(BASELINE, venv, False),
         RunPlan(TRAINED, venv, True),
         RunPlan(CONTROL, venv, True, drafter=str(trained.control)),
     ]
-    served = run_cpu(setup, served_load(trained, recipe), plans, log_dir, timeouts, progress, notes)
+    served = serving.run(trained, recipe, plans)
     verdict = judge(served, trained.result)
     return AcceptanceReport(trained, served, verdict, round(time.monotonic() - started, 1))

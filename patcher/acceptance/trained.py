@@ -53,6 +53,15 @@ class Trained:
     def manifest(self) -> dict[str, Any]:
         return read_manifest(self.folder)
 
+    def to_json(self) -> dict[str, Any]:
+        """The training as a proof's report holds it."""
+        return {
+            "cached": self.cached,
+            "folder": str(self.folder),
+            "seconds": self.seconds,
+            "result": self.result,
+        }
+
     @property
     def target(self) -> Path:
         return self.folder / self.manifest["target"]
