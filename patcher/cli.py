@@ -136,8 +136,15 @@ def chosen_command(argv: list[str]) -> str | None:
     return next((word for word in argv if not word.startswith("-")), None)
 
 
-SOURCE_MODES = ("vllm", "wheel", "source", "git", "installed")
-"""The options that pick what a command reads: one of them is its mode."""
+SOURCE_MODES = {
+    "vllm": "--vllm",
+    "wheel": "--wheel",
+    "tree": "--source",
+    "git": "--git",
+    "installed": "--installed",
+}
+"""The options that pick the ``Source`` a command reads, each under the name argparse keeps it
+by: one of them is its mode."""
 
 BELONGS: dict[str, dict[str, tuple[str, ...]]] = {
     "diff": {
@@ -197,7 +204,11 @@ def mode_of(args: argparse.Namespace) -> str:
     """The mode a command line chose, spelled as its flag: ``--git``, ``--device cpu``."""
     if args.command == "serve-bench":
         return f"--device {args.device}"
-    return next(f"--{m}" for m in SOURCE_MODES if getattr(args, m, None) not in (None, False))
+    return next(
+        flag
+        for name, flag in SOURCE_MODES.items()
+        if getattr(args, name, None) not in (None, False)
+    )
 
 
 def refuse_misplaced(args: argparse.Namespace, command: argparse.ArgumentParser) -> None:
@@ -247,6 +258,20 @@ def interrupt_on_sigterm() -> None:
         signal.signal(signal.SIGTERM, handler)
 
 
+def run_with_progress(args: argparse.Namespace) -> int:
+    """The command, its long steps shown as transient bars when stderr is a terminal and
+    ``--quiet`` is not given; otherwise they show nothing."""
+    if not err.live:
+        code: int = args.run(args)
+        return code
+    from patcher.progress import shown_by
+    from patcher.terminal import StepDisplay
+
+    with shown_by(StepDisplay(err)):
+        code = args.run(args)
+    return code
+
+
 def main(argv: list[str] | None = None) -> int:
     words = sys.argv[1:] if argv is None else argv
     parser = build_parser({chosen_command(words)})
@@ -259,7 +284,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         refuse_misplaced(args, subcommand(parser, args.command))
         resolve_values(args)
-        code: int = args.run(args)
+        code: int = run_with_progress(args)
         sys.stdout.flush()
         return code
     except PatcherError as error:

@@ -49,6 +49,7 @@ from patcher.outputs.wheel import (
     writable_folder,
 )
 from patcher.patchset import Patchset
+from patcher.progress import step
 from patcher.replica import spec as replica_specs
 from patcher.result import PatchResult
 from patcher.sources.base import Source
@@ -106,7 +107,9 @@ def add_source_options(
         )
         add_python_option(parser)
     if source_dir:
-        group.add_argument("--source", type=path_argument, metavar="DIR", help="a vLLM source tree")
+        group.add_argument(
+            "--source", dest="tree", type=path_argument, metavar="DIR", help="a vLLM source tree"
+        )
         group.add_argument(
             "--git", type=path_argument, metavar="REPO", help="a vLLM git repository"
         )
@@ -172,7 +175,7 @@ def open_source(args: argparse.Namespace) -> Source:
         return read_in_place(open_named_wheel(args))
     if getattr(args, "git", None):
         return git_source(args)
-    return DirectorySource(args.source, args.vllm_version)
+    return DirectorySource(args.tree, args.vllm_version)
 
 
 def git_source(args: argparse.Namespace) -> GitSource:
@@ -187,7 +190,7 @@ def apply_target(args: argparse.Namespace) -> tuple[Source, Output]:
     if args.git:
         source = git_source(args)
         return source, BranchOutput(source, args.branch)
-    return DirectorySource(args.source, args.vllm_version), TreeOutput(args.source, args.force)
+    return DirectorySource(args.tree, args.vllm_version), TreeOutput(args.tree, args.force)
 
 
 def why_unchanged(result: PatchResult) -> str:
@@ -351,7 +354,7 @@ def apply_locked(args: argparse.Namespace, installation: Installation) -> int:
             raise PatcherError(f"{message} (--require-patch)")
         say(message)
     else:
-        with err.status(f"patching {installation.description}"):
+        with step(f"patching {installation.description}"):
             provenance = site_packages.apply(installation, result)
         say(
             f"patched {len(provenance.files)} file(s) of {installation.description}; RECORD "
@@ -455,7 +458,7 @@ def command_matrix(args: argparse.Namespace) -> int:
     versions = args.versions.split(",") if args.versions is not None else None
     chosen = [select_releases(index, versions, args.since) for index in indexes]
     all_rows: dict[str, list[Row]] = {patchset.name: [] for patchset in selected}
-    with err.status(f"reading {sum(map(len, chosen))} releases"):
+    with step(f"reading {sum(map(len, chosen))} releases"):
         for index, releases in zip(indexes, chosen, strict=True):
             for name, rows in build_matrix(selected, index, releases, args.platform).items():
                 all_rows[name] += rows
@@ -564,9 +567,8 @@ def command_build_wheel(args: argparse.Namespace) -> int:
             )
         local_version(first.version, label)  # a bad label is refused before the download
         with settled_run(named, patchset, first) as run:
-            plan = WheelPlan(run.wheel.path, run.sha256, run.result, label)
-            with err.status(f"checking {run.wheel.path.name} against its RECORD and repacking it"):
-                target = repack(plan, run.wheel.zip, args.dist)
+            plan = WheelPlan(run.wheel.path, run.wheel.known_sha256, run.result, label)
+            target = repack(plan, run.wheel.zip, args.dist)  # its steps show their progress
     out.print(str(target), markup=False, soft_wrap=True)
     return 0
 
@@ -586,7 +588,7 @@ def command_verify(args: argparse.Namespace) -> int:
         check_verifiable(patchset, first := first_run(named, patchset))
         path, sha256, result = settled_on_disk(named, patchset, first)
     what = f"{result.distribution} {result.version}"
-    with err.status(f"verifying {what} on CPU (venvs are built once, then reused)"):
+    with step(f"verifying {what} on CPU (venvs are built once, then reused)"):
         report = verify_release(patchset, path, sha256, result)
     table = new_table(f"{patchset.name}: {what}, {report.wheel}")
     for column in ("check", "official", "patched"):
@@ -645,7 +647,7 @@ def verify_installed(args: argparse.Namespace) -> int:
     if not patchset.verify:
         raise PatcherError(f"patchset {patchset.name} declares no verify checks")
     state = "not patched" if provenance is None else f"patched with {provenance.patchset}"
-    with err.status(f"running {len(patchset.verify)} check(s) in {installation.python}"):
+    with step(f"running {len(patchset.verify)} check(s) in {installation.python}"):
         report = verify_in_place(
             installation.python,
             str(installation.version),
@@ -685,7 +687,7 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
     apply = commands.add_parser("apply")
     target = apply.add_mutually_exclusive_group(required=True)
     target.add_argument(
-        "--source", type=path_argument, metavar="DIR", help="patch this tree in place"
+        "--source", dest="tree", type=path_argument, metavar="DIR", help="patch this tree in place"
     )
     target.add_argument(
         "--git", type=path_argument, metavar="REPO", help="commit onto a new branch"

@@ -9,8 +9,9 @@ import sys
 
 from patcher.cli_wheels import add_release_options, open_release
 from patcher.errors import PatcherError
+from patcher.progress import step
 from patcher.scan import Scan, markdown, scan, write_patchset
-from patcher.terminal import Table, err, new_table, out
+from patcher.terminal import Table, new_table, out
 
 FORMATS = ("table", "json", "markdown")
 
@@ -37,7 +38,7 @@ def command_scan(args: argparse.Namespace) -> int:
         if args.write_patchset is not None:
             sys.stdout.write(write_patchset(source, args.write_patchset))
             return 0
-        with err.status(f"scanning the model registry of {source.description}"):
+        with step(f"scanning the model registry of {source.description}"):
             result = scan(source)
     if args.format == "json":
         sys.stdout.write(json.dumps(result.to_json(), indent=2) + "\n")

@@ -13,21 +13,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Self
 
-from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
-
 from patcher import distributions
 from patcher.codemods.base import Status
 from patcher.engine import run_patchset
 from patcher.errors import PatcherError
 from patcher.index import IndexEntry, PackageIndex, Release, machine_platform
 from patcher.patchset import Patchset
+from patcher.progress import step
 from patcher.result import PatchResult
 from patcher.sources.base import Source
 from patcher.sources.download import download_wheel
 from patcher.sources.index_wheel import IndexWheelSource
 from patcher.sources.installation import InstalledSource, find_installation
 from patcher.sources.wheel import WheelSource
-from patcher.terminal import err, path_argument
+from patcher.terminal import path_argument
 
 
 @dataclass(frozen=True)
@@ -121,19 +120,15 @@ def fail_on_errors(result: PatchResult) -> None:
 
 def download_with_progress(wheel: IndexEntry, index: PackageIndex) -> Path:
     """The official wheel downloaded into the cache (or found there, verified)."""
-    with Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        DownloadColumn(),
-        TransferSpeedColumn(),
-        console=err.rich(),
-        transient=True,
-        disable=not err.live,
-    ) as progress:
-        task = progress.add_task(wheel.filename, total=wheel.size)
-        return download_wheel(
-            wheel, index.client, lambda done, total: progress.update(task, completed=done)
-        )
+    with step(f"downloading {wheel.filename}", wheel.size) as advance:
+        shown = 0
+
+        def downloaded_so_far(done: int, total: int | None) -> None:
+            nonlocal shown
+            advance(done - shown)
+            shown = done
+
+        return download_wheel(wheel, index.client, downloaded_so_far)
 
 
 def downloaded(named: NamedWheel) -> tuple[Path, str]:
@@ -158,10 +153,10 @@ def first_run(named: NamedWheel, patchset: Patchset) -> PatchResult:
 
 @dataclass(frozen=True)
 class OfficialRun:
-    """The patchset's settled run over the official wheel, which is on disk and open."""
+    """The patchset's settled run over the official wheel, which is on disk and open (its
+    sha256 known when it came from the index, hashed on first use when it is ``--wheel``)."""
 
     wheel: WheelSource
-    sha256: str
     result: PatchResult
 
 
@@ -171,7 +166,7 @@ def settled_run(named: NamedWheel, patchset: Patchset, first: PatchResult) -> It
     the downloaded wheel, whose sha256 matched the index, and settles what the range reads
     could not search for (``unknown``)."""
     if isinstance(named, WheelSource):
-        yield OfficialRun(named, named.sha256, first)
+        yield OfficialRun(named, first)
         return
     path, sha256 = downloaded(named)
     with WheelSource(path, sha256) as wheel:
@@ -184,7 +179,7 @@ def settled_run(named: NamedWheel, patchset: Patchset, first: PatchResult) -> It
             raise PatcherError(
                 f"{named.entry.filename}: the download disagrees with the range reads of it"
             )
-        yield OfficialRun(wheel, sha256, result)
+        yield OfficialRun(wheel, result)
 
 
 def settled_on_disk(
@@ -193,4 +188,4 @@ def settled_on_disk(
     """``settled_run`` for a command that goes on with the wheel's path, not its open zip: the
     path, the sha256 of its bytes and the settled run."""
     with settled_run(named, patchset, first) as run:
-        return run.wheel.path, run.sha256, run.result
+        return run.wheel.path, run.wheel.sha256, run.result

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
-from packaging.version import Version
+from packaging.version import InvalidVersion, Version
 
 from patcher import schema
 from patcher.checks import CHECKS
@@ -62,6 +62,36 @@ class ServeExpectation:
     dies with, in order, each in vLLM's words. The whole patchset serves."""
 
 
+def release(text: str) -> Version:
+    try:
+        return Version(text)
+    except InvalidVersion as error:
+        raise ValueError(f"{text!r} is not a release like '0.16.0'") from error
+
+
+def releases(key: str) -> Any:
+    """A ``[sessions]`` entry: the TOML key (a nox session's name) and a list of releases."""
+    return field(default=(), metadata={"key": key, "parse": release})
+
+
+@dataclass(frozen=True)
+class NoxSessions:
+    """The nox sessions that prove the patchset and the releases each runs it on. They are
+    written only in the patchset's file: noxfile.py reads the table itself (so ``nox -l`` needs
+    no patcher) and makes a session of each entry; here its keys and releases are checked."""
+
+    verify_releases: tuple[Version, ...] = releases("verify")
+    verify_mla_releases: tuple[Version, ...] = releases("verify-mla")
+    verify_aux_ids_v2_releases: tuple[Version, ...] = releases("verify-aux-ids-v2")
+    verify_models_releases: tuple[Version, ...] = releases("verify-models")
+    aux_states_reference_releases: tuple[Version, ...] = releases("aux-states-reference")
+    acceptance_releases: tuple[Version, ...] = releases("acceptance")
+    acceptance_tp2_releases: tuple[Version, ...] = releases("acceptance-tp2")
+    serve_cpu_releases: tuple[Version, ...] = releases("serve-cpu")
+    barrier_chain_releases: tuple[Version, ...] = releases("barrier-chain")
+    gpu_bench_releases: tuple[Version, ...] = releases("gpu-bench")
+
+
 @dataclass(frozen=True)
 class PatchSpec:
     codemod: str
@@ -82,6 +112,7 @@ class Header:
     serve: ServeExpectation | None = None
     serve_cpu: bool = True
     harness: bool = False
+    sessions: NoxSessions = NoxSessions()
 
 
 @dataclass(frozen=True)

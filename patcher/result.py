@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from packaging.version import Version
 
+from patcher import distributions
 from patcher.codemods.base import Outcome, Verdict
 from patcher.patchset import Patchset
 
@@ -21,7 +22,7 @@ class PatchResult:
     outcomes: dict[str, Outcome]
     originals: dict[str, str] = field(default_factory=dict)
     changed: dict[str, str] = field(default_factory=dict)
-    distribution: str = "vllm"
+    distribution: str = distributions.DEFAULT
 
     @property
     def verdict(self) -> Verdict:

@@ -18,7 +18,7 @@ import itertools
 import os
 import re
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from patcher.cli_main import terminal_width
 
@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from typing import Any, TextIO
 
     import rich.console
+    import rich.progress
 
 STYLES = {"bold": "1", "dim": "2", "red": "31", "green": "32", "yellow": "33", "magenta": "35"}
 """The markup's styles, as SGR codes: ``[bold red]text[/]``."""
@@ -37,6 +38,8 @@ MARKUP = re.compile(
 )
 """An opening ``[style ...]`` or the closing ``[/]``; any other bracket is text."""
 
+ESCAPE_CODE = re.compile(r"\x1b\[[0-9;]*m")
+"""The styles ``Text.render`` writes."""
 GAP = 2
 """Spaces between two columns."""
 INDENT = 4
@@ -196,9 +199,13 @@ class Table:
         grid = [heads, *rows] if any(c.header for c in self.columns) else rows
         for number, cells in enumerate(grid):
             header = grid is not rows and number == 0
-            out += grid_lines(cells, shown, widths, self.columns, colour, header)
+            drawn = grid_lines(cells, shown, widths, self.columns, colour, header)
+            out += drawn
             if header:
-                out.append("-" * (sum(widths[i] for i in shown) + GAP * (len(shown) - 1)))
+                rule = sum(widths[i] for i in shown) + GAP * (len(shown) - 1)
+                if width is None:  # piped: as long as the headers, not the longest detail
+                    rule = max(len(ESCAPE_CODE.sub("", line).rstrip()) for line in drawn)
+                out.append("-" * rule)
             for i in below:
                 if cells[i].plain and not header:
                     out += continuation(self.columns[i].header, cells[i], width or 0, colour)
@@ -347,15 +354,6 @@ class Console:
         self.stream.write("".join(line + "\n" for line in lines))
         self.stream.flush()
 
-    @contextlib.contextmanager
-    def status(self, message: str) -> Iterator[None]:
-        """A transient spinner with ``message`` while the block runs, in a terminal only."""
-        if not self.live:
-            yield
-            return
-        with self.rich().status(message):
-            yield
-
     def rich(self) -> rich.console.Console:
         """A Rich console on this stream, for progress bars: imported only when one is drawn."""
         from rich.console import Console as RichConsole
@@ -365,6 +363,52 @@ class Console:
 
 out = Console(stderr=False)
 err = Console(stderr=True)
+
+
+class StepDisplay:
+    """The long steps (``patcher.progress.step``) as transient bars on stderr, in a terminal:
+    one Rich live display for all the steps open at a time, gone when the last one ends."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self.progress: rich.progress.Progress | None = None
+        self.open = 0
+
+    @contextlib.contextmanager
+    def step(self, what: str, total: int | None) -> Iterator[Callable[[int], None]]:
+        from rich import progress
+
+        if self.progress is None:
+            self.progress = progress.Progress(
+                progress.SpinnerColumn(),
+                progress.TextColumn("{task.description}"),
+                progress.BarColumn(),
+                progress.TextColumn("{task.fields[amount]}"),
+                progress.TimeElapsedColumn(),
+                console=self.console.rich(),
+                transient=True,
+                redirect_stdout=False,  # results go to stdout as they are, never above a bar
+            )
+            self.progress.start()
+        shown = self.progress
+        task = shown.add_task(what, total=total, amount="")
+        shown.refresh()  # drawn at once: a step shorter than the refresh period shows too
+        self.open += 1
+
+        def advance(amount: int) -> None:
+            shown.advance(task, amount)
+            done = shown.tasks[shown.task_ids.index(task)].completed
+            of = f"/{total / 1e6:.0f}" if total else ""
+            shown.update(task, amount=f"{done / 1e6:.0f}{of} MB")
+
+        try:
+            yield advance
+        finally:
+            shown.remove_task(task)
+            self.open -= 1
+            if not self.open:
+                shown.stop()
+                self.progress = None
 
 
 def new_table(title: str) -> Table:

@@ -42,11 +42,11 @@ class TorchChoice:
     """The release's own requirement line, e.g. ``torch==2.10.0+cpu``."""
     requirement: str
     """What the venv installs and is constrained to, e.g. ``torch==2.10.0``."""
-    source: str
+    origin: str
     """``local disk`` or ``index``."""
 
     def describe(self) -> str:
-        if self.source == LOCAL_DISK:
+        if self.origin == LOCAL_DISK:
             return f"{self.requirement} from local disk, for the pin {self.pin}"
         return (
             f"{self.requirement} from the index (its plain build, CUDA libraries included), "

@@ -41,6 +41,7 @@ from patcher.cache import cache_dir, sha256_of
 from patcher.elf import needed_libraries
 from patcher.errors import PatcherError
 from patcher.pipconfig import PipSources, pip_sources, redacted
+from patcher.progress import step
 
 FORMAT = 1
 """Bumped when the way a venv is built changes, so venvs built the old way are not reused."""
@@ -174,7 +175,9 @@ def ready_venv(plan: VenvPlan) -> Venv:
             shutil.rmtree(leftover, ignore_errors=True)
         staging = Path(tempfile.mkdtemp(dir=root, prefix=f".{key}."))
         try:
-            dropped = _build(staging, plan, key, base, log=root / f"{key}.log")
+            what = plan.wheel.name if plan.wheel is not None else "its requirements"
+            with step(f"building a venv for {what} (log: {root / f'{key}.log'})"):
+                dropped = _build(staging, plan, key, base, log=root / f"{key}.log")
             if final.exists():  # no marker: half a venv from outside this lock's rules
                 shutil.rmtree(final.rename(root / f".{key}.stale"))
             staging.rename(final)

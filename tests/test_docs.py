@@ -8,6 +8,7 @@ check what it cannot see (the README) and what the generated page must hold.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import re
 from pathlib import Path
 
@@ -126,3 +127,18 @@ def test_cli_reference_keeps_markup_out_of_help() -> None:
     page = markdown(parser)
     assert r"files like \*\_x\_\*.py (default: \<all\>)" in page
     assert r"| [`run`](#run) | a \| b |" in page
+
+
+def test_the_codemods_page_describes_every_codemod_of_the_registry_with_its_options():
+    """The registry's table is the one list of codemods: the patchsets page has a section for
+    each name in it and names each of its options there, so a codemod added to the table
+    without its documentation, or an option without a word, fails here."""
+    from patcher.codemods.registry import CODEMODS
+
+    page = (DOCS / "patchsets.md").read_text(encoding="utf-8")
+    sections = dict(re.findall(r"^### ([^\n]+)\n(.*?)(?=^##|\Z)", page, re.MULTILINE | re.DOTALL))
+    for name in CODEMODS:
+        (heading,) = [h for h in sections if name in re.split(r" and |, ", h)]
+        options = [f.name for f in dataclasses.fields(CODEMODS[name].options_type())]
+        missing = [o for o in options if f"`{o}`" not in sections[heading]]
+        assert missing == [], (name, missing)

@@ -35,6 +35,7 @@ LAYERS: dict[str, int] = {
     "patcher.replica.tokenizer": 1,
     "patcher.replica.build": 1,
     "patcher.drafter_ids": 1,
+    "patcher.progress": 1,
     # 2: sources and outputs: where vLLM code comes from and where patched code goes
     "patcher.cache": 2,
     "patcher.index": 2,
@@ -59,6 +60,7 @@ LAYERS: dict[str, int] = {
     "patcher.acceptance": 4,
     "patcher.serving": 4,
     "patcher.bench": 4,
+    "patcher.bench_report": 4,
     # 5: the command line
     "patcher.cli": 5,
     "patcher.cli_commands": 5,

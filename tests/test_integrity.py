@@ -305,6 +305,35 @@ def test_a_wheel_disagreeing_with_its_record_is_refused(tmp_path: Path, damage) 
     assert nothing_in(tmp_path / "dist")
 
 
+def test_a_wheel_rewritten_in_place_with_its_mtime_put_back_is_checked_again(
+    tmp_path: Path,
+) -> None:
+    """A repack remembers a --wheel's sha256 by its size, mtime and inode, so that the next one
+    need not inflate every member again; but that is a hint, confirmed by hashing the bytes it
+    copies. One byte flipped in place, the size, inode and mtime kept: refused, not trusted."""
+    wheel = small_wheel(tmp_path)
+    code, _, err = build(wheel, tmp_path / "dist")
+    assert code == 0, err
+    with zipfile.ZipFile(wheel) as archive:
+        member = archive.getinfo("vllm/__init__.py")
+    before = wheel.stat()
+    with wheel.open("r+b") as handle:
+        handle.seek(member.header_offset + 30 + len(member.filename) + member.compress_size // 2)
+        byte = handle.read(1)
+        handle.seek(-1, os.SEEK_CUR)
+        handle.write(bytes([byte[0] ^ 0xFF]))
+    os.utime(wheel, ns=(before.st_atime_ns, before.st_mtime_ns))
+    after = wheel.stat()
+    assert (after.st_size, after.st_ino, after.st_mtime_ns) == (
+        before.st_size,
+        before.st_ino,
+        before.st_mtime_ns,
+    )
+    code, _, err = build(wheel, tmp_path / "again")
+    assert "member vllm/__init__.py: " in one_line_error(code, err)
+    assert nothing_in(tmp_path / "again")
+
+
 def test_a_member_missing_from_record_is_refused(tmp_path: Path) -> None:
     wheel = small_wheel(tmp_path)
     with zipfile.ZipFile(wheel, "a") as archive:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import patcher
 from patcher import distributions, proofs
-from patcher.outputs import record
+from patcher.outputs import record, wheel
 
 PACKAGE = Path(patcher.__file__).parent
 
@@ -28,6 +28,8 @@ def test_one_word_per_meaning():
     assert not hasattr(distributions, "check")
     assert not hasattr(record, "check_source")
     assert not hasattr(proofs, "record")
+    assert not hasattr(wheel, "check_wheel")  # the repacked wheel is verified: verify_repacked
+    assert not hasattr(record, "MemberCheck")  # a member verified as it streams: MemberVerifier
 
 
 def test_proof_kinds_read_as_the_folders_they_are_stored_in():

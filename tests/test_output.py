@@ -87,6 +87,16 @@ def test_list_piped_is_plain_aligned_text():
     assert any(line.startswith("KimiK25ForConditionalGeneration ") for line in lines)
 
 
+def test_a_piped_table_has_no_line_longer_than_its_widest_row():
+    """The rule under the headers is as long as they are: it was as long as the natural width
+    of every column, 220 dashes for ``list`` and 600 for build-wheel's status table."""
+    done = piped(["list"])
+    lines = done.stdout.splitlines()
+    rule = next(n for n, line in enumerate(lines) if set(line) == {"-"})
+    assert len(lines[rule]) == len(lines[rule - 1])
+    assert len(lines[rule]) < max(len(line) for line in lines)
+
+
 def test_list_as_json_has_every_patchset_and_replica_architecture():
     done = piped(["list", "--format", "json"])
     assert done.returncode == 0, done.stderr

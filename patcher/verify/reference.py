@@ -91,8 +91,8 @@ def with_explicit_ids(drafter: Path, ids: tuple[int, ...], out: Path) -> Path:
     return out
 
 
-def check_wheel(venv: ServingVenv, replica: Path, workdir: Path) -> CheckOutcome:
-    """Default ids, then explicit ids: the check passes on a wheel when both runs do."""
+def outcome_in(venv: ServingVenv, replica: Path, workdir: Path) -> CheckOutcome:
+    """The check in one wheel's venv: default ids, then explicit ids; it passes when both do."""
     manifest = read_manifest(replica)
     target, drafter = replica / manifest["target"], replica / manifest["drafter"]
     config = json.loads((target / "config.json").read_text())
@@ -120,8 +120,8 @@ def verify_reference(
         generate(architecture), workdir / "replica", weights=SeededWeights(official.python)
     )
     setup = time.monotonic() - started
-    before = check_wheel(official, replica, workdir / "official")
-    after = check_wheel(patched, replica, workdir / "patched")
+    before = outcome_in(official, replica, workdir / "official")
+    after = outcome_in(patched, replica, workdir / "patched")
     return VerifyReport(
         vllm=version,
         wheel=patched.wheel.name,

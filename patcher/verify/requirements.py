@@ -90,7 +90,7 @@ class InstallPlan:
     torch: str
     install: tuple[str, ...]
     left_out: tuple[tuple[str, str], ...]
-    torch_source: str = f"{CPU_TORCH} in place of the wheel's CUDA pin"
+    torch_choice: str = f"{CPU_TORCH} in place of the wheel's CUDA pin"
     """Which torch, and why: a CPU pin's own build, or the CPU build replacing a CUDA pin."""
 
 
