@@ -55,7 +55,11 @@ def recipe_for(replica: Replica, unroll: int, budget_seconds: float) -> Recipe:
 
 
 def served_setup(
-    trained: Trained, recipe: Recipe, enforce_eager: bool, extra_args: Sequence[str]
+    trained: Trained,
+    recipe: Recipe,
+    enforce_eager: bool,
+    extra_args: Sequence[str],
+    tensor_parallel_size: int = 1,
 ) -> CpuSetup:
     """How the trained target and drafter are served: with their weights, the replica's own
     flags and environment, as many draft tokens as the drafter was trained to unroll."""
@@ -69,6 +73,7 @@ def served_setup(
         env={**CPU_ENV, **manifest["env"]},
         speculative_extra=tuple(dict(manifest.get("speculative", {})).items()),
         enforce_eager=enforce_eager,
+        tensor_parallel_size=tensor_parallel_size,
     )
 
 
@@ -84,6 +89,7 @@ def prove_acceptance(
     log_dir: Path,
     *,
     enforce_eager: bool = False,
+    tensor_parallel_size: int = 1,
     extra_args: Sequence[str] = (),
     timeouts: Timeouts = CPU_TIMEOUTS,
     progress: Callable[[str], None] = lambda message: None,
@@ -93,12 +99,14 @@ def prove_acceptance(
     progress("training target and drafter (or finding them in the cache)")
     trained = trained_replica(replica, recipe, venv)
     progress(f"trained in {trained.seconds:.0f} s ({'cached' if trained.cached else 'new'})")
-    setup = served_setup(trained, recipe, enforce_eager, extra_args)
-    plans = [
-        RunPlan(BASELINE, venv, False),
+    setup = served_setup(trained, recipe, enforce_eager, extra_args, tensor_parallel_size)
+    plans = [  # the baseline at one rank: the drafters' outputs at more are compared with it
+        RunPlan(BASELINE, venv, False, tensor_parallel_size=1),
         RunPlan(TRAINED, venv, True),
         RunPlan(CONTROL, venv, True, drafter=str(trained.control)),
     ]
+    parallel = setup.parallel_note()
+    notes = (*notes, parallel) if parallel is not None else tuple(notes)
     served = run_cpu(setup, served_load(trained, recipe), plans, log_dir, timeouts, progress, notes)
     verdict = judge(served, trained.result)
     return AcceptanceReport(trained, served, verdict, round(time.monotonic() - started, 1))
