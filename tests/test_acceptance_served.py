@@ -47,6 +47,26 @@ def test_a_drafter_trained_here_accepts_through_the_patched_server(tmp_path):
     assert found["served"]["load_format"] == "auto"
 
 
+@pytest.mark.heavy
+def test_the_trained_drafter_accepts_at_tensor_parallel_size_2_beside_a_baseline_at_1(tmp_path):
+    """vLLM's CPU docs' tensor parallelism (a rank a core on two, the mp executor): the same
+    proof as ``nox -s acceptance-tp2``, its outputs compared with a baseline at one rank."""
+    report = tmp_path / "acceptance.json"
+    argv = [*PROOF, "--patchset=glm4-moe-eagle3", "--tp=2", f"--log-dir={tmp_path}"]
+    assert main([*argv, f"--json={report}"]) == 0
+    found = json.loads(report.read_text())
+    assert found["acceptance"]["passed"] and found["acceptance"]["acceptance_length"] >= 2.5
+    runs = {run["label"]: run for run in found["served"]["runs"]}
+    assert runs["baseline"]["tensor_parallel_size"] == 1
+    for label in ("trained+eagle3", "control+eagle3"):
+        run = runs[label]
+        assert run["tensor_parallel_size"] == 2
+        assert run["command"][run["command"].index("--tensor-parallel-size") + 1] == "2"
+        same = run["greedy_identical_to_baseline"]
+        assert same["identical"] == same["requests"] == 6
+    assert found["served"]["env"]["VLLM_CPU_OMP_THREADS_BIND"].count("|") == 1
+
+
 def test_a_run_over_its_training_budget_is_one_line(tmp_path, capsys):
     # a 2-step unroll: a recipe no session trains, so nothing in the cache spares the training
     argv = [*PROOF, "--patchset=glm4-moe-eagle3", "--num-speculative-tokens=2", "--train-budget=5"]

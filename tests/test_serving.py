@@ -17,7 +17,7 @@ from patcher import cli_serve, terminal
 from patcher.errors import PatcherError
 from patcher.serving import benchmark as bench_run
 from patcher.serving import host, metrics, process
-from patcher.serving.load import Load, complete, read_prompts
+from patcher.serving.load import Answer, Load, complete, read_prompts
 from patcher.serving.metrics import SpecDecodeCounters
 from patcher.serving.setup import VLLM_SERVE, ServeSetup, Timeouts
 
@@ -316,6 +316,7 @@ def test_the_report_as_json_and_as_a_table(benchmark):
         "concurrency": 2,
         "api": "chat",
         "temperature": 0,
+        "image_in_first_request": False,
     }
     assert "--speculative-config" in data["commands"]["eagle3"]
     assert "--speculative-config" not in data["commands"]["baseline"]
@@ -346,10 +347,8 @@ def test_completions_and_the_wrong_model_name(tmp_path):
     with process.running_server(
         setup.command(speculative=False), tmp_path / "s.log", setup.port, FAST
     ) as server:
-        assert complete(server.base_url, "kimi-k2.5", "completions", "x", 3, 5) == (
-            3,
-            "t0 t1 t2",
-        )
+        answer = complete(server.base_url, "kimi-k2.5", "completions", "x", 3, 5)
+        assert answer == Answer(completion_tokens=3, prompt_tokens=10, output="t0 t1 t2")
         with pytest.raises(PatcherError, match="HTTP 404"):
             complete(server.base_url, "other", "chat", "x", 3, 5)
         assert metrics.read_counters(server.base_url) is None

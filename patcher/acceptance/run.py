@@ -50,7 +50,11 @@ def recipe_for(replica: Replica, unroll: int, budget_seconds: float) -> Recipe:
 
 
 def served_setup(
-    trained: Trained, recipe: Recipe, enforce_eager: bool, extra_args: Sequence[str]
+    trained: Trained,
+    recipe: Recipe,
+    enforce_eager: bool,
+    extra_args: Sequence[str],
+    tensor_parallel_size: int = 1,
 ) -> CpuSetup:
     """How the trained target and drafter are served: with their weights, the replica's own
     flags and environment, as many draft tokens as the drafter was trained to unroll."""
@@ -64,6 +68,7 @@ def served_setup(
         env={**CPU_ENV, **manifest["env"]},
         speculative_extra=tuple(dict(manifest.get("speculative", {})).items()),
         enforce_eager=enforce_eager,
+        tensor_parallel_size=tensor_parallel_size,
     )
 
 
@@ -78,6 +83,8 @@ class ProofServing:
 
     log_dir: Path
     enforce_eager: bool = False
+    tensor_parallel_size: int = 1
+    """The drafters' runs' ranks; a plan may ask for fewer (the baseline at one)."""
     extra_args: Sequence[str] = ()
     timeouts: Timeouts = CPU_TIMEOUTS
     progress: Callable[[str], None] = lambda message: None
@@ -94,9 +101,13 @@ class ProofServing:
 
     def run(self, trained: Trained, recipe: Recipe, plans: list[RunPlan]) -> CpuReport:
         """``plans`` served one after another with the trained target and the held-out load."""
-        setup = served_setup(trained, recipe, self.enforce_eager, self.extra_args)
+        setup = served_setup(
+            trained, recipe, self.enforce_eager, self.extra_args, self.tensor_parallel_size
+        )
+        parallel = setup.parallel_note()
+        notes = (*self.notes, parallel) if parallel is not None else tuple(self.notes)
         load = served_load(trained, recipe)
-        return run_cpu(setup, load, plans, self.log_dir, self.timeouts, self.progress, self.notes)
+        return run_cpu(setup, load, plans, self.log_dir, self.timeouts, self.progress, notes)
 
 
 def prove_acceptance(
@@ -104,8 +115,8 @@ def prove_acceptance(
 ) -> AcceptanceReport:
     started = time.monotonic()
     trained = serving.trained(replica, recipe, venv)
-    plans = [
-        RunPlan(BASELINE, venv, False),
+    plans = [  # the baseline at one rank: the drafters' outputs at more are compared with it
+        RunPlan(BASELINE, venv, False, tensor_parallel_size=1),
         RunPlan(TRAINED, venv, True),
         RunPlan(CONTROL, venv, True, drafter=str(trained.control)),
     ]

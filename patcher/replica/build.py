@@ -95,10 +95,22 @@ def drafter_config(spec: ReplicaSpec, kind: str, text: dict[str, Any]) -> dict[s
     return dict(resolve(spec.drafters[kind], text))
 
 
+def preprocessor_content(spec: ReplicaSpec) -> dict[str, Any]:
+    """The preprocessor config, with the recipe's ``json_null`` keys (dotted) set to None."""
+    content = copy.deepcopy(spec.preprocessor["content"])
+    for dotted in spec.preprocessor.get("json_null", ()):
+        *parents, key = dotted.split(".")
+        holder = content
+        for parent in parents:
+            holder = holder.setdefault(parent, {})
+        holder[key] = None
+    return content
+
+
 def preprocessor_files(spec: ReplicaSpec) -> dict[str, bytes]:
     if not spec.preprocessor:
         return {}
-    return {spec.preprocessor["file"]: dump(spec.preprocessor["content"])}
+    return {spec.preprocessor["file"]: dump(preprocessor_content(spec))}
 
 
 REMOTE_NOTE = "{}'s image processor: patcher's remote code, by auto_map"
@@ -114,20 +126,19 @@ def remote_processor(
         return {}
     config.update(remote.get("config", {}))
     code = resources.files("patcher.replica") / "remote_code" / remote["code"]
-    content = {**spec.preprocessor["content"], "auto_map": remote["auto_map"]}
+    content = {**preprocessor_content(spec), "auto_map": remote["auto_map"]}
     return {remote["code"]: code.read_bytes(), spec.preprocessor["file"]: dump(content)}
 
 
 def processor_files(
     spec: ReplicaSpec, config: dict[str, Any], release: Collection[str] | None
-) -> tuple[dict[str, bytes], tuple[str, ...], bool]:
-    """The image processor's files for ``release``, the serve args they go with, and whether
-    they are patcher's remote code (``remote_processor``, its keys set in ``config``)."""
+) -> tuple[dict[str, bytes], bool]:
+    """The image processor's files for ``release``, and whether they are patcher's remote code
+    (``remote_processor``, its keys set in ``config``)."""
     remote = remote_processor(spec, config, release)
     if not remote:
-        return preprocessor_files(spec), spec.serve_args, False
-    args = tuple(spec.remote_processor.get("serve_args", ()))
-    return {**preprocessor_files(spec), **remote}, args, True
+        return preprocessor_files(spec), False
+    return {**preprocessor_files(spec), **remote}, True
 
 
 def served_with(
@@ -166,7 +177,7 @@ def generate(
         config[attribute] = token_id(spec.tokenizer, token)
         if text is not config:
             text.setdefault(attribute, config[attribute])
-    processor, base_args, remote = processor_files(spec, config, release)
+    processor, remote = processor_files(spec, config, release)
     target = {
         "config.json": dump(config),
         **tokenizer_files(spec.tokenizer, vocab_size, spec.chat_template),
@@ -178,11 +189,11 @@ def generate(
         drafter_kind=kind,
         target=target,
         drafter={"config.json": dump(drafter_config(spec, kind, text))},
-        serve_args=(*base_args, *when_args),
+        serve_args=(*spec.serve_args, *when_args),
         speculative=speculative,
         env=dict(spec.drafter_env.get(kind, {})),
         notes=(REMOTE_NOTE.format(spec.architecture),) if remote else (),
-        images=bool(remote and spec.remote_processor.get("serve_args")),
+        images=spec.images,
     )
 
 
@@ -318,9 +329,8 @@ def shrink(
             for holder in {id(config): config, id(text): text}.values():
                 if attribute in holder:
                     holder[attribute] = token_id(spec.tokenizer, token)
-    base_args = spec.serve_args
     if spec.preprocessor and spec.preprocessor["file"] not in target:
-        processor, base_args, remote = processor_files(spec, config, release)
+        processor, remote = processor_files(spec, config, release)
         target.update(processor)
         notes.append(f"{model_dir.name} has no {spec.preprocessor['file']}: a generated one")
         if remote:
@@ -355,7 +365,7 @@ def shrink(
         drafter_kind=kind,
         target=target,
         drafter={"config.json": dump(drafter)},
-        serve_args=(*base_args, *when_args),
+        serve_args=(*spec.serve_args, *when_args),
         speculative=speculative,
         env=dict(spec.drafter_env.get(kind, {})),
         notes=tuple(notes),

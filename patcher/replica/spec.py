@@ -49,11 +49,13 @@ class ReplicaSpec:
     drafter_needs: dict[str, str] = field(default_factory=dict)
     """Drafter kind -> the module a release must have to load it."""
     remote_processor: dict[str, Any] = field(default_factory=dict)
+    """Remote code for releases without the file ``unless_release_has``: ``code`` (a file of
+    ``patcher/replica/remote_code``), its ``auto_map`` and the ``config`` keys it goes with."""
+    images: bool = False
+    """Its server takes an image a request (``serve_args`` allow one): a serving run sends one."""
     serve_when: tuple[dict[str, Any], ...] = ()
     """More ``serve_args`` and ``--speculative-config`` keys (``speculative``) for a release that
     has the file ``release_has``."""
-    """Remote code for releases without the file ``unless_release_has``: ``code`` (a file of
-    ``patcher/replica/remote_code``), its ``auto_map`` and the ``config`` keys it goes with."""
 
     @classmethod
     def parse(cls, data: dict[str, Any], where: str) -> ReplicaSpec:
@@ -108,6 +110,7 @@ class ReplicaSpec:
             drafter_needs=data.get("drafter_needs", {}),
             remote_processor=data.get("remote_processor", {}),
             serve_when=tuple(data.get("serve_when", ())),
+            images=bool(data.get("images", False)),
         )
 
 

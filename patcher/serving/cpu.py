@@ -35,6 +35,33 @@ SERVED_NAME = "replica"
 CPU_TIMEOUTS = Timeouts(health=600, health_poll=0.5, stop_grace=20, request=600)
 CPU_ENV = {"VLLM_CPU_KVCACHE_SPACE": "1"}
 """1 GiB of KV cache: plenty for a replica, where vLLM's default would take a share of RAM."""
+THREADS_BIND = "VLLM_CPU_OMP_THREADS_BIND"
+
+
+def threads_bind(tensor_parallel_size: int, cores: Sequence[int]) -> str:
+    """``VLLM_CPU_OMP_THREADS_BIND`` for ``tensor_parallel_size`` ranks: ``cores`` (the ones
+    this process may run on) cut into as many contiguous groups, one a rank (``0|1`` on two
+    cores). vLLM's own ``auto`` binds one rank per NUMA node, and refuses more ranks than nodes
+    ('Not enough allowed NUMA nodes to bind threads of 2 local CPUWorkers')."""
+    if tensor_parallel_size > len(cores):
+        raise PatcherError(
+            f"--tp {tensor_parallel_size} needs a core per rank: this machine lets patcher run "
+            f"on {len(cores)} ({','.join(map(str, cores))})"
+        )
+    size, extra = divmod(len(cores), tensor_parallel_size)
+    groups, start = [], 0
+    for rank in range(tensor_parallel_size):
+        end = start + size + (rank < extra)
+        groups.append(",".join(map(str, cores[start:end])))
+        start = end
+    return "|".join(groups)
+
+
+def usable_cores() -> tuple[int, ...]:
+    """The CPU ids this process may run on, which its servers' ranks inherit."""
+    return tuple(sorted(os.sched_getaffinity(0)))
+
+
 RANDOM_WEIGHTS_NOTE = (
     "the replica's weights are random (--load-format dummy): its drafter accepts about nothing, "
     "so tokens/s with EAGLE-3 measure the harness and the drafter's overhead, not a speedup"
@@ -68,6 +95,33 @@ class CpuSetup(Speculation):
     enforce_eager: bool = False
     """Compiled by default, as vLLM serves everywhere (Dynamo traced once, inductor); eager
     starts in a third of the time on two cores, for tests where start-up is what counts."""
+    tensor_parallel_size: int = 1
+    cores: tuple[int, ...] = field(default_factory=usable_cores)
+    """Where tensor parallel ranks bind their OpenMP threads (``threads_bind``)."""
+
+    def server_env(self) -> dict[str, str]:
+        """``env``, and for more than one rank the thread binding vLLM's CPU docs ask for."""
+        if self.tensor_parallel_size == 1:
+            return dict(self.env)
+        return {**self.env, THREADS_BIND: threads_bind(self.tensor_parallel_size, self.cores)}
+
+    def parallel_note(self) -> str | None:
+        """What the report says of the ranks; None for one."""
+        if self.tensor_parallel_size == 1:
+            return None
+        return (
+            f"the EAGLE-3 runs at tensor parallel size {self.tensor_parallel_size} "
+            f"({THREADS_BIND}={self.server_env()[THREADS_BIND]}, --distributed-executor-backend "
+            "mp), the baseline at 1"
+        )
+
+    def parallel_args(self) -> list[str]:
+        """Nothing for one rank; else its size and the multiprocessing executor, as vLLM's CPU
+        docs serve tensor parallelism (each rank a process bound to its own cores)."""
+        if self.tensor_parallel_size == 1:
+            return []
+        size = str(self.tensor_parallel_size)
+        return ["--tensor-parallel-size", size, "--distributed-executor-backend", "mp"]
 
     def command(self, python: Path, port: int, *, speculative: bool) -> list[str]:
         argv = [
@@ -89,6 +143,7 @@ class CpuSetup(Speculation):
             str(self.max_model_len),
             "--trust-remote-code",
             *(["--enforce-eager"] if self.enforce_eager else []),
+            *self.parallel_args(),
             *self.extra_args,
         ]
         if speculative:
@@ -105,6 +160,17 @@ class RunPlan:
     """An official wheel's EAGLE-3 run beside a patched one: its failure is the barrier."""
     drafter: str | None = None
     """Another drafter than the setup's for this run (the acceptance proof's blind control)."""
+    tensor_parallel_size: int | None = None
+    """Another tensor parallel size than the setup's for this run: the baseline's is 1, so
+    ranks that change an output show beside it."""
+
+    def setup_of(self, setup: CpuSetup) -> CpuSetup:
+        """``setup`` with this run's own drafter and tensor parallel size."""
+        if self.drafter is not None:
+            setup = dataclasses.replace(setup, drafter=self.drafter)
+        if self.tensor_parallel_size is not None:
+            setup = dataclasses.replace(setup, tensor_parallel_size=self.tensor_parallel_size)
+        return setup
 
 
 @dataclass(frozen=True)
@@ -121,6 +187,7 @@ class RunResult:
     """Greedy outputs equal to the baseline's, request by request, and the requests compared."""
     compilation: str | None = None
     """The compilation mode vLLM logged (``DYNAMO_TRACE_ONCE, inductor``; ``NONE`` eager)."""
+    tensor_parallel_size: int = 1
 
     def to_json(self) -> dict[str, Any]:
         venv = self.plan.venv
@@ -131,6 +198,7 @@ class RunResult:
             "server_version": self.server_version,
             "speculative": self.plan.speculative,
             "drafter": self.plan.drafter,
+            "tensor_parallel_size": self.tensor_parallel_size,
             "compilation": self.compilation,
             "command": self.command,
             "venv": {
@@ -238,7 +306,8 @@ class CpuReport:
                 "dtype": self.setup.dtype,
                 "load_format": self.setup.load_format,
                 "enforce_eager": self.setup.enforce_eager,
-                "env": self.setup.env,
+                "tensor_parallel_size": self.setup.tensor_parallel_size,
+                "env": self.setup.server_env(),
                 "load": self.load.to_json(),
                 "notes": list(self.notes),
                 "runs": [result.to_json() for result in self.results],
@@ -277,22 +346,31 @@ def serve_once(
     progress: Callable[[str], None],
 ) -> RunResult:
     port = free_port()
-    if plan.drafter is not None:
-        setup = dataclasses.replace(setup, drafter=plan.drafter)
+    setup = plan.setup_of(setup)
     command = setup.command(plan.venv.python, port, speculative=plan.speculative)
     log_path = log_dir / f"{plan.label}.log"
     bench = ServeSetup(model=setup.model, drafter=setup.drafter, served_model_name=SERVED_NAME)
     progress(f"{plan.label}: starting vLLM's OpenAI server (log: {log_path})")
-    with running_server(command, log_path, port, timeouts, env={**os.environ, **setup.env}) as up:
+    env = {**os.environ, **setup.server_env()}
+    with running_server(command, log_path, port, timeouts, env=env) as up:
         progress(f"{plan.label}: healthy after {up.startup_seconds:.0f} s; sending the load")
         version = server_version(up.base_url)
-        warm_up(up, bench, load, timeouts)
+        warm = warm_up(up, bench, load, timeouts)
         before = settled_counters(up.base_url, timeouts.metrics_settle)
         run = send_load(up, bench, load, timeouts)
+        run = dataclasses.replace(run, warm_up_prompt_tokens=warm.prompt_tokens)
         after = settled_counters(up.base_url, timeouts.metrics_settle) if plan.speculative else None
         save_metrics(up.base_url, log_dir / f"{plan.label}.metrics.txt")
     spec = load_delta(before, after) if plan.speculative else None
-    return RunResult(plan, command, version, run, spec, compilation=compilation_mode(log_path))
+    return RunResult(
+        plan,
+        command,
+        version,
+        run,
+        spec,
+        compilation=compilation_mode(log_path),
+        tensor_parallel_size=setup.tensor_parallel_size,
+    )
 
 
 COMPILATION_MODE = re.compile(r"'mode': <CompilationMode\.(\w+)")
@@ -338,8 +416,12 @@ def run_cpu(
                 raise PatcherError(f"{plan.label}: {error}") from error
             said = barrier(log_dir / f"{plan.label}.log")
             progress(f"{plan.label}: failed, as an unpatched wheel may: {said or error}")
-            command = setup.command(plan.venv.python, 0, speculative=plan.speculative)
-            results.append(RunResult(plan, command, error=str(error), barrier=said))
+            ran = plan.setup_of(setup)
+            command = ran.command(plan.venv.python, 0, speculative=plan.speculative)
+            size = ran.tensor_parallel_size
+            results.append(
+                RunResult(plan, command, error=str(error), barrier=said, tensor_parallel_size=size)
+            )
             continue
         progress(f"{plan.label}: done in {time.monotonic() - started:.0f} s")
         if baseline is None:

@@ -61,6 +61,7 @@ class Load:
             "concurrency": self.concurrency,
             "api": self.api,
             "temperature": 0,
+            "image_in_first_request": self.image_url is not None,
         }
 
 
@@ -74,6 +75,11 @@ class ServerRun:
     latencies: tuple[float, ...]
     outputs: tuple[str, ...]
     """Each answer as the server gave it, to compare greedy outputs between the runs."""
+    prompt_tokens: tuple[int, ...] = ()
+    """The prompt tokens the server counted for each request: the first one's hold the image's
+    when the load carries one."""
+    warm_up_prompt_tokens: int | None = None
+    """The warm-up's: the first prompt again, without the image."""
 
     @property
     def tokens_per_second(self) -> float:
@@ -89,6 +95,8 @@ class ServerRun:
             "latency_p50_seconds": round(percentile(self.latencies, 0.5), 3),
             "latency_p90_seconds": round(percentile(self.latencies, 0.9), 3),
             "latencies_seconds": [round(latency, 3) for latency in self.latencies],
+            "prompt_tokens_by_request": list(self.prompt_tokens),
+            "warm_up_prompt_tokens": self.warm_up_prompt_tokens,
         }
 
 
@@ -140,6 +148,15 @@ def tiny_png_url(size: int = 56) -> str:
     return "data:image/png;base64," + base64.b64encode(png + chunk(b"IEND", b"")).decode()
 
 
+@dataclass(frozen=True)
+class Answer:
+    """One request's answer and the tokens the server counted for it."""
+
+    completion_tokens: int
+    prompt_tokens: int
+    output: str
+
+
 def complete(
     base_url: str,
     served_model_name: str,
@@ -148,8 +165,8 @@ def complete(
     max_tokens: int,
     timeout: float,
     image_url: str | None = None,
-) -> tuple[int, str]:
-    """One greedy request: the output tokens the server counted, and its answer."""
+) -> Answer:
+    """One greedy request."""
     body: dict[str, Any] = {
         "model": served_model_name,
         "max_tokens": max_tokens,
@@ -176,19 +193,20 @@ def complete(
     try:
         data = answer.json()
         tokens = int(data["usage"]["completion_tokens"])
+        prompt_tokens = int(data["usage"]["prompt_tokens"])
         choice = data["choices"][0]
         output = json.dumps(choice["message"], sort_keys=True) if api == "chat" else choice["text"]
     except (ValueError, KeyError, IndexError, TypeError) as error:
         raise PatcherError(f"POST {path}: unexpected answer: {answer.text[:300]}") from error
-    return tokens, str(output)
+    return Answer(tokens, prompt_tokens, str(output))
 
 
 def send_load(server: Server, setup: ServeSetup, load: Load, timeouts: Timeouts) -> ServerRun:
     """Every prompt, at most ``load.concurrency`` in flight; wall time spans them all."""
 
-    def timed(number: int, prompt: str) -> tuple[int, float, str]:
+    def timed(number: int, prompt: str) -> tuple[Answer, float]:
         start = time.perf_counter()
-        tokens, output = complete(
+        answer = complete(
             server.base_url,
             setup.served_model_name,
             load.api,
@@ -197,7 +215,7 @@ def send_load(server: Server, setup: ServeSetup, load: Load, timeouts: Timeouts)
             timeouts.request,
             load.image_url if number == 0 else None,
         )
-        return tokens, time.perf_counter() - start, output
+        return answer, time.perf_counter() - start
 
     pool = ThreadPoolExecutor(load.concurrency)
     start = time.perf_counter()
@@ -209,15 +227,16 @@ def send_load(server: Server, setup: ServeSetup, load: Load, timeouts: Timeouts)
     return ServerRun(
         startup_seconds=server.startup_seconds,
         wall_seconds=wall,
-        output_tokens=tuple(tokens for tokens, _, _ in results),
-        latencies=tuple(latency for _, latency, _ in results),
-        outputs=tuple(output for _, _, output in results),
+        output_tokens=tuple(answer.completion_tokens for answer, _ in results),
+        latencies=tuple(latency for _, latency in results),
+        outputs=tuple(answer.output for answer, _ in results),
+        prompt_tokens=tuple(answer.prompt_tokens for answer, _ in results),
     )
 
 
-def warm_up(server: Server, setup: ServeSetup, load: Load, timeouts: Timeouts) -> None:
+def warm_up(server: Server, setup: ServeSetup, load: Load, timeouts: Timeouts) -> Answer:
     """One short request first, so nothing lazy on the first request is timed."""
-    complete(
+    return complete(
         server.base_url,
         setup.served_model_name,
         load.api,

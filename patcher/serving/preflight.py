@@ -63,9 +63,10 @@ def preflight(
     command = setup.command(venv.python, port, speculative=True)
     log = workdir / "preflight.log"
     progress(f"starting the engine with EAGLE-3 (log: {log})")
+    env = {**os.environ, **setup.server_env()}
     try:
-        with running_server(command, log, port, TIMEOUTS, env={**os.environ, **setup.env}) as up:
-            tokens, _ = complete(
+        with running_server(command, log, port, TIMEOUTS, env=env) as up:
+            answer = complete(
                 up.base_url, SERVED_NAME, "completions", "Hello", PREFLIGHT_TOKENS, 120
             )
             counters = read_counters(up.base_url)
@@ -78,6 +79,6 @@ def preflight(
         return Preflight(False, "the engine decoded but proposed no drafts", seconds, replica.notes)
     detail = (
         f"{replica.architecture} with a {replica.drafter_kind} EAGLE-3 drafter decoded "
-        f"{tokens} tokens, {counters.drafts:.0f} drafts"
+        f"{answer.completion_tokens} tokens, {counters.drafts:.0f} drafts"
     )
     return Preflight(True, detail, seconds, replica.notes)
