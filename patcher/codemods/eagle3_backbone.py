@@ -235,7 +235,8 @@ class Eagle3Backbone(Codemod[BackboneOptions]):
         options = self.options
         if options.wrapper_module is None or options.wrapper_class is None:
             return False
-        path, name, attribute = options.wrapper_module, options.wrapper_class, options.wrapper_attribute
+        path, name = options.wrapper_module, options.wrapper_class
+        attribute = options.wrapper_attribute
         module = tree.module(path)
         assert module is not None
         cls = find_class(module, name)

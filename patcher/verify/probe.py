@@ -75,7 +75,8 @@ CHECKS = tuple(ENTRY_MODULES)
 
 MODEL_CHECKS = frozenset({"eagle3-backbone", "eagle3-model-type"})
 """Checks about the patchset's own model, named with ``--model MODULE:CAUSAL_LM:BACKBONE:ATTR``
-(e.g. ``vllm.model_executor.models.glm4_moe:Glm4MoeForCausalLM:Glm4MoeModel:model``)."""
+(e.g. ``vllm.model_executor.models.glm4_moe:Glm4MoeForCausalLM:Glm4MoeModel:model``), with
+``:WRAPPER_MODULE:WRAPPER`` after it for a multimodal wrapper holding the causal LM."""
 
 BACKBONE_LAYERS = 8
 """Decoder-layer stand-ins for ``eagle3-backbone``: default aux layers (2, 4, 5)."""
@@ -782,7 +783,8 @@ def run(check: str, workdir: Path, model: str | None = None) -> dict[str, Any]:
     try:
         if check in MODEL_CHECKS and (model is None or model.count(":") not in (3, 5)):
             raise ProbeError(
-                f"{check} needs --model MODULE:CAUSAL_LM:BACKBONE:ATTRIBUTE[:WRAPPER_MODULE:WRAPPER]"
+                f"{check} needs --model "
+                "MODULE:CAUSAL_LM:BACKBONE:ATTRIBUTE[:WRAPPER_MODULE:WRAPPER]"
             )
         args = (workdir, model) if check in MODEL_CHECKS else (workdir,)
         status, detail = "pass", RUNNERS[check](*args)
