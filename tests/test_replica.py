@@ -89,7 +89,8 @@ def test_the_glm4_moe_replica_is_text_only_with_an_moe_and_a_llama_drafter():
 @pytest.mark.parametrize("name", backbone_patchsets())
 def test_each_backbone_patchsets_model_has_a_replica_eagle3_can_serve(name):
     """Config level: 8 float32 layers (distinct default aux layers; a wrapper's in its text
-    config), a Llama-style drafter of the target's width. tests/test_serving_cpu.py serves the GLM one for real."""
+    config), a Llama-style drafter of the target's width. tests/test_serving_cpu.py serves the
+    GLM one for real."""
     architecture = patchsets.load(name).model.architecture
     replica = generate(architecture)
     outer = config(replica.target)

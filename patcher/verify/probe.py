@@ -610,7 +610,7 @@ def check_eagle3_backbone(workdir: Path, model: str) -> str:
     module: Any = importlib.import_module(module_name)
     causal_cls, backbone_cls = getattr(module, causal_name), getattr(module, backbone_name)
     # The class the runner is handed: a multimodal wrapper, where the patchset names one.
-    served_cls, twins = causal_cls, []
+    served_cls, twins = causal_cls, list[str]()
     if wrapper_at:
         wrapper_module, twins = _import_without_torchvision(wrapper_at[0])
         served_cls = getattr(wrapper_module, wrapper_at[1])
