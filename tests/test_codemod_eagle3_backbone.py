@@ -387,3 +387,91 @@ def test_the_module_option_must_be_a_python_path():
         "patches[0].module: 'glm4_moe' is not a .py path inside the tree like "
         "'vllm/config/model.py'"
     ]
+
+
+WRAPPER = "vllm/model_executor/models/glm4_moe_mm.py"
+WRAPPER_OPTIONS = {**OPTIONS, "wrapper_module": WRAPPER, "wrapper_class": "Glm4MoeMmModel"}
+# A multimodal wrapper holding the causal LM from the registry, as Gemma 3's does.
+WRAPPER_BEFORE = """
+from .interfaces import SupportsMultiModal
+
+
+class Glm4MoeMmModel(nn.Module, SupportsMultiModal):
+    def __init__(self, vllm_config):
+        self.language_model = init_vllm_registered_model(vllm_config=vllm_config)
+"""
+
+
+def test_a_wrapper_with_the_mixin_only_subclasses_the_interface():
+    """The mixin protocol's defaults find the backbone through ``language_model``."""
+    assert_codemod(
+        Eagle3Backbone,
+        {MODEL: DECODER, INTERFACES: MIXIN_PROTOCOL, WRAPPER: WRAPPER_BEFORE},
+        {
+            MODEL: DECODER_MIXIN_STYLE,
+            WRAPPER: """
+from .interfaces import SupportsMultiModal, SupportsEagle3
+
+
+class Glm4MoeMmModel(nn.Module, SupportsMultiModal, SupportsEagle3):
+    def __init__(self, vllm_config):
+        self.language_model = init_vllm_registered_model(vllm_config=vllm_config)
+""",
+        },
+        Status.APPLIED,
+        options=WRAPPER_OPTIONS,
+    )
+
+
+def test_a_wrapper_without_the_mixin_delegates_setter_and_getter():
+    assert_codemod(
+        Eagle3Backbone,
+        {MODEL: DECODER, INTERFACES: METHODS_PROTOCOL, WRAPPER: WRAPPER_BEFORE},
+        {
+            MODEL: DECODER_METHODS_STYLE,
+            WRAPPER: """
+from .interfaces import SupportsMultiModal, SupportsEagle3
+
+
+class Glm4MoeMmModel(nn.Module, SupportsMultiModal, SupportsEagle3):
+    def __init__(self, vllm_config):
+        self.language_model = init_vllm_registered_model(vllm_config=vllm_config)
+
+    def set_aux_hidden_state_layers(self, layers: tuple[int, ...]) -> None:
+        self.language_model.set_aux_hidden_state_layers(layers)
+
+    def get_eagle3_aux_hidden_state_layers(self) -> tuple[int, ...]:
+        return self.language_model.get_eagle3_aux_hidden_state_layers()
+""",
+        },
+        Status.APPLIED,
+        options=WRAPPER_OPTIONS,
+    )
+
+
+def test_a_wrapper_lacking_the_interface_over_a_supported_causal_lm_is_still_patched():
+    outcome = assert_codemod(
+        Eagle3Backbone,
+        {MODEL: DECODER_MIXIN_STYLE, INTERFACES: MIXIN_PROTOCOL, WRAPPER: WRAPPER_BEFORE},
+        {
+            WRAPPER: WRAPPER_BEFORE.replace(
+                "import SupportsMultiModal\n", "import SupportsMultiModal, SupportsEagle3\n"
+            ).replace("SupportsMultiModal):", "SupportsMultiModal, SupportsEagle3):")
+        },
+        Status.APPLIED,
+        options=WRAPPER_OPTIONS,
+    )
+    assert outcome.detail == "Glm4MoeMmModel subclasses SupportsEagle3"
+
+
+def test_a_missing_wrapper_class_is_unsupported_naming_it():
+    before = {MODEL: DECODER, INTERFACES: MIXIN_PROTOCOL, WRAPPER: "class Other:\n    pass\n"}
+    outcome = assert_codemod(
+        Eagle3Backbone, before, UNCHANGED, Status.UNSUPPORTED, options=WRAPPER_OPTIONS
+    )
+    assert f"{WRAPPER} has no class Glm4MoeMmModel" in outcome.detail
+
+
+def test_a_wrapper_module_without_its_class_is_a_bad_option():
+    with pytest.raises(ValueError, match="wrapper_module and wrapper_class go together"):
+        BackboneOptions(**OPTIONS, wrapper_module=WRAPPER)

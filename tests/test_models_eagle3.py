@@ -1,5 +1,5 @@
-"""The backbone patchsets (GLM-4 MoE, GLM-4.7-Flash, Gemma 3, ERNIE 4.5 MoE, Step-3, Mixtral,
-Qwen2-MoE) against real releases."""
+"""The backbone patchsets (GLM-4 MoE, GLM-4.7-Flash, Gemma 3 and its multimodal wrapper,
+ERNIE 4.5 MoE, Step-3, Mixtral, Qwen2-MoE) against real releases."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ MODELS = "vllm/model_executor/models"
 BACKBONES = {
     "glm4-moe-eagle3": ("glm4_moe.py", "Glm4MoeForCausalLM", "Glm4MoeModel"),
     "gemma3-eagle3": ("gemma3.py", "Gemma3ForCausalLM", "Gemma3Model"),
+    "gemma3-mm-eagle3": ("gemma3.py", "Gemma3ForCausalLM", "Gemma3Model"),
     "ernie4.5-moe-eagle3": ("ernie45_moe.py", "Ernie4_5_MoeForCausalLM", "Ernie4_5_MoeModel"),
     "step3-eagle3": ("step3_text.py", "Step3TextForCausalLM", "Step3TextModel"),
     "mixtral-eagle3": ("mixtral.py", "MixtralForCausalLM", "MixtralModel"),
@@ -136,6 +137,42 @@ def test_glm4_moe_lite_the_target_counts_as_mla_without_a_patch(release, version
 
 
 @pytest.mark.parametrize(
+    ("version", "methods"),
+    [
+        ("0.17.1", "        self.language_model.set_aux_hidden_state_layers(layers)\n"),
+        ("0.32.0", None),  # the mixin protocol's defaults reach language_model.model
+        ("0.33.0", None),
+    ],
+)
+@pytest.mark.network
+def test_gemma3_mm_gives_the_wrapper_the_interface_the_release_way(release, version, methods):
+    result = run_patchset(patchsets.load("gemma3-mm-eagle3"), release(version))
+    assert result.verdict == "needs-patch" and not result.drift, result.outcomes
+    wrapper = result.changed[f"{MODELS}/gemma3_mm.py"]
+    head = wrapper.split("class Gemma3ForConditionalGeneration(", 1)[1].split("):", 1)[0]
+    assert head.rstrip().endswith("SupportsEagle3")
+    assert (methods in wrapper) if methods else "def set_aux_hidden_state_layers" not in wrapper
+    assert "Gemma3ForConditionalGeneration subclasses SupportsEagle3" in (
+        result.outcomes["eagle3-backbone"].detail
+    )
+
+
+@pytest.mark.parametrize("version", ["0.17.1", "0.32.0", "0.33.0"])
+@pytest.mark.network
+def test_gemma3_mm_image_token_branch_needs_no_patch(release, version):
+    """The proposer's fallback reads ``config.image_token_index``: Gemma3Config's own name."""
+    source = release(version)
+    text = "".join(
+        (source.read(f"vllm/v1/spec_decode/{name}.py") or b"").decode()
+        for name in ("eagle", "llm_base_proposer")
+    )
+    branch = text.split("else:\n                self.model.config.image_token_index = (", 1)
+    assert len(branch) == 2
+    assert branch[1].lstrip().startswith("target_model.config.image_token_index")
+    assert "Gemma3ForConditionalGeneration" not in text  # on none of the branch's named lists
+
+
+@pytest.mark.parametrize(
     ("version", "module", "causal_lm", "backbone"),
     [
         ("0.33.0", "llama.py", "LlamaForCausalLM", "LlamaModel"),
@@ -179,6 +216,7 @@ def test_a_patchset_with_bad_backbone_options_is_one_line_per_problem(tmp_path, 
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [
         f"patcher: error: {bad}: patches[1].backbone_class: unknown key "
-        "(known keys: module, causal_lm, backbone, attribute)",
+        "(known keys: module, causal_lm, backbone, attribute, wrapper_module, wrapper_class, "
+        "wrapper_attribute)",
         f"patcher: error: {bad}: patches[1].backbone: missing",
     ]

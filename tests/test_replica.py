@@ -88,12 +88,14 @@ def test_the_glm4_moe_replica_is_text_only_with_an_moe_and_a_llama_drafter():
 
 @pytest.mark.parametrize("name", backbone_patchsets())
 def test_each_backbone_patchsets_model_has_a_replica_eagle3_can_serve(name):
-    """Config level: 8 float32 layers (distinct default aux layers), a Llama-style drafter of the
-    target's width. tests/test_serving_cpu.py serves the GLM one for real."""
+    """Config level: 8 float32 layers (distinct default aux layers; a wrapper's in its text
+    config), a Llama-style drafter of the target's width. tests/test_serving_cpu.py serves the
+    GLM one for real."""
     architecture = patchsets.load(name).model.architecture
     replica = generate(architecture)
-    target = config(replica.target)
-    assert target["architectures"] == [architecture]
+    outer = config(replica.target)
+    assert outer["architectures"] == [architecture]
+    target = outer.get("text_config", outer)  # a multimodal wrapper's text model
     assert target["num_hidden_layers"] == 8 and target["torch_dtype"] == "float32"
     drafter = config(replica.drafter)
     assert drafter["architectures"] == ["LlamaForCausalLMEagle3"]
@@ -354,3 +356,16 @@ def test_a_release_with_kimis_processor_takes_an_image_through_it():
     assert replica.images and replica.manifest()["images"] is True
     limits = json.loads(replica.serve_args[replica.serve_args.index("--limit-mm-per-prompt") + 1])
     assert limits == {"image": 0, "video": 0, "vision_chunk": 1}
+
+
+def test_the_gemma3_mm_replica_names_its_image_tokens_where_the_proposer_reads_them():
+    """The EAGLE-3 proposer's fallback reads ``config.image_token_index``: Gemma3Config's name."""
+    replica = generate("Gemma3ForConditionalGeneration")
+    target = config(replica.target)
+    vocab = json.loads(replica.target["tokenizer.json"])["model"]["vocab"]
+    assert target["image_token_index"] == vocab["<image_soft_token>"]
+    assert target["boi_token_index"] == vocab["<start_of_image>"]
+    vision = target["vision_config"]
+    per_side = vision["image_size"] // vision["patch_size"]
+    assert target["mm_tokens_per_image"] ** 0.5 == int(target["mm_tokens_per_image"] ** 0.5)
+    assert per_side % int(target["mm_tokens_per_image"] ** 0.5) == 0  # the pooling kernel

@@ -155,7 +155,11 @@ def test_the_page_names_the_architectures_one_toml_file_away():
     assert "## vllm 0.33.0" in page
     assert "3 architectures: 2 applies, 1 no-backbone." in page
     # A class a built-in patchset covers is not one TOML file away: it is none away.
-    covered = "Covered by a built-in patchset: `Glm4MoeLiteForCausalLM` (`glm4-moe-lite-eagle3`)."
+    # Gemma3ForConditionalGeneration is no-backbone to the scan, yet gemma3-mm-eagle3 covers it.
+    covered = (
+        "Covered by a built-in patchset: `Glm4MoeLiteForCausalLM` (`glm4-moe-lite-eagle3`), "
+        "`Gemma3ForConditionalGeneration` (`gemma3-mm-eagle3`)."
+    )
     assert covered in page
     assert "One TOML file away: `OlmoeForCausalLM`." in page
     assert (
@@ -164,7 +168,8 @@ def test_the_page_names_the_architectures_one_toml_file_away():
     ) in page
     assert (
         "| `Gemma3ForConditionalGeneration` | multimodal | no-backbone | "
-        "config.image_token_index (fallback) |"
+        "config.image_token_index (fallback) | it wraps a registered language model "
+        "(self.language_model = ...) | `gemma3-mm-eagle3` |"
     ) in page
 
 

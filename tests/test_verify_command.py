@@ -63,6 +63,13 @@ def test_the_probe_model_is_the_patchset_backbone():
     assert probe_model(patchsets.load("kimi-k2.5-eagle3")) is None
 
 
+def test_the_probe_model_names_a_multimodal_wrapper_after_the_backbone():
+    assert probe_model(patchsets.load("gemma3-mm-eagle3")) == (
+        "vllm.model_executor.models.gemma3:Gemma3ForCausalLM:Gemma3Model:model"
+        ":vllm.model_executor.models.gemma3_mm:Gemma3ForConditionalGeneration"
+    )
+
+
 def test_a_cached_patched_wheel_is_reused_only_for_the_same_patched_texts(tmp_path, monkeypatch):
     """A wheel patched by an older patchset or codemod must not stand in for a newer one."""
     monkeypatch.setenv(CACHE_ENV, str(tmp_path / "cache"))

@@ -118,7 +118,8 @@ def test_a_model_check_without_its_model_cannot_run(tmp_path):
     result = probe.run("eagle3-backbone", tmp_path)
     assert result["status"] == "fail"
     assert result["detail"] == (
-        "error: ProbeError: eagle3-backbone needs --model MODULE:CAUSAL_LM:BACKBONE:ATTRIBUTE"
+        "error: ProbeError: eagle3-backbone needs --model "
+        "MODULE:CAUSAL_LM:BACKBONE:ATTRIBUTE[:WRAPPER_MODULE:WRAPPER]"
         f" (at probe.py:{result['detail'].rsplit(':', 1)[1]}"
     )
 

@@ -15,6 +15,11 @@ read from the release's own ``interfaces.py``, and written as its Llama is:
 The backbone must loop over its slice of ``self.layers`` carrying ``hidden_states`` and
 ``residual``: ``for layer in islice(self.layers, ...)``, ``self.layers[a:b]``, or
 ``for i in range(self.start_layer, self.end_layer): layer = self.layers[i]``.
+
+A multimodal wrapper that holds the causal-LM class (``wrapper_module``, ``wrapper_class``) gets
+the interface too, since the worker asks it of the class it serves: with the mixin, the
+protocol's defaults find the backbone through the wrapper's ``language_model``; without it, the
+wrapper delegates the setter and getter to the causal-LM class.
 """
 
 from __future__ import annotations
@@ -185,7 +190,8 @@ class Eagle3Backbone(Codemod[BackboneOptions]):
     DESCRIPTION = "Implement SupportsEagle3 on a decoder backbone's causal-LM class."
 
     def paths(self, names: Iterable[str]) -> list[str]:
-        return sorted({INTERFACES_MODULE, self.options.module} & set(names))
+        wanted = {INTERFACES_MODULE, self.options.module, self.options.wrapper_module or ""}
+        return sorted(wanted & set(names))
 
     def transform(self, tree: Tree) -> Outcome:
         options = self.options
@@ -203,7 +209,14 @@ class Eagle3Backbone(Codemod[BackboneOptions]):
         causal_lm = find_class(module, options.causal_lm)
         backbone = find_class(module, options.backbone)
         assert causal_lm is not None and backbone is not None
+        wrapper = options.wrapper_module
+        if wrapper is not None and not tree.defines_class(wrapper, options.wrapper_class or ""):
+            return self.unsupported(
+                tree, options.wrapper_class or "", f"{wrapper} has no class {options.wrapper_class}"
+            )
         if INTERFACE in self._ancestors(module, causal_lm):
+            if self._wrap(tree, protocol):
+                return Outcome(Status.APPLIED, "; ".join(self.context.changes))
             return Outcome(Status.PRESENT, f"{options.causal_lm} already implements {INTERFACE}")
         edited_backbone = self._backbone(module, backbone, protocol)
         edited_causal_lm = self._causal_lm(causal_lm, protocol)
@@ -212,9 +225,39 @@ class Eagle3Backbone(Codemod[BackboneOptions]):
         names = [MIXIN, INTERFACE] if protocol.mixin else [INTERFACE]
         module, _ = with_imports(module, options.module, names)
         tree.update(options.module, module)
+        self._wrap(tree, protocol)
         style = f"{MIXIN} style" if protocol.mixin else f"{INTERFACE} methods style"
         changes = "; ".join(self.context.changes)
         return Outcome(Status.APPLIED, f"{changes} ({style} of this release)")
+
+    def _wrap(self, tree: Tree, protocol: Protocol) -> bool:
+        """Give the wrapper the interface, if the patchset names one that lacks it."""
+        options = self.options
+        if options.wrapper_module is None or options.wrapper_class is None:
+            return False
+        path, name = options.wrapper_module, options.wrapper_class
+        attribute = options.wrapper_attribute
+        module = tree.module(path)
+        assert module is not None
+        cls = find_class(module, name)
+        assert cls is not None
+        if INTERFACE in self._ancestors(module, cls):
+            return False
+        methods: list[str] = []
+        if not protocol.mixin:
+            methods = [
+                f"def {SETTER}(self, layers: tuple[int, ...]) -> None:\n"
+                f"    self.{attribute}.{SETTER}(layers)\n",
+                f"def {protocol.getter}(self) -> tuple[int, ...]:\n"
+                f"    return self.{attribute}.{protocol.getter}()\n",
+            ]
+        module = edit_class(module, name, lambda c: implement(c, methods))
+        module, _ = with_imports(module, path, [INTERFACE])
+        tree.update(path, module)
+        self.report(f"{name} subclasses {INTERFACE}")
+        for method in [SETTER, protocol.getter] if methods else []:
+            self.report(f"{name}.{method}")
+        return True
 
     def _ancestors(self, module: cst.Module, cls: cst.ClassDef) -> set[str]:
         """The class's base names, following bases defined in the same module."""

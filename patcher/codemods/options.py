@@ -69,9 +69,17 @@ class InterfaceOptions:
 @dataclass(frozen=True)
 class BackboneOptions:
     """Where the model is: its module, causal-LM class, backbone class, and the attribute of the
-    causal-LM class holding the backbone."""
+    causal-LM class holding the backbone; optionally the multimodal wrapper that holds the
+    causal-LM class as ``self.<wrapper_attribute>``."""
 
     module: str = field(metadata={"parse": module_path})
     causal_lm: str = field(metadata={"parse": python_name})
     backbone: str = field(metadata={"parse": python_name})
     attribute: str = field(default="model", metadata={"parse": python_name})
+    wrapper_module: str | None = field(default=None, metadata={"parse": module_path})
+    wrapper_class: str | None = field(default=None, metadata={"parse": python_name})
+    wrapper_attribute: str = field(default="language_model", metadata={"parse": python_name})
+
+    def __post_init__(self) -> None:
+        if (self.wrapper_module is None) != (self.wrapper_class is None):
+            raise ValueError("wrapper_module and wrapper_class go together: give both or neither")

@@ -59,13 +59,18 @@ def verify_release(
 
 
 def probe_model(patchset: Patchset) -> str | None:
-    """``MODULE:CAUSAL_LM:BACKBONE:ATTR`` of the patchset's ``eagle3-backbone`` patch, for the
-    probe's model checks."""
+    """``MODULE:CAUSAL_LM:BACKBONE:ATTR`` of the patchset's ``eagle3-backbone`` patch, with
+    ``:WRAPPER_MODULE:WRAPPER_CLASS`` where it names a multimodal wrapper, for the probe's model
+    checks."""
     for patch in patchset.patches:
         if patch.codemod == "eagle3-backbone":
             options = patch.options
             module = options.module.removesuffix(".py").replace("/", ".")
-            return f"{module}:{options.causal_lm}:{options.backbone}:{options.attribute}"
+            spec = f"{module}:{options.causal_lm}:{options.backbone}:{options.attribute}"
+            if options.wrapper_module is not None:
+                wrapper = options.wrapper_module.removesuffix(".py").replace("/", ".")
+                spec += f":{wrapper}:{options.wrapper_class}"
+            return spec
     return None
 
 

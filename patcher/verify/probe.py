@@ -59,6 +59,7 @@ ENTRY_MODULES: dict[str, tuple[str, ...]] = {
         f"{_MODELS}.interfaces",
         f"{_MODELS}.glm4_moe",
         f"{_MODELS}.gemma3",
+        f"{_MODELS}.gemma3_mm",
         f"{_MODELS}.ernie45_moe",
         f"{_MODELS}.step3_text",
     ),
@@ -74,7 +75,8 @@ CHECKS = tuple(ENTRY_MODULES)
 
 MODEL_CHECKS = frozenset({"eagle3-backbone", "eagle3-model-type"})
 """Checks about the patchset's own model, named with ``--model MODULE:CAUSAL_LM:BACKBONE:ATTR``
-(e.g. ``vllm.model_executor.models.glm4_moe:Glm4MoeForCausalLM:Glm4MoeModel:model``)."""
+(e.g. ``vllm.model_executor.models.glm4_moe:Glm4MoeForCausalLM:Glm4MoeModel:model``), with
+``:WRAPPER_MODULE:WRAPPER`` after it for a multimodal wrapper holding the causal LM."""
 
 BACKBONE_LAYERS = 8
 """Decoder-layer stand-ins for ``eagle3-backbone``: default aux layers (2, 4, 5)."""
@@ -574,6 +576,48 @@ def check_mla_drafter(workdir: Path) -> str:
     return f"drafter use_mla True ({shape}), target use_mla True"
 
 
+def _import_without_torchvision(name: str) -> tuple[Any, list[str]]:
+    """Import model module ``name``; where that stops on torchvision, which the verify venv
+    leaves out (pinned to the CUDA torch), with each transformers image processor that needs
+    it replaced by the same release's PIL one (``image_processing_pil_X``, class ``...Pil``).
+
+    Returns the module and the image-processor modules replaced."""
+    import importlib
+    import types
+
+    replaced: list[str] = []
+    while True:
+        try:
+            return importlib.import_module(name), replaced
+        except ModuleNotFoundError as exc:
+            if (exc.name or "").split(".")[0] != "torchvision":
+                raise
+            frames = traceback.extract_tb(exc.__traceback__)
+            path = next(
+                (
+                    Path(f.filename)
+                    for f in frames
+                    if Path(f.filename).stem.startswith("image_processing_")
+                    and "transformers" in Path(f.filename).parts
+                ),
+                None,
+            )
+            if path is None or len(replaced) > 8:
+                raise
+            package = "transformers.models." + path.parent.name
+            torchvision_name = f"{package}.{path.stem}"
+            pil = importlib.import_module(
+                f"{package}.{path.stem.replace('image_processing_', 'image_processing_pil_')}"
+            )
+            twin = types.ModuleType(torchvision_name)
+            twin.__dict__.update(vars(pil))
+            for attr, value in vars(pil).items():
+                if isinstance(value, type) and attr.endswith("Pil"):
+                    setattr(twin, attr.removesuffix("Pil"), value)
+            sys.modules[torchvision_name] = twin
+            replaced.append(torchvision_name)
+
+
 def check_eagle3_backbone(workdir: Path, model: str) -> str:
     """The runner's EAGLE-3 setup on the patchset's causal-LM class, then the real backbone
     forward: the aux states must be ``hidden_states + residual`` at the input of each requested
@@ -584,28 +628,38 @@ def check_eagle3_backbone(workdir: Path, model: str) -> str:
     import torch
     from vllm.model_executor.models import interfaces
 
-    module_name, causal_name, backbone_name, attribute = model.split(":")
+    module_name, causal_name, backbone_name, attribute, *wrapper_at = model.split(":")
     module: Any = importlib.import_module(module_name)
     causal_cls, backbone_cls = getattr(module, causal_name), getattr(module, backbone_name)
-    if not interfaces.supports_eagle3(causal_cls):
-        raise Barrier(
-            f"supports_eagle3() is False for {causal_name}: vLLM's runner raises 'Model does "
-            "not support EAGLE3 interface but aux_hidden_state_outputs was requested'"
-        )
+    # The class the runner is handed: a multimodal wrapper, where the patchset names one.
+    served_cls, twins = causal_cls, list[str]()
+    if wrapper_at:
+        wrapper_module, twins = _import_without_torchvision(wrapper_at[0])
+        served_cls = getattr(wrapper_module, wrapper_at[1])
+    for cls in dict.fromkeys((causal_cls, served_cls)):
+        if not interfaces.supports_eagle3(cls):
+            raise Barrier(
+                f"supports_eagle3() is False for {cls.__name__}: vLLM's runner raises 'Model "
+                "does not support EAGLE3 interface but aux_hidden_state_outputs was requested'"
+            )
     n = BACKBONE_LAYERS
     backbone, inputs, outputs = _stand_in_backbone(backbone_cls, n)
     causal = _bare(causal_cls)
     setattr(causal, attribute, backbone)
+    served = causal
+    if served_cls is not causal_cls:
+        served = _bare(served_cls)
+        served.language_model = causal
 
     # The name the release's runner calls: 0.18.0 on, the protocol's default; before, the model's.
-    getter = getattr(causal_cls, "get_eagle3_default_aux_hidden_state_layers", None)
-    getter = getter or causal_cls.get_eagle3_aux_hidden_state_layers
-    default = tuple(getter(causal))
+    getter = getattr(served_cls, "get_eagle3_default_aux_hidden_state_layers", None)
+    getter = getter or served_cls.get_eagle3_aux_hidden_state_layers
+    default = tuple(getter(served))
     if default != (2, n // 2, n - 3):
-        raise Barrier(f"{causal_name}.{getter.__name__}() is {default}, expected (2, 4, 5)")
+        raise Barrier(f"{served_cls.__name__}.{getter.__name__}() is {default}, expected (2, 4, 5)")
     final = hasattr(interfaces, "EagleModelMixin")
     wanted = (*default, n) if final else default
-    causal_cls.set_aux_hidden_state_layers(causal, wanted)
+    served_cls.set_aux_hidden_state_layers(served, wanted)
 
     out = _forward_on_one_rank(module, backbone_cls, backbone)
     if isinstance(out, torch.Tensor):
@@ -617,12 +671,15 @@ def check_eagle3_backbone(workdir: Path, model: str) -> str:
     ):
         raise Barrier(f"aux states are not hidden_states + residual at layers {wanted}")
     last = f"; id {n} is the last layer's output" if final else ""
+    through = f", asked through {served_cls.__name__}" if served is not causal else ""
     return (
-        f"supports_eagle3 True for {causal_name}; default aux layers {default}; "
+        f"supports_eagle3 True for {causal_name}{through}; default aux layers {default}; "
         f"{backbone_name}.forward returned {len(aux)} aux states equal to hidden_states + "
         f"residual at the input of layers {default} of {n}{last} (replaced: {n} decoder layers "
         "and the final norm by CPU stand-ins, get_pp_group by a single-rank stand-in, models "
-        "built with object.__new__)"
+        "built with object.__new__"
+        + "".join(f"; {t} by its PIL twin, torchvision being left out" for t in twins)
+        + ")"
     )
 
 
@@ -707,8 +764,11 @@ def run(check: str, workdir: Path, model: str | None = None) -> dict[str, Any]:
     """Run one check and turn its outcome into the result record."""
     start = time.monotonic()
     try:
-        if check in MODEL_CHECKS and (model is None or model.count(":") != 3):
-            raise ProbeError(f"{check} needs --model MODULE:CAUSAL_LM:BACKBONE:ATTRIBUTE")
+        if check in MODEL_CHECKS and (model is None or model.count(":") not in (3, 5)):
+            raise ProbeError(
+                f"{check} needs --model "
+                "MODULE:CAUSAL_LM:BACKBONE:ATTRIBUTE[:WRAPPER_MODULE:WRAPPER]"
+            )
         args = (workdir, model) if check in MODEL_CHECKS else (workdir,)
         status, detail = "pass", RUNNERS[check](*args)
     except Skip as exc:
