@@ -15,7 +15,12 @@ from patcher import patchset as patchsets
 from patcher import proofs
 from patcher.acceptance.proof import MIN_ACCEPTANCE_LENGTH, MIN_CONTROL_GAP
 from patcher.acceptance.recipe import Recipe
-from patcher.acceptance.run import AcceptanceReport, prove_acceptance, recipe_for
+from patcher.acceptance.run import (
+    AcceptanceReport,
+    prove_acceptance,
+    recipe_for,
+    replica_to_train,
+)
 from patcher.cli_doctor import print_diagnosis
 from patcher.cli_wheels import (
     downloaded,
@@ -348,7 +353,7 @@ def serve_bench_acceptance(args: argparse.Namespace) -> int:
     architecture = patchset.model.architecture
     if architecture is None:
         raise PatcherError(f"patchset {patchset.name} names no model architecture to replicate")
-    replica = generate(architecture, args.drafter_kind, release_files(wheel))
+    replica = replica_to_train(architecture, args.drafter_kind, release_files(wheel))
     recipe = recipe_for(replica, args.num_speculative_tokens, args.train_budget)
     progress(f"preparing the serving venv for {built.name}")
     venv = serving_venv(built)
