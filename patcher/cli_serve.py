@@ -27,6 +27,7 @@ from patcher.acceptance.run import (
     ProofServing,
     prove_acceptance,
     recipe_for,
+    replica_to_train,
 )
 from patcher.cli_doctor import print_diagnosis
 from patcher.cli_wheels import (
@@ -410,7 +411,7 @@ def trained_serving(args: argparse.Namespace, proof: str) -> TrainedServing:
     architecture = patchset.model.architecture
     if architecture is None:
         raise PatcherError(f"patchset {patchset.name} names no model architecture to replicate")
-    replica = generate(architecture, args.drafter_kind, release_files(wheel))
+    replica = replica_to_train(architecture, args.drafter_kind, release_files(wheel))
     recipe = recipe_for(replica, args.num_speculative_tokens, args.train_budget)
     progress(f"preparing the serving venv for {built.name}")
     venv = serving_venv(built)

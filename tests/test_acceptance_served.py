@@ -30,9 +30,12 @@ def refusal(capsys) -> str:
 
 
 @pytest.mark.heavy
-def test_a_drafter_trained_here_accepts_through_the_patched_server(tmp_path):
+@pytest.mark.parametrize("patchset", ["glm4-moe-eagle3", "kimi-k2.5-eagle3-mla"])
+def test_a_drafter_trained_here_accepts_through_the_patched_server(tmp_path, patchset):
+    """Kimi-K2.5's is its DeepSeek-V3 text backbone (its recipe's [backbone]): transformers has
+    no class for the whole."""
     report = tmp_path / "acceptance.json"
-    argv = [*PROOF, "--patchset=glm4-moe-eagle3", f"--log-dir={tmp_path}", f"--json={report}"]
+    argv = [*PROOF, f"--patchset={patchset}", f"--log-dir={tmp_path}", f"--json={report}"]
     assert main(argv) == 0
     found = json.loads(report.read_text())
     verdict = found["acceptance"]
@@ -45,6 +48,8 @@ def test_a_drafter_trained_here_accepts_through_the_patched_server(tmp_path):
         assert len(runs[label]["spec_decode"]["acceptance_per_position"]) == 3
     assert all(run["compilation"] == "DYNAMO_TRACE_ONCE, inductor" for run in runs.values())
     assert found["served"]["load_format"] == "auto"
+    backbone = [note for note in found["served"]["notes"] if "text backbone" in note]
+    assert len(backbone) == (patchset == "kimi-k2.5-eagle3-mla")
 
 
 @pytest.mark.heavy

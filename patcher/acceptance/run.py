@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -13,7 +13,9 @@ from typing import Any
 from patcher.acceptance.proof import BASELINE, CONTROL, TRAINED, Acceptance, check_fit, judge
 from patcher.acceptance.recipe import DrafterTraining, Recipe
 from patcher.acceptance.trained import Trained, trained_replica
-from patcher.replica.build import Replica
+from patcher.errors import PatcherError
+from patcher.replica.build import Replica, generate, generate_backbone
+from patcher.replica.spec import for_architecture
 from patcher.serving.cpu import CPU_ENV, CPU_TIMEOUTS, CpuReport, CpuSetup, RunPlan, run_cpu
 from patcher.serving.load import Load
 from patcher.serving.setup import Timeouts
@@ -38,6 +40,22 @@ class AcceptanceReport:
             "wall_seconds": self.seconds,
             "served": json.loads(self.served.to_json()),
         }
+
+
+def replica_to_train(
+    architecture: str | None, drafter_kind: str | None, release: Collection[str]
+) -> Replica:
+    """The replica the proof trains: the architecture's, or its recipe's ``[backbone]`` where it
+    names one (the whole is remote code: transformers, which trains it, has no class for it)."""
+    spec = for_architecture(architecture)
+    if not spec.backbone:
+        return generate(architecture, drafter_kind, release)
+    if drafter_kind not in (None, spec.backbone["drafter"]):
+        raise PatcherError(
+            f"--acceptance trains {spec.architecture}'s backbone {spec.backbone['architecture']} "
+            f"with a {spec.backbone['drafter']} drafter, not {drafter_kind}"
+        )
+    return generate_backbone(architecture, release)
 
 
 def recipe_for(replica: Replica, unroll: int, budget_seconds: float) -> Recipe:

@@ -197,6 +197,48 @@ def generate(
     )
 
 
+BACKBONE_NOTE = (
+    "served the text backbone {backbone} of {whole} alone (model type {model_type}, as "
+    "transformers names it; the recipe's text config says {text_type})"
+)
+
+
+def generate_backbone(architecture: str | None, release: Collection[str] | None = None) -> Replica:
+    """The recipe's text model alone, under the class and model type transformers has, with its
+    ``[backbone]`` drafter: what a proof needing transformers' class replicates when the whole
+    architecture is remote code. Serve args and environment are the recipe's for that drafter,
+    less the multimodal ones (no processor, no image limits)."""
+    spec = for_architecture(architecture)
+    if not spec.backbone:
+        raise PatcherError(f"the {spec.architecture} recipe names no [backbone]")
+    whole = generate(spec.architecture, spec.backbone["drafter"], release)
+    text = text_of(json.loads(whole.target["config.json"]), spec)
+    text_type = text.get("model_type")
+    text.update(
+        architectures=[spec.backbone["architecture"]], model_type=spec.backbone["model_type"]
+    )
+    when_args, speculative = served_with(spec, release)
+    note = BACKBONE_NOTE.format(
+        backbone=spec.backbone["architecture"],
+        whole=spec.architecture,
+        model_type=spec.backbone["model_type"],
+        text_type=text_type,
+    )
+    return Replica(
+        architecture=spec.backbone["architecture"],
+        drafter_kind=whole.drafter_kind,
+        target={
+            "config.json": dump(text),
+            **tokenizer_files(spec.tokenizer, int(text["vocab_size"]), spec.chat_template),
+        },
+        drafter=whole.drafter,
+        serve_args=when_args,
+        speculative=speculative,
+        env=whole.env,
+        notes=(note,),
+    )
+
+
 def read_config(folder: Path) -> dict[str, Any]:
     path = folder / "config.json"
     try:

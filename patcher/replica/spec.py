@@ -56,6 +56,10 @@ class ReplicaSpec:
     serve_when: tuple[dict[str, Any], ...] = ()
     """More ``serve_args`` and ``--speculative-config`` keys (``speculative``) for a release that
     has the file ``release_has``."""
+    backbone: dict[str, str] = field(default_factory=dict)
+    """The text model alone, for an ``architecture`` transformers lacks (remote code): its
+    ``architecture`` and ``model_type`` as transformers names them, and the ``drafter`` kind
+    served beside it. What needs transformers' class (the acceptance proof) replicates this."""
 
     @classmethod
     def parse(cls, data: dict[str, Any], where: str) -> ReplicaSpec:
@@ -82,6 +86,7 @@ class ReplicaSpec:
         for number, when in enumerate(data.get("serve_when", ()), 1):
             if not isinstance(when, dict) or not isinstance(when.get("release_has"), str):
                 problems.append(f"serve_when #{number} names no release_has file")
+        problems += backbone_problems(data.get("backbone"), data, drafters)
         if problems:
             raise PatcherError(f"{where}: {'; '.join(problems)}")
         shrink = data.get("shrink", {})
@@ -111,7 +116,29 @@ class ReplicaSpec:
             remote_processor=data.get("remote_processor", {}),
             serve_when=tuple(data.get("serve_when", ())),
             images=bool(data.get("images", False)),
+            backbone=dict(data.get("backbone", {})),
         )
+
+
+BACKBONE_KEYS = ("architecture", "model_type", "drafter")
+
+
+def backbone_problems(backbone: Any, data: dict[str, Any], drafters: dict[str, Any]) -> list[str]:
+    """What a ``[backbone]`` table lacks: its three names, a text config to take, its drafter."""
+    if backbone is None:
+        return []
+    if not isinstance(backbone, dict):
+        return ["backbone is not a table"]
+    problems = [
+        f"backbone.{key} is not a name"
+        for key in BACKBONE_KEYS
+        if not isinstance(backbone.get(key), str) or not backbone.get(key)
+    ]
+    if not data.get("text_config"):
+        problems.append("backbone needs text_config: the backbone is the text model")
+    if isinstance(backbone.get("drafter"), str) and backbone["drafter"] not in drafters:
+        problems.append(f"backbone.drafter {backbone['drafter']!r} has no [drafter.*]")
+    return problems
 
 
 def _files() -> Iterator[tuple[str, bytes]]:
