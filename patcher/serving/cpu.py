@@ -172,6 +172,10 @@ class RunPlan:
             setup = dataclasses.replace(setup, tensor_parallel_size=self.tensor_parallel_size)
         return setup
 
+    def log_in(self, log_dir: Path) -> Path:
+        """Where this run's server log is written in ``log_dir``."""
+        return log_dir / f"{self.label}.log"
+
 
 @dataclass(frozen=True)
 class RunResult:
@@ -348,7 +352,7 @@ def serve_once(
     port = free_port()
     setup = plan.setup_of(setup)
     command = setup.command(plan.venv.python, port, speculative=plan.speculative)
-    log_path = log_dir / f"{plan.label}.log"
+    log_path = plan.log_in(log_dir)
     bench = ServeSetup(model=setup.model, drafter=setup.drafter, served_model_name=SERVED_NAME)
     progress(f"{plan.label}: starting vLLM's OpenAI server (log: {log_path})")
     env = {**os.environ, **setup.server_env()}
@@ -414,7 +418,7 @@ def run_cpu(
         except PatcherError as error:
             if not plan.may_fail:
                 raise PatcherError(f"{plan.label}: {error}") from error
-            said = barrier(log_dir / f"{plan.label}.log")
+            said = barrier(plan.log_in(log_dir))
             progress(f"{plan.label}: failed, as an unpatched wheel may: {said or error}")
             ran = plan.setup_of(setup)
             command = ran.command(plan.venv.python, 0, speculative=plan.speculative)
