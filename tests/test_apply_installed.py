@@ -384,7 +384,7 @@ def test_verify_installed_proves_the_environment_patched_in_place(env, tmp_path)
     text = patchsets.builtin_dir().joinpath("kimi-k2.5-eagle3.toml").read_text()
     one_check = tmp_path / "one-check.toml"
     one_check.write_text(
-        re.sub(r"^verify = .*$", 'verify = ["speculative-config"]', text, flags=re.M)
+        re.sub(r"^verify = .*$", 'verify = ["speculative-config"]', text, count=1, flags=re.M)
     )
     report = tmp_path / "report.json"
     command = ["verify", "--installed", "--python", str(env), "--patchset", str(one_check)]
