@@ -149,6 +149,14 @@ def judge(expect: list[int], aux_ids: list[int], states: list[Any], ref: list[An
     }
 
 
+def barrier_line(error: Exception) -> str:
+    """The refusal's own words: the message's last line, less pydantic's pointer to its docs
+    (a config that refuses at validation ends on 'For further information visit ...')."""
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    said = [line for line in lines if not line.startswith("For further information")]
+    return (said or [type(error).__name__])[-1]
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("target", type=Path)
@@ -164,7 +172,7 @@ def main(argv: list[str]) -> int:
     try:
         aux_ids, states = vllm_states(args.target, args.drafter, ids, json.loads(args.speculative))
     except Exception as error:  # vLLM's refusal is the barrier this check shows
-        line = (str(error).strip().splitlines() or [type(error).__name__])[-1]
+        line = barrier_line(error)
         result = {
             "status": "fail",
             "detail": f"barrier: {line}",
