@@ -42,7 +42,6 @@ from patcher.doctor import diagnose, read_inputs
 from patcher.errors import PatcherError
 from patcher.index import machine_platform
 from patcher.outputs.named import check_folder, prepare_folder, write_file
-from patcher.outputs.wheel import WheelPlan
 from patcher.patchset import Patchset
 from patcher.replica.build import Replica, generate, shrink
 from patcher.replica.spec import DRAFTER_KINDS
@@ -83,7 +82,6 @@ from patcher.terminal import (
     out,
     path_argument,
 )
-from patcher.verify.command import patched_wheel
 from patcher.verify.reference import verify_reference
 
 GPU_MAX_TOKENS = 512
@@ -693,12 +691,18 @@ def verify_aux_states(args: argparse.Namespace) -> int:
     architecture = patchset.model.architecture
     if architecture is None:
         raise PatcherError(f"patchset {patchset.name} names no model architecture to replicate")
-    built = patched_wheel(WheelPlan(wheel, sha256, result, patchset.local_label))
-    progress(f"preparing the serving venvs for {wheel.name} and {built.name}")
-    official, patched = serving_venv(wheel), serving_venv(built)
+    replica = replica_to_train(architecture, None, release_files(wheel))  # transformers' class
+    base = harnessed(wheel, sha256)  # releases whose CPU runner cannot speculate get the harness
+    built, result = base.patched(patchset, result)
+    fail_on_errors(result)
+    served = base.wheel()
+    progress(f"preparing the serving venvs for {served.name} and {built.name}")
+    official, patched = serving_venv(served), serving_venv(built)
     workdir = args.workdir / f"{patchset.name}-{result.version}"
     progress(f"running the engine of each wheel on a seeded replica (logs: {workdir})")
-    report = verify_reference(official, patched, architecture, str(result.version), workdir)
+    report = verify_reference(
+        official, patched, replica, str(result.version), workdir, dict(base.speculative)
+    )
     (check,) = report.checks
     after = check.after
     table = new_table(f"{patchset.name}: {result.distribution} {result.version}, {report.wheel}")

