@@ -90,12 +90,11 @@ def download_wheel(wheel: IndexEntry, client: HttpClient, progress: Progress | N
         remove_stale(wheels, "*/*.part", STALE_PART_SECONDS)
         partial = target.with_name(target.name + ".part")
         actual = fetch(wheel, client, partial, progress)
-        if wheel.sha256:
-            if actual != wheel.sha256:
-                partial.unlink()
-                raise PatcherError(
-                    f"{wheel.filename}: sha256 {actual} does not match the index's {wheel.sha256}"
-                )
+        if wheel.sha256 and actual != wheel.sha256:
+            partial.unlink()
+            raise PatcherError(
+                f"{wheel.filename}: sha256 {actual} does not match the index's {wheel.sha256}"
+            )
         partial.replace(target)
         if wheel.sha256:
             remember_verified(target, wheel.sha256)
@@ -157,3 +156,4 @@ def fetch(wheel: IndexEntry, client: HttpClient, partial: Path, progress: Progre
             ) from error
         if progress:
             progress(done, total)
+    return digest.hexdigest()
