@@ -613,9 +613,9 @@ def command_build_wheel(args: argparse.Namespace) -> int:
                 f"{first.distribution} {first.version} is {first.verdict} for {patchset.name}: "
                 f"{reason} (--allow-noop builds anyway)"
             )
-        local_version(first.version, label)  # a bad label is refused before the download
+        version = local_version(first.version, label)  # a bad label: refused before the download
         with settled_run(named, patchset, first) as run:
-            plan = WheelPlan(run.wheel.path, run.wheel.known_sha256, run.result, label)
+            plan = WheelPlan(run.wheel.path, run.wheel.known_sha256, run.result, version)
             target = repack(plan, run.wheel.zip, args.dist)  # its steps show their progress
     out.print(str(target), markup=False, soft_wrap=True)
     return 0

@@ -693,7 +693,7 @@ def verify_aux_states(args: argparse.Namespace) -> int:
     architecture = patchset.model.architecture
     if architecture is None:
         raise PatcherError(f"patchset {patchset.name} names no model architecture to replicate")
-    built = patched_wheel(WheelPlan(wheel, sha256, result, patchset.local_label))
+    built = patched_wheel(WheelPlan.labelled(wheel, sha256, result, patchset.local_label))
     progress(f"preparing the serving venvs for {wheel.name} and {built.name}")
     official, patched = serving_venv(wheel), serving_venv(built)
     workdir = args.workdir / f"{patchset.name}-{result.version}"
