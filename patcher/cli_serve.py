@@ -350,7 +350,7 @@ def serve_bench_cpu(args: argparse.Namespace) -> int:
         return 0
     problems = [*proof.problems, *(chain.problems if chain else ())]
     if proven is not None:  # the matrix's ``served`` column shows it
-        proofs.keep(proofs.ProofKind.SERVE, *proven, not problems, json.loads(text))
+        proofs.keep(proofs.ProofKind.SERVE, *proven, not problems, json.loads(text), args.tp or 1)
     if not problems:
         return 0
     said = "; ".join(problems)
@@ -465,6 +465,7 @@ def serve_bench_acceptance(args: argparse.Namespace) -> int:
         result.distribution,
         verdict.passed,
         data,
+        serving.tensor_parallel_size,
     )
     return proof_exit_code(verdict, "the acceptance proof")
 

