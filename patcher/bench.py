@@ -86,7 +86,8 @@ def bench_venvs(rec: Recorder, index: PackageIndex, arch: str) -> None:
         result = run_patchset(patchsets.load(), source)
     with tempfile.TemporaryDirectory(dir=cache_dir(), prefix=".bench-venvs-") as work:
         scratch = Path(work)
-        patched = build_wheel(WheelPlan(wheel, sha256_of(wheel), result, "bench"), scratch / "dist")
+        wheel_plan = WheelPlan.labelled(wheel, sha256_of(wheel), result, "bench")
+        patched = build_wheel(wheel_plan, scratch / "dist")
         base_venv = scratch / "baseline"
         baseline = timed(
             lambda: (
@@ -301,7 +302,7 @@ def bench_repack(rec: Recorder, index: PackageIndex, arch: str, unpack_pack: boo
             lambda: shutil.copyfile(path, scratch / "copy.whl"),
             lambda: (scratch / "copy.whl").unlink(),
         )
-        plan = WheelPlan(path, sha256_of(path), result, "bench")
+        plan = WheelPlan.labelled(path, sha256_of(path), result, "bench")
         repack = best_of(
             3,
             lambda: build_wheel(plan, scratch / "dist"),
@@ -514,10 +515,11 @@ def bench_integrity(rec: Recorder, index: PackageIndex, arch: str) -> None:
         result = run_patchset(patchsets.load(), source)
     with tempfile.TemporaryDirectory(dir=path.parent) as work:
         dist = Path(work) / "dist"
-        unknown = WheelPlan(path, None, result, "bench")  # hashed and checked in the one read
+        # unknown: hashed and checked in the one read; known: the pass above remembered it
+        unknown = WheelPlan.labelled(path, None, result, "bench")
         checked = timed(lambda: build_wheel(unknown, dist))
         shutil.rmtree(dist)
-        known = WheelPlan(path, wheel.sha256, result, "bench")  # the pass above remembered it
+        known = WheelPlan.labelled(path, wheel.sha256, result, "bench")
         copied = timed(lambda: build_wheel(known, dist))
     rec.add(
         time_figure("repack, one read: hash + RECORD + copy", checked, "repack, copy only", copied)

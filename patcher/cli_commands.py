@@ -7,6 +7,8 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from patcher import distributions, results_cache
@@ -70,6 +72,7 @@ from patcher.sources.wheel import WheelSource
 from patcher.terminal import (
     Table,
     add_folder_option,
+    add_format_option,
     check_outputs,
     context,
     err,
@@ -331,10 +334,17 @@ def command_apply(args: argparse.Namespace) -> int:
     return 0
 
 
+@contextmanager
+def locked_installation(python: str | None) -> Iterator[Installation]:
+    """The vLLM ``python`` imports, held for one apply or revert at a time."""
+    installation = find_installation(python)
+    with site_packages.locked(installation):
+        yield installation
+
+
 def apply_installed(args: argparse.Namespace) -> int:
     """Patch the vLLM an interpreter imports, in place: RECORD kept true, originals kept."""
-    installation = find_installation(args.python)
-    with site_packages.locked(installation):
+    with locked_installation(args.python) as installation:
         return apply_locked(args, installation)
 
 
@@ -385,8 +395,7 @@ def apply_locked(args: argparse.Namespace, installation: Installation) -> int:
 
 
 def command_revert(args: argparse.Namespace) -> int:
-    installation = find_installation(args.python)
-    with site_packages.locked(installation):
+    with locked_installation(args.python) as installation:
         try:
             provenance = installation.provenance()
             how = ""
@@ -604,9 +613,9 @@ def command_build_wheel(args: argparse.Namespace) -> int:
                 f"{first.distribution} {first.version} is {first.verdict} for {patchset.name}: "
                 f"{reason} (--allow-noop builds anyway)"
             )
-        local_version(first.version, label)  # a bad label is refused before the download
+        version = local_version(first.version, label)  # a bad label: refused before the download
         with settled_run(named, patchset, first) as run:
-            plan = WheelPlan(run.wheel.path, run.wheel.known_sha256, run.result, label)
+            plan = WheelPlan(run.wheel.path, run.wheel.known_sha256, run.result, version)
             target = repack(plan, run.wheel.zip, args.dist)  # its steps show their progress
     out.print(str(target), markup=False, soft_wrap=True)
     return 0
@@ -705,16 +714,6 @@ def verify_installed(args: argparse.Namespace) -> int:
     if args.json:
         write_file(args.json, (json.dumps(report.to_json(), indent=2) + "\n").encode(), "--json")
     return 0 if report.ok else 1
-
-
-def add_format_option(parser: argparse.ArgumentParser) -> None:
-    """``--format``, on the commands whose result is a table."""
-    parser.add_argument(
-        "--format",
-        choices=["table", "json"],
-        default="table",
-        help="table: aligned text (fitted to a terminal); json: each table as one JSON line",
-    )
 
 
 def add_parsers(commands: argparse._SubParsersAction) -> None:

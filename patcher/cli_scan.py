@@ -24,7 +24,7 @@ from patcher.scan import (
     write_patchset,
 )
 from patcher.sources.base import Source
-from patcher.terminal import Table, new_table, out
+from patcher.terminal import Table, add_format_option, new_table, out
 
 FORMATS = ("table", "json", "markdown")
 
@@ -33,9 +33,7 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
     """Register ``scan``: every architecture of a release's model registry, read as source."""
     command = commands.add_parser("scan")
     add_release_options(command)
-    command.add_argument(
-        "--format", choices=FORMATS, default="table", help="table (default), json, or the docs page"
-    )
+    add_format_option(command, FORMATS, "table (default), json, or the docs page")
     command.add_argument(
         "--write-patchset",
         metavar="CLASS",

@@ -20,7 +20,12 @@ from patcher.acceptance.doctor_proof import (
     DoctorProofReport,
     prove_doctor,
 )
-from patcher.acceptance.proof import MIN_ACCEPTANCE_LENGTH, MIN_CONTROL_GAP, TRAINED
+from patcher.acceptance.proof import (
+    MIN_ACCEPTANCE_LENGTH,
+    MIN_CONTROL_GAP,
+    TRAINED,
+    ProofVerdict,
+)
 from patcher.acceptance.recipe import Recipe
 from patcher.acceptance.run import (
     AcceptanceReport,
@@ -460,14 +465,7 @@ def serve_bench_acceptance(args: argparse.Namespace) -> int:
         data,
         serving.tensor_parallel_size,
     )
-    if verdict.passed:
-        return 0
-    err.print(
-        f"patcher: the acceptance proof failed at {verdict.failed_part}: "
-        f"{'; '.join(verdict.problems)}",
-        markup=False,
-    )
-    return 1
+    return proof_exit_code(verdict, "the acceptance proof")
 
 
 def serve_bench_doctor_proof(args: argparse.Namespace) -> int:
@@ -487,12 +485,15 @@ def serve_bench_doctor_proof(args: argparse.Namespace) -> int:
     }
     if args.json:
         write_file(args.json, (json.dumps(data, indent=2) + "\n").encode(), "--json")
-    verdict = report.verdict
+    return proof_exit_code(report.verdict, "the doctor's served proof")
+
+
+def proof_exit_code(verdict: ProofVerdict, proof: str) -> int:
+    """0 when the proof passed; else 1, with the part it failed at and every problem in one line."""
     if verdict.passed:
         return 0
     err.print(
-        f"patcher: the doctor's served proof failed at {verdict.failed_part}: "
-        f"{'; '.join(verdict.problems)}",
+        f"patcher: {proof} failed at {verdict.failed_part}: {'; '.join(verdict.problems)}",
         markup=False,
     )
     return 1

@@ -456,6 +456,20 @@ def add_folder_option(
     )
 
 
+TABLE_FORMATS = ("table", "json")
+TABLE_FORMATS_HELP = "table: aligned text (fitted to a terminal); json: each table as one JSON line"
+
+
+def add_format_option(
+    parser: argparse.ArgumentParser,
+    formats: tuple[str, ...] = TABLE_FORMATS,
+    meaning: str = TABLE_FORMATS_HELP,
+) -> None:
+    """``--format``, on the commands whose result is a table (``table`` by default); ``scan``
+    adds a format of its own."""
+    parser.add_argument("--format", choices=formats, default="table", help=meaning)
+
+
 class GuardedStdout:
     """``sys.stdout`` whose failed writes raise ``StdoutError``: a closed pipe ends the command
     quietly and a full disk is one line, where Python would print a traceback."""

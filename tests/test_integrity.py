@@ -170,6 +170,20 @@ def test_a_verified_wheel_is_not_hashed_again_until_it_changes(
     assert whole_downloads(fake) == 1
 
 
+def test_a_download_is_hashed_as_it_arrives_not_read_back(
+    fake: FakeIndex, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fresh download is checked against the index's sha256 without reading the file again
+    (it was written whole, then read whole to be hashed: twice the I/O of a 500 MB wheel)."""
+    hashed: list[Path] = []
+    real = download.sha256_of
+    monkeypatch.setattr(download, "sha256_of", lambda p: hashed.append(p) or real(p))
+    path = download_wheel(the_wheel(fake), PackageIndex(fake.url).client)
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == fake.sha256
+    assert hashed == [], "the bytes were hashed as they came"
+    assert whole_downloads(fake) == 1
+
+
 def test_build_wheel_on_a_garbled_cached_wheel_downloads_it_again_and_records_its_sha(
     fake: FakeIndex, tmp_path: Path
 ) -> None:

@@ -436,5 +436,5 @@ def test_a_wheel_folder_of_patchers_own_is_made_with_its_parents(tmp_path: Path)
     wheel = small_wheel(tmp_path)
     with WheelSource(wheel) as source:
         result = run_patchset(patchsets.load(PATCHSET), source)
-    built = patched_wheel(WheelPlan(wheel, sha256_of(wheel), result, "mine"))
+    built = patched_wheel(WheelPlan.labelled(wheel, sha256_of(wheel), result, "mine"))
     assert built.is_file() and built.is_relative_to(tmp_path / "cache" / "patched")

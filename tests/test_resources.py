@@ -39,7 +39,7 @@ def test_a_wheel_source_closes_its_zip(tmp_path):
 def test_a_refused_repack_leaves_the_official_wheel_closed(tmp_path):
     wheel = small_wheel(tmp_path, {f"vllm-0.16.0.dist-info/{PROVENANCE}": "{}"})
     result = PatchResult("0.16.0", patchsets.load(), {})
-    plan = WheelPlan(wheel, sha256_of(wheel), result, "kimi.eagle3")
+    plan = WheelPlan.labelled(wheel, sha256_of(wheel), result, "kimi.eagle3")
     with pytest.raises(PatcherError, match="already patched") as refused:
         build_wheel(plan, tmp_path / "dist")
     assert refused.value.__traceback__ is not None  # the failed frames are still alive

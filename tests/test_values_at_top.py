@@ -11,6 +11,7 @@ import os
 import sys
 from pathlib import Path
 
+from packaging.version import Version
 from test_build_wheel import build, small_wheel
 
 import patcher
@@ -73,3 +74,23 @@ def test_build_wheel_opens_the_given_wheel_as_a_zip_once(tmp_path, capsys):
     built = capsys.readouterr().out.strip()
     assert Path(built).is_file()
     assert opens.count("zipfile.py") == 1, opens
+
+
+def test_build_wheel_computes_its_local_version_once(tmp_path, capsys, monkeypatch):
+    """The version checked before the download is the one the plan carries; counted wherever
+    ``local_version`` is called from (the command, the wheel output)."""
+    from patcher import cli_commands
+    from patcher.outputs import wheel as wheel_output
+
+    calls: list[tuple[str, str]] = []
+    real = wheel_output.local_version
+
+    def counted(version: str, label: str) -> Version:
+        calls.append((version, label))
+        return real(version, label)
+
+    for module in (cli_commands, wheel_output):
+        monkeypatch.setattr(module, "local_version", counted)
+    assert build(small_wheel(tmp_path), tmp_path / "dist", "--allow-noop") == 0
+    assert Path(capsys.readouterr().out.strip()).is_file()
+    assert len(calls) == 1, calls

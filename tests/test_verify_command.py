@@ -84,6 +84,6 @@ def test_a_cached_patched_wheel_is_reused_only_for_the_same_patched_texts(tmp_pa
     older.changed = {"vllm/a.py": "x = 1\n"}
     newer.changed = {"vllm/a.py": "x = 2\n"}
     source = tmp_path / "vllm-0.14.1-py3-none-any.whl"
-    command.patched_wheel(WheelPlan(source, "0" * 64, older, "kimi.eagle3"))
-    command.patched_wheel(WheelPlan(source, "0" * 64, newer, "kimi.eagle3"))
+    command.patched_wheel(WheelPlan.labelled(source, "0" * 64, older, "kimi.eagle3"))
+    command.patched_wheel(WheelPlan.labelled(source, "0" * 64, newer, "kimi.eagle3"))
     assert len(set(built)) == 2

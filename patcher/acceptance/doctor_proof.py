@@ -29,6 +29,7 @@ from typing import Any
 from patcher.acceptance.proof import (
     BASELINE,
     TRAINED,
+    ProofVerdict,
     held_out_top1,
     length_of,
     serving_problems,
@@ -180,21 +181,15 @@ def engine_disagreements(
 
 
 @dataclass(frozen=True)
-class DoctorVerdict:
-    passed: bool
-    failed_part: str | None
-    """``training``, ``serving``, ``doctor``, ``off by one`` or ``fix``; None if it passed."""
-    problems: tuple[str, ...]
+class DoctorVerdict(ProofVerdict):
+    """The doctor's served proof's verdict; its parts: ``training``, ``serving``, ``doctor``,
+    ``off by one``, ``fix``."""
+
     lengths: dict[str, float | None]
     """The acceptance length of each drafter's run, by label."""
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "passed": self.passed,
-            "failed_part": self.failed_part,
-            "problems": list(self.problems),
-            "acceptance_length": self.lengths,
-        }
+        return super().to_json() | {"acceptance_length": self.lengths}
 
 
 def counters(run: RunResult | None) -> tuple[float, ...] | None:

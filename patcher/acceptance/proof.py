@@ -51,20 +51,33 @@ def check_fit(target: dict[str, bytes], drafter: dict[str, bytes]) -> None:
 
 
 @dataclass(frozen=True)
-class Acceptance:
+class ProofVerdict:
+    """What a served proof found, in the words the acceptance proof and the doctor's served proof
+    share: the report and the command line read both alike."""
+
     passed: bool
     failed_part: str | None
-    """``training``, ``serving`` or ``aux states``; None when the proof passed."""
+    """The first part that failed (each proof names its own parts); None when it passed."""
     problems: tuple[str, ...]
-    acceptance_length: float | None
-    control_length: float | None
-    held_out_top1: tuple[float, ...]
 
     def to_json(self) -> dict[str, Any]:
         return {
             "passed": self.passed,
             "failed_part": self.failed_part,
             "problems": list(self.problems),
+        }
+
+
+@dataclass(frozen=True)
+class Acceptance(ProofVerdict):
+    """The acceptance proof's verdict; its parts: ``training``, ``serving``, ``aux states``."""
+
+    acceptance_length: float | None
+    control_length: float | None
+    held_out_top1: tuple[float, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return super().to_json() | {
             "acceptance_length": self.acceptance_length,
             "control_acceptance_length": self.control_length,
             "held_out_top1": list(self.held_out_top1),

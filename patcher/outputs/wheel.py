@@ -22,7 +22,6 @@ import zipfile
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
-from functools import cached_property
 from pathlib import Path
 
 from packaging.utils import canonicalize_name
@@ -245,11 +244,15 @@ class WheelPlan:
     """The sha256 of its bytes, if the caller has it (the index's, verified); None: the repack
     hashes the bytes it reads anyway."""
     result: PatchResult
-    local_label: str
+    version: Version
+    """The patched wheel's version: the official one with a local label (``local_version``)."""
 
-    @cached_property
-    def version(self) -> Version:
-        return local_version(self.result.version, self.local_label)
+    @classmethod
+    def labelled(
+        cls, official: Path, official_sha256: str | None, result: PatchResult, label: str
+    ) -> WheelPlan:
+        """The plan whose version carries ``label``: a one-line error if it is no local label."""
+        return cls(official, official_sha256, result, local_version(result.version, label))
 
     @property
     def distribution(self) -> str:

@@ -84,13 +84,13 @@ class Harnessed:
         if self.result is None:
             return self.official
         label = self.result.patchset.local_label
-        return patched_wheel(WheelPlan(self.official, self.sha256, self.result, label))
+        return patched_wheel(WheelPlan.labelled(self.official, self.sha256, self.result, label))
 
     def patched(self, patchset: Patchset, result: PatchResult) -> tuple[Path, PatchResult]:
         """The wheel patched with ``patchset`` (``result``: its run over the official wheel),
         on the harness: one wheel built from the official one with both patchsets' texts."""
         if self.result is None:
-            plan = WheelPlan(self.official, self.sha256, result, patchset.local_label)
+            plan = WheelPlan.labelled(self.official, self.sha256, result, patchset.local_label)
             return patched_wheel(plan), result
         with WheelSource(self.official, self.sha256) as source:
             on_top = run_patchset(patchset, OnHarness(source, self.result.changed))
@@ -103,7 +103,7 @@ class Harnessed:
             on_top.distribution,
         )
         label = f"{patchset.local_label}.{self.result.patchset.local_label}"
-        return patched_wheel(WheelPlan(self.official, self.sha256, both, label)), on_top
+        return patched_wheel(WheelPlan.labelled(self.official, self.sha256, both, label)), on_top
 
 
 def harnessed(wheel: Path, sha256: str) -> Harnessed:

@@ -8,6 +8,7 @@ deleted and downloaded again.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -88,14 +89,12 @@ def download_wheel(wheel: IndexEntry, client: HttpClient, progress: Progress | N
             return target
         remove_stale(wheels, "*/*.part", STALE_PART_SECONDS)
         partial = target.with_name(target.name + ".part")
-        fetch(wheel, client, partial, progress)
-        if wheel.sha256:
-            actual = sha256_of(partial)
-            if actual != wheel.sha256:
-                partial.unlink()
-                raise PatcherError(
-                    f"{wheel.filename}: sha256 {actual} does not match the index's {wheel.sha256}"
-                )
+        actual = fetch(wheel, client, partial, progress)
+        if wheel.sha256 and actual != wheel.sha256:
+            partial.unlink()
+            raise PatcherError(
+                f"{wheel.filename}: sha256 {actual} does not match the index's {wheel.sha256}"
+            )
         partial.replace(target)
         if wheel.sha256:
             remember_verified(target, wheel.sha256)
@@ -106,15 +105,16 @@ def complete(partial: Path, wheel: IndexEntry) -> bool:
     return bool(wheel.sha256) and sha256_of(partial) == wheel.sha256
 
 
-def fetch(wheel: IndexEntry, client: HttpClient, partial: Path, progress: Progress | None) -> None:
-    """Fill ``partial`` with the whole wheel, resuming what it holds.
+def fetch(wheel: IndexEntry, client: HttpClient, partial: Path, progress: Progress | None) -> str:
+    """Fill ``partial`` with the whole wheel, resuming what it holds; the sha256 of its bytes,
+    hashed as they arrive, so a 500 MB download is not read back to be checked.
 
     Every CHUNK of the body must arrive within ``timeout()``, so a server trickling bytes is
     cut off while an honest slow one is not.
     """
     have = partial.stat().st_size if partial.exists() else 0
     if have and have == wheel.size and complete(partial, wheel):
-        return  # an earlier run got every byte but stopped before the rename
+        return wheel.sha256  # an earlier run got every byte but stopped before the rename
     if wheel.size is not None and have >= wheel.size:
         have = 0  # nothing is left to resume: a range from the end would get 416
     headers = {"Range": f"bytes={have}-"} if have else {}
@@ -122,7 +122,7 @@ def fetch(wheel: IndexEntry, client: HttpClient, partial: Path, progress: Progre
     if response.status_code == 416:  # nothing past ``have``: an index that lists no size
         response.close()
         if have and complete(partial, wheel):
-            return
+            return wheel.sha256
         partial.unlink(missing_ok=True)
         response = client.get(wheel.url, stream=True)
         have = 0
@@ -130,6 +130,10 @@ def fetch(wheel: IndexEntry, client: HttpClient, partial: Path, progress: Progre
         have = 0  # the server restarted from byte 0: so do we
     total = wheel.size
     seconds = timeout()
+    digest = hashlib.sha256()
+    if have:  # the bytes resumed from, read once
+        with partial.open("rb") as held:
+            digest = hashlib.file_digest(held, "sha256")
     with response, partial.open("ab" if have else "wb") as out:
         done = have
         if progress:
@@ -138,6 +142,7 @@ def fetch(wheel: IndexEntry, client: HttpClient, partial: Path, progress: Progre
             deadline, mark = Deadline(seconds), done
             for piece in iter_body(response, deadline):
                 out.write(piece)
+                digest.update(piece)
                 done += len(piece)
                 if done - mark >= CHUNK:
                     deadline.restart()
@@ -151,3 +156,4 @@ def fetch(wheel: IndexEntry, client: HttpClient, partial: Path, progress: Progre
             ) from error
         if progress:
             progress(done, total)
+    return digest.hexdigest()

@@ -43,7 +43,7 @@ def verify_release(
         raise PatcherError(f"{official.name} is a patched wheel; verify takes the official one")
     patched = None
     if result.verdict is Verdict.NEEDS_PATCH:
-        patched = patched_wheel(WheelPlan(official, sha256, result, patchset.local_label))
+        patched = patched_wheel(WheelPlan.labelled(official, sha256, result, patchset.local_label))
     report = verify_wheels(
         official, patched, result.version, patchset.verify, probe_model(patchset)
     )
