@@ -53,6 +53,9 @@ class ReplicaSpec:
     ``patcher/replica/remote_code``), its ``auto_map`` and the ``config`` keys it goes with."""
     images: bool = False
     """Its server takes an image a request (``serve_args`` allow one): a serving run sends one."""
+    torchvision: bool = False
+    """Its vLLM module imports transformers' torchvision-backed image processor, so the serving
+    venv gets torchvision's Python half (``patcher.serving.venv``)."""
     serve_when: tuple[dict[str, Any], ...] = ()
     """More ``serve_args`` and ``--speculative-config`` keys (``speculative``) for a release that
     has the file ``release_has``."""
@@ -116,6 +119,7 @@ class ReplicaSpec:
             remote_processor=data.get("remote_processor", {}),
             serve_when=tuple(data.get("serve_when", ())),
             images=bool(data.get("images", False)),
+            torchvision=bool(data.get("torchvision", False)),
             backbone=dict(data.get("backbone", {})),
         )
 
