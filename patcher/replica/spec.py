@@ -25,6 +25,9 @@ class TokenizerSpec:
     pad: str
     ids: dict[str, str]
     """config.json attribute -> the special token whose id it holds."""
+    named: dict[str, str] = field(default_factory=dict)
+    """Tokenizer attribute -> special token (``extra_special_tokens``): what a processor reads
+    from the tokenizer, as Gemma 3's reads ``tokenizer.boi_token``."""
 
 
 @dataclass(frozen=True)
@@ -83,9 +86,12 @@ class ReplicaSpec:
         for role in ("bos", "eos", "unk", "pad"):
             if tok.get(role) not in named:
                 problems.append(f"tokenizer.{role} is not one of tokenizer.special")
-        for attribute, token in tok.get("ids", {}).items():
-            if token not in named:
-                problems.append(f"tokenizer.ids.{attribute} names {token!r}, not a special token")
+        for table in ("ids", "named"):
+            for attribute, token in tok.get(table, {}).items():
+                if token not in named:
+                    problems.append(
+                        f"tokenizer.{table}.{attribute} names {token!r}, not a special token"
+                    )
         for number, when in enumerate(data.get("serve_when", ()), 1):
             if not isinstance(when, dict) or not isinstance(when.get("release_has"), str):
                 problems.append(f"serve_when #{number} names no release_has file")
@@ -108,6 +114,7 @@ class ReplicaSpec:
                 unk=tok["unk"],
                 pad=tok["pad"],
                 ids=dict(tok.get("ids", {})),
+                named=dict(tok.get("named", {})),
             ),
             target=data["target"],
             preprocessor=data.get("preprocessor", {}),

@@ -73,6 +73,8 @@ def tokenizer_files(spec: TokenizerSpec, vocab_size: int, chat_template: str) ->
         "add_bos_token": False,
         "clean_up_tokenization_spaces": False,
     }
+    if spec.named:
+        config["extra_special_tokens"] = dict(spec.named)
     if chat_template:
         config["chat_template"] = chat_template
     return {
