@@ -25,6 +25,9 @@ class TokenizerSpec:
     pad: str
     ids: dict[str, str]
     """config.json attribute -> the special token whose id it holds."""
+    words: tuple[str, ...] = ()
+    """Ordinary tokens of more than one character, looked up by a model's vLLM code in the
+    vocabulary (Gemma 3's processor reads ``vocab["\\n\\n"]``); the encoder never makes them."""
     named: dict[str, str] = field(default_factory=dict)
     """Tokenizer attribute -> special token (``extra_special_tokens``): what a processor reads
     from the tokenizer, as Gemma 3's reads ``tokenizer.boi_token``."""
@@ -115,6 +118,7 @@ class ReplicaSpec:
                 pad=tok["pad"],
                 ids=dict(tok.get("ids", {})),
                 named=dict(tok.get("named", {})),
+                words=tuple(tok.get("words", ())),
             ),
             target=data["target"],
             preprocessor=data.get("preprocessor", {}),
