@@ -76,7 +76,7 @@ from patcher.serving.load import DEFAULT_PROMPTS, Load, percentile, read_prompts
 from patcher.serving.preflight import preflight
 from patcher.serving.report import BenchReport
 from patcher.serving.setup import VLLM_SERVE, ServeSetup, Timeouts
-from patcher.serving.venv import ServingVenv, check_platform, serving_venv
+from patcher.serving.venv import TORCHVISION_NOTE, ServingVenv, check_platform, serving_venv
 from patcher.sources.wheel import WheelSource
 from patcher.terminal import (
     Console,
@@ -264,14 +264,10 @@ def serve_bench_cpu(args: argparse.Namespace) -> int:
     if base.applied:
         notes.append(base.note)
     served = base.wheel()
-    progress(f"preparing the serving venv for {served.name}")
-    official = serving_venv(served)
-    progress(f"venv {'built' if official.created else 'found'} in {official.seconds:.0f} s")
-    notes.append(f"torch: {official.torch.describe()}")
     env: dict[str, str] = {}
     extra: tuple[str, ...] = ()
     speculative: dict[str, object] = {}
-    images = False
+    images = torchvision = False
     if args.model:
         model, drafter = args.model, args.drafter
         load_format = load_format_for(model, drafter)
@@ -292,12 +288,19 @@ def serve_bench_cpu(args: argparse.Namespace) -> int:
         env, extra = dict(manifest["env"]), tuple(manifest["serve_args"])
         speculative = dict(manifest.get("speculative", {}))
         images = bool(manifest.get("images"))
+        torchvision = bool(manifest.get("torchvision"))
         notes += [
             f"served a replica of {manifest['architecture']} ({manifest['drafter_kind']} "
             f"drafter) written by patcher replica",
             RANDOM_WEIGHTS_NOTE,
             *manifest["notes"],
         ]
+    progress(f"preparing the serving venv for {served.name}")
+    official = serving_venv(served, torchvision)
+    progress(f"venv {'built' if official.created else 'found'} in {official.seconds:.0f} s")
+    notes.append(f"torch: {official.torch.describe()}")
+    if torchvision:
+        notes.append(TORCHVISION_NOTE)
     plans = [RunPlan(BASELINE_LABEL, official, False, tensor_parallel_size=1)]
     patched_file = args.patched_wheel or built
     for link, file in zip(links, chain_files, strict=True):
@@ -305,7 +308,7 @@ def serve_bench_cpu(args: argparse.Namespace) -> int:
         plans.append(RunPlan(link.label, chain_venv(file, official), True, may_fail=True))
     if patched_file is not None:
         progress(f"preparing the serving venv for {patched_file.name}")
-        patched = serving_venv(patched_file)
+        patched = serving_venv(patched_file, torchvision)
         progress(f"venv {'built' if patched.created else 'found'} in {patched.seconds:.0f} s")
         plans += [
             RunPlan(OFFICIAL_LABEL, official, True, may_fail=True),
@@ -361,7 +364,7 @@ def chain_venv(wheel: Path, official: ServingVenv) -> ServingVenv:
     if wheel == official.wheel:
         return official
     progress(f"preparing the serving venv for {wheel.name}")
-    venv = serving_venv(wheel)
+    venv = serving_venv(wheel, official.torchvision)
     progress(f"venv {'built' if venv.created else 'found'} in {venv.seconds:.0f} s")
     return venv
 
@@ -417,7 +420,7 @@ def trained_serving(args: argparse.Namespace, proof: str) -> TrainedServing:
     replica = replica_to_train(architecture, args.drafter_kind, release_files(wheel))
     recipe = recipe_for(replica, args.num_speculative_tokens, args.train_budget)
     progress(f"preparing the serving venv for {built.name}")
-    venv = serving_venv(built)
+    venv = serving_venv(built, replica.torchvision)
     progress(f"venv {'built' if venv.created else 'found'} in {venv.seconds:.0f} s")
     notes = (
         f"served {built.name}, built by build-wheel from {wheel.name} with {patchset.name}",

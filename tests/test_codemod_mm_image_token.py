@@ -113,14 +113,14 @@ def test_no_fallback_is_not_needed():
     assert_codemod(MmImageToken, {PATH: before}, UNCHANGED, Status.NOT_NEEDED)
 
 
-def test_unconditional_fallback_fails_with_the_candidate():
+def test_unconditional_fallback_is_unsupported_with_the_candidate():
     before = """
     def load_model(self, target_model):
         if supports_multimodal(target_model):
             self.model.config.image_token_index = (
                 target_model.config.image_token_index)
     """
-    outcome = assert_codemod(MmImageToken, {PATH: before}, UNCHANGED, Status.FAILED)
+    outcome = assert_codemod(MmImageToken, {PATH: before}, UNCHANGED, Status.UNSUPPORTED)
     assert f"{PATH}:2 `if supports_multimodal(target_model):`" in outcome.detail
 
 

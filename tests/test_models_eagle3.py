@@ -1,5 +1,5 @@
-"""The backbone patchsets (GLM-4 MoE, GLM-4.7-Flash, Gemma 3 and its multimodal wrapper,
-ERNIE 4.5 MoE, Step-3, Mixtral, Qwen2-MoE) against real releases."""
+"""The backbone patchsets (GLM-4 MoE and GLM-4.5V's wrapper, GLM-4.7-Flash, Gemma 3 and its
+multimodal wrapper, ERNIE 4.5 MoE, Step-3, Mixtral, Qwen2-MoE) against real releases."""
 
 from __future__ import annotations
 
@@ -24,9 +24,11 @@ BACKBONES = {
     "mixtral-eagle3": ("mixtral.py", "MixtralForCausalLM", "MixtralModel"),
     "qwen2-moe-eagle3": ("qwen2_moe.py", "Qwen2MoeForCausalLM", "Qwen2MoeModel"),
     "glm4-moe-lite-eagle3": ("glm4_moe_lite.py", "Glm4MoeLiteForCausalLM", "Glm4MoeLiteModel"),
+    "glm4v-moe-eagle3": ("glm4_moe.py", "Glm4MoeForCausalLM", "Glm4MoeModel"),
 }
-FIRST_RELEASE = {"glm4-moe-lite-eagle3": "0.15.0"}
-"""Backbone classes younger than SupportsEagle3 (0.10.1): GLM-4.7-Flash's came in 0.15.0."""
+FIRST_RELEASE = {"glm4-moe-lite-eagle3": "0.15.0", "glm4v-moe-eagle3": "0.11.1"}
+"""Where a patchset starts after SupportsEagle3 (0.10.1): GLM-4.7-Flash's class came in 0.15.0;
+GLM-4.5V's image token needs the proposer's chain of architectures, there from 0.11.1."""
 RELEASES = ["0.10.1", "0.15.0", "0.17.1", "0.18.0", "0.25.0", "0.33.0"]
 WHITELISTED_BY_SUBSTRING = {"qwen2-moe-eagle3"}
 """Model types the whitelist of releases before 0.22.0 already accepts: "qwen" is on it."""
@@ -170,6 +172,61 @@ def test_gemma3_mm_image_token_branch_needs_no_patch(release, version):
     assert len(branch) == 2
     assert branch[1].lstrip().startswith("target_model.config.image_token_index")
     assert "Gemma3ForConditionalGeneration" not in text  # on none of the branch's named lists
+
+
+@pytest.mark.parametrize(
+    ("version", "methods"),
+    [
+        ("0.17.1", "        self.language_model.set_aux_hidden_state_layers(layers)\n"),
+        ("0.32.0", None),
+        ("0.33.0", None),
+    ],
+)
+@pytest.mark.network
+def test_glm4v_moe_gives_the_wrapper_the_interface_the_release_way(release, version, methods):
+    """GLM-4.5V's class subclasses GLM-4.1V's; only the MoE one gets the interface."""
+    result = run_patchset(patchsets.load("glm4v-moe-eagle3"), release(version))
+    assert result.verdict == "needs-patch" and not result.drift, result.outcomes
+    wrapper = result.changed[f"{MODELS}/glm4_1v.py"]
+    head = wrapper.split("class Glm4vMoeForConditionalGeneration(", 1)[1].split("):", 1)[0]
+    assert head.rstrip().endswith("SupportsEagle3")
+    dense = wrapper.split("class Glm4vForConditionalGeneration(", 1)[1].split("):", 1)[0]
+    assert "SupportsEagle3" not in dense
+    assert (methods in wrapper) if methods else "def set_aux_hidden_state_layers" not in wrapper
+
+
+PROPOSERS = ("eagle", "llm_base_proposer")
+
+
+@pytest.mark.parametrize("version", ["0.11.1", "0.17.1", "0.32.0", "0.33.0"])
+@pytest.mark.network
+def test_glm4v_moe_image_token_branch_is_patched_to_image_token_id(release, version):
+    """The proposer's fallback reads ``config.image_token_index``, which GLM-4.5V's config has
+    not (transformers' Glm4vMoeConfig names it image_token_id): the patch names the class."""
+    source = release(version)
+    files = {
+        f"vllm/v1/spec_decode/{name}.py": source.read(f"vllm/v1/spec_decode/{name}.py")
+        for name in PROPOSERS
+    }
+    text = "".join((data or b"").decode() for data in files.values())
+    assert "Glm4vMoeForConditionalGeneration" not in text  # on none of the branch's lists
+    result = run_patchset(patchsets.load("glm4v-moe-eagle3"), source)
+    assert result.outcomes["mm-image-token"].status is Status.APPLIED
+    (path,) = [path for path in files if path in result.changed]
+    branch = result.changed[path].split('== "Glm4vMoeForConditionalGeneration":', 1)[1]
+    assigned = branch.split("else:", 1)[0].split("elif", 1)[0]
+    assert "self.model.config.image_token_index = (" in assigned
+    assert "target_model.config.image_token_id" in assigned
+
+
+@pytest.mark.parametrize("version", ["0.10.1", "0.11.0"])
+@pytest.mark.network
+def test_glm4v_moe_is_unsupported_where_the_proposer_has_no_chain(release, version):
+    result = run_patchset(patchsets.load("glm4v-moe-eagle3"), release(version))
+    assert result.verdict == "unsupported" and not result.drift, result.outcomes
+    outcome = result.outcomes["mm-image-token"]
+    assert outcome.status is Status.UNSUPPORTED
+    assert "no architecture chain to extend" in outcome.detail
 
 
 @pytest.mark.parametrize(

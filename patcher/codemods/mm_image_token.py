@@ -15,7 +15,7 @@ import libcst.matchers as m
 
 from patcher.codemods import signatures
 from patcher.codemods._cst import describe, find_compound
-from patcher.codemods.base import FileCodemod, Outcome, ShapeError, Tree, summarize
+from patcher.codemods.base import FileCodemod, Outcome, ShapeError, Status, Tree, summarize
 
 SUPPORTS_MULTIMODAL = m.If(test=m.Call(func=m.Name("supports_multimodal")))
 READS_IMAGE_TOKEN_INDEX = m.Assign(
@@ -104,10 +104,14 @@ class MmImageToken(FileCodemod):
             if not chains:
                 for branch in branches:
                     if fallback_assign(branch.body) is not None:
-                        raise ShapeError(
+                        # The chain is what the patch extends: without it the release reads
+                        # image_token_index for every multimodal target, so it lacks what the
+                        # patch builds on (unsupported), not a shape to learn (failed).
+                        return Outcome(
+                            Status.UNSUPPORTED,
                             f"{path}: the multimodal branch reads image_token_index with no "
                             f"architecture chain to extend; nearest candidate: "
-                            f"{describe(module, path, branch)}"
+                            f"{describe(module, path, branch)}",
                         )
                 continue
             for chain in chains:

@@ -45,6 +45,8 @@ class Replica:
     notes: tuple[str, ...]
     images: bool = False
     """The server takes an image per request: a serving run sends one."""
+    torchvision: bool = False
+    """The serving venv needs torchvision's Python half (``ReplicaSpec.torchvision``)."""
 
     def manifest(self) -> dict[str, Any]:
         """What ``patcher serve-bench --device cpu`` reads back from the replica's folder."""
@@ -58,6 +60,7 @@ class Replica:
             "env": self.env,
             "notes": list(self.notes),
             "images": self.images,
+            "torchvision": self.torchvision,
         }
 
 
@@ -194,6 +197,7 @@ def generate(
         env=dict(spec.drafter_env.get(kind, {})),
         notes=(REMOTE_NOTE.format(spec.architecture),) if remote else (),
         images=spec.images,
+        torchvision=spec.torchvision,
     )
 
 

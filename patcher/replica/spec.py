@@ -25,6 +25,12 @@ class TokenizerSpec:
     pad: str
     ids: dict[str, str]
     """config.json attribute -> the special token whose id it holds."""
+    words: tuple[str, ...] = ()
+    """Ordinary tokens of more than one character, looked up by a model's vLLM code in the
+    vocabulary (Gemma 3's processor reads ``vocab["\\n\\n"]``); the encoder never makes them."""
+    named: dict[str, str] = field(default_factory=dict)
+    """Tokenizer attribute -> special token (``extra_special_tokens``): what a processor reads
+    from the tokenizer, as Gemma 3's reads ``tokenizer.boi_token``."""
 
 
 @dataclass(frozen=True)
@@ -53,6 +59,9 @@ class ReplicaSpec:
     ``patcher/replica/remote_code``), its ``auto_map`` and the ``config`` keys it goes with."""
     images: bool = False
     """Its server takes an image a request (``serve_args`` allow one): a serving run sends one."""
+    torchvision: bool = False
+    """Its vLLM module imports transformers' torchvision-backed image processor, so the serving
+    venv gets torchvision's Python half (``patcher.serving.venv``)."""
     serve_when: tuple[dict[str, Any], ...] = ()
     """More ``serve_args`` and ``--speculative-config`` keys (``speculative``) for a release that
     has the file ``release_has``."""
@@ -80,9 +89,12 @@ class ReplicaSpec:
         for role in ("bos", "eos", "unk", "pad"):
             if tok.get(role) not in named:
                 problems.append(f"tokenizer.{role} is not one of tokenizer.special")
-        for attribute, token in tok.get("ids", {}).items():
-            if token not in named:
-                problems.append(f"tokenizer.ids.{attribute} names {token!r}, not a special token")
+        for table in ("ids", "named"):
+            for attribute, token in tok.get(table, {}).items():
+                if token not in named:
+                    problems.append(
+                        f"tokenizer.{table}.{attribute} names {token!r}, not a special token"
+                    )
         for number, when in enumerate(data.get("serve_when", ()), 1):
             if not isinstance(when, dict) or not isinstance(when.get("release_has"), str):
                 problems.append(f"serve_when #{number} names no release_has file")
@@ -105,6 +117,8 @@ class ReplicaSpec:
                 unk=tok["unk"],
                 pad=tok["pad"],
                 ids=dict(tok.get("ids", {})),
+                named=dict(tok.get("named", {})),
+                words=tuple(tok.get("words", ())),
             ),
             target=data["target"],
             preprocessor=data.get("preprocessor", {}),
@@ -116,6 +130,7 @@ class ReplicaSpec:
             remote_processor=data.get("remote_processor", {}),
             serve_when=tuple(data.get("serve_when", ())),
             images=bool(data.get("images", False)),
+            torchvision=bool(data.get("torchvision", False)),
             backbone=dict(data.get("backbone", {})),
         )
 

@@ -17,8 +17,9 @@ CHARACTERS = ["\n", "\t", *(chr(code) for code in range(32, 127))]
 
 
 def vocabulary(spec: TokenizerSpec, vocab_size: int) -> list[str]:
-    """The tokens by id: the special ones, the characters, then filler up to ``vocab_size``."""
-    tokens = [*spec.special, *CHARACTERS]
+    """The tokens by id: the special ones, the characters, the words, then filler up to
+    ``vocab_size``."""
+    tokens = [*spec.special, *CHARACTERS, *spec.words]
     if vocab_size < len(tokens):
         raise PatcherError(f"a vocabulary of {vocab_size} cannot hold {len(tokens)} base tokens")
     return tokens + [f"<|t{index}|>" for index in range(len(tokens), vocab_size)]
@@ -73,6 +74,8 @@ def tokenizer_files(spec: TokenizerSpec, vocab_size: int, chat_template: str) ->
         "add_bos_token": False,
         "clean_up_tokenization_spaces": False,
     }
+    if spec.named:
+        config["extra_special_tokens"] = dict(spec.named)
     if chat_template:
         config["chat_template"] = chat_template
     return {
