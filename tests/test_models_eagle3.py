@@ -138,6 +138,19 @@ def test_glm4_moe_lite_the_target_counts_as_mla_without_a_patch(release, version
     assert "hidden_states, residual = layer(positions, hidden_states, residual)" in loop
 
 
+def wrapper_patched(source, patchset: str, module: str, wrapper: str, methods: str | None):
+    """Run a wrapper patchset on a release; check the wrapper class ends with the interface and
+    carries the hand-on methods where the release needs them (``methods``), else none; return the
+    result and the patched module's text."""
+    result = run_patchset(patchsets.load(patchset), source)
+    assert result.verdict == "needs-patch" and not result.drift, result.outcomes
+    text = result.changed[f"{MODELS}/{module}.py"]
+    head = text.split(f"class {wrapper}(", 1)[1].split("):", 1)[0]
+    assert head.rstrip().endswith("SupportsEagle3")
+    assert (methods in text) if methods else "def set_aux_hidden_state_layers" not in text
+    return result, text
+
+
 @pytest.mark.parametrize(
     ("version", "methods"),
     [
@@ -148,12 +161,9 @@ def test_glm4_moe_lite_the_target_counts_as_mla_without_a_patch(release, version
 )
 @pytest.mark.network
 def test_gemma3_mm_gives_the_wrapper_the_interface_the_release_way(release, version, methods):
-    result = run_patchset(patchsets.load("gemma3-mm-eagle3"), release(version))
-    assert result.verdict == "needs-patch" and not result.drift, result.outcomes
-    wrapper = result.changed[f"{MODELS}/gemma3_mm.py"]
-    head = wrapper.split("class Gemma3ForConditionalGeneration(", 1)[1].split("):", 1)[0]
-    assert head.rstrip().endswith("SupportsEagle3")
-    assert (methods in wrapper) if methods else "def set_aux_hidden_state_layers" not in wrapper
+    result, _ = wrapper_patched(
+        release(version), "gemma3-mm-eagle3", "gemma3_mm", "Gemma3ForConditionalGeneration", methods
+    )
     assert "Gemma3ForConditionalGeneration subclasses SupportsEagle3" in (
         result.outcomes["eagle3-backbone"].detail
     )
@@ -185,14 +195,11 @@ def test_gemma3_mm_image_token_branch_needs_no_patch(release, version):
 @pytest.mark.network
 def test_glm4v_moe_gives_the_wrapper_the_interface_the_release_way(release, version, methods):
     """GLM-4.5V's class subclasses GLM-4.1V's; only the MoE one gets the interface."""
-    result = run_patchset(patchsets.load("glm4v-moe-eagle3"), release(version))
-    assert result.verdict == "needs-patch" and not result.drift, result.outcomes
-    wrapper = result.changed[f"{MODELS}/glm4_1v.py"]
-    head = wrapper.split("class Glm4vMoeForConditionalGeneration(", 1)[1].split("):", 1)[0]
-    assert head.rstrip().endswith("SupportsEagle3")
+    _, wrapper = wrapper_patched(
+        release(version), "glm4v-moe-eagle3", "glm4_1v", "Glm4vMoeForConditionalGeneration", methods
+    )
     dense = wrapper.split("class Glm4vForConditionalGeneration(", 1)[1].split("):", 1)[0]
     assert "SupportsEagle3" not in dense
-    assert (methods in wrapper) if methods else "def set_aux_hidden_state_layers" not in wrapper
 
 
 PROPOSERS = ("eagle", "llm_base_proposer")
