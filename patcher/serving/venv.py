@@ -88,9 +88,10 @@ def requirements(wheel: Path, torchvision: bool = False) -> tuple[Requirement, l
     """The torch pin and the other requirements, less the CUDA-only companions of torch."""
     torch = None
     others = []
+    skipped = left_out(torchvision)
     for req in runtime_requirements(read_metadata(wheel)):
         name = canonicalize_name(req.name)
-        if name in left_out(torchvision):
+        if name in skipped:
             continue
         req.marker = None  # evaluated already; pip would evaluate it again
         if name == "torch":
