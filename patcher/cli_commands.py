@@ -379,18 +379,18 @@ def apply_locked(args: argparse.Namespace, installation: Installation) -> int:
         return 0
     result = run_patchset(patchset, InstalledSource(installation))
     refuse_to_apply(result, args.allow_drift)
-    if not result.changed:
-        message = f"nothing to patch in {installation.description}: {why_unchanged(result)}"
-        if args.require_patch:
-            raise PatcherError(f"{message} (--require-patch)")
-        say(message)
-    else:
+    if result.changed:
         with step(f"patching {installation.description}"):
             provenance = site_packages.apply(installation, result)
         say(
             f"patched {len(provenance.files)} file(s) of {installation.description}; RECORD "
             f"updated, originals and provenance in {installation.root / installation.info}"
         )
+        return 0
+    message = f"nothing to patch in {installation.description}: {why_unchanged(result)}"
+    if args.require_patch:
+        raise PatcherError(f"{message} (--require-patch)")
+    say(message)
     return 0
 
 

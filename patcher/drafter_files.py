@@ -42,8 +42,11 @@ def read_config(folder: Path, what: str) -> dict[str, Any]:
     return data
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Tensor:
+    """One tensor as a safetensors header declares it; three of its fields are strings, so it
+    is built by name."""
+
     name: str
     dtype: str
     shape: tuple[int, ...]
@@ -86,7 +89,9 @@ def read_header(path: Path) -> dict[str, Tensor]:
             and len(entry["data_offsets"]) == 2
         ):
             raise PatcherError(f"{path}: unreadable safetensors header (tensor {name!r})")
-        tensors[name] = Tensor(name, entry["dtype"], tuple(entry["shape"]), path.name)
+        tensors[name] = Tensor(
+            name=name, dtype=entry["dtype"], shape=tuple(entry["shape"]), file=path.name
+        )
     return tensors
 
 

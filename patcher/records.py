@@ -1,8 +1,9 @@
 """RECORD, the list of a distribution's files with their hashes and sizes: one model of it.
 
-A wheel's RECORD is checked member by member before anything is copied (``outputs.record``), an
-installed one is read for the files of vLLM (``sources.installation``) and rewritten a row at a
-time (``outputs.site_packages``); all of them read rows here. As in pypa/installer's ``records.py``,
+A wheel's members are verified against its RECORD before anything is copied
+(``outputs.verified_members``), an installed RECORD is read for the files of vLLM
+(``sources.installation``) and rewritten a row at a time (``outputs.site_packages``); all of them
+read rows here. As in pypa/installer's ``records.py``,
 a row's hash is parsed when the row is read, and a RECORD with rows that are not rows is refused
 with every such row named at once.
 """

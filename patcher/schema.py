@@ -36,7 +36,9 @@ def _table(cls: type[T], value: object, where: str, problems: list[str]) -> T:
     if not isinstance(value, dict):
         problems.append(f"{where or 'the file'}: expected a table, got {_got(value)}")
         raise Invalid
-    fields = {f.metadata.get("key", f.name): f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    # In the order the class takes them: a base's keyword-only fields after the class's own.
+    ordered = sorted(dataclasses.fields(cls), key=lambda f: f.kw_only is True)  # type: ignore[arg-type]
+    fields = {f.metadata.get("key", f.name): f for f in ordered}
     hints = typing.get_type_hints(cls)
     valid = True
     for key in value:

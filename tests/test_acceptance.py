@@ -13,6 +13,7 @@ import random
 from pathlib import Path
 
 import pytest
+from serving_helpers import server_run
 
 from patcher.acceptance import train
 from patcher.acceptance.proof import BASELINE, CONTROL, TRAINED, check_fit, judge
@@ -22,7 +23,7 @@ from patcher.acceptance.trained import HASHES, RESULT, entry_key, file_hashes, v
 from patcher.errors import PatcherError
 from patcher.replica.build import generate
 from patcher.serving.cpu import CpuReport, CpuSetup, RunPlan, RunResult, compilation_mode
-from patcher.serving.load import Load, ServerRun
+from patcher.serving.load import Load
 from patcher.serving.metrics import SpecDecodeCounters
 from patcher.serving.venv import ServingVenv
 from patcher.torches import LOCAL_DISK, TorchChoice
@@ -34,7 +35,7 @@ TRAINING = {"drafter": {"held_out_top1": [0.93, 0.92, 0.91]}}
 
 def run(label: str, accepted: float = 0.0, drafts: float = 40, same: int = 6) -> RunResult:
     """A served run: ``accepted`` tokens over ``drafts`` drafts of 3, greedy ``same`` of 6."""
-    served = ServerRun(1.0, 1.0, (24,) * 6, (0.1,) * 6, ("x",) * 6)
+    served = server_run(6, 24)
     speculative = label != BASELINE
     spec = SpecDecodeCounters(drafts, 3 * drafts, accepted) if speculative else None
     plan = RunPlan(label, VENV, speculative)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import patcher
 from patcher import distributions, proofs
-from patcher.outputs import record, wheel
+from patcher.outputs import verified_members, wheel
 
 PACKAGE = Path(patcher.__file__).parent
 
@@ -26,10 +26,12 @@ def test_one_word_per_meaning():
     """A package name is validated, a wheel's members verified, a proof kept: the word check
     is left to the CPU probes (``checks.CHECKS``)."""
     assert not hasattr(distributions, "check")
-    assert not hasattr(record, "check_source")
+    assert not hasattr(verified_members, "check_source")
     assert not hasattr(proofs, "record")
     assert not hasattr(wheel, "check_wheel")  # the repacked wheel is verified: verify_repacked
-    assert not hasattr(record, "MemberCheck")  # a member verified as it streams: MemberVerifier
+    assert not hasattr(
+        verified_members, "MemberCheck"
+    )  # a member verified as it streams: MemberVerifier
 
 
 def test_proof_kinds_read_as_the_folders_they_are_stored_in():

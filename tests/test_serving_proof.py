@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from serving_helpers import server_run
 
 from patcher.serving.cpu import (
     BASELINE_LABEL,
@@ -18,7 +19,7 @@ from patcher.serving.cpu import (
     RunPlan,
     RunResult,
 )
-from patcher.serving.load import Load, ServerRun
+from patcher.serving.load import Load
 from patcher.serving.metrics import SpecDecodeCounters
 from patcher.serving.venv import ServingVenv
 from patcher.torches import LOCAL_DISK, TorchChoice
@@ -33,7 +34,7 @@ def venv(name: str) -> ServingVenv:
 
 
 def served(label: str, drafts: float = 0, same: int | None = None) -> RunResult:
-    run = ServerRun(1.0, 1.0, (4,) * 8, (0.1,) * 8, ("x",) * 8)
+    run = server_run(8, 4)
     spec = SpecDecodeCounters(drafts, 3 * drafts, 0) if label != BASELINE_LABEL else None
     identical = None if same is None else (same, 8)
     plan = RunPlan(label, venv(label), label != BASELINE_LABEL, label == OFFICIAL_LABEL)

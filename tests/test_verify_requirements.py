@@ -149,6 +149,23 @@ def test_every_left_out_entry_says_why():
     assert all(entry.why and entry.imports for entry in requirements.GPU_STACK)
 
 
+def test_the_gpu_stack_file_names_every_problem_at_once():
+    text = '[[left_out]]\npattern = "x-*"\nimports = "x"\n\n[[left_out]]\nwhy = "y"\nnever = 1\n'
+    with pytest.raises(PatcherError) as raised:
+        requirements.read_gpu_stack(text)
+    message = str(raised.value)
+    assert message.startswith("gpu_stack.toml: ") and "\n" not in message
+    for problem in (
+        "left_out[0].imports: expected",
+        "left_out[0].why: missing",
+        "left_out[1].pattern: missing",
+        "left_out[1].never: expected",
+    ):
+        assert problem in message
+    with pytest.raises(PatcherError, match=r"gpu_stack\.toml: not TOML"):
+        requirements.read_gpu_stack("[[left_out]\n")
+
+
 def test_python_outside_requires_python_is_refused(tmp_path):
     metadata = read_metadata(fake_wheel(tmp_path, requires_python=">=3.12"))
     with pytest.raises(PatcherError, match=r"needs Python >=3\.12, this is 3\.11"):

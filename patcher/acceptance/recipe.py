@@ -19,6 +19,7 @@ class Pretrain:
     steps: int = 1500
     batch: int = 8
     length: int = 64
+    """Tokens in each training sequence: phrases joined until it is full."""
     lr: float = 2e-3
 
 
@@ -28,18 +29,24 @@ class Data:
 
     continuations: int = 2000
     batch: int = 100
+    """Prompts transformers continues at once; the training set's size is ``continuations``."""
     prompt_tokens: int = 16
     new_tokens: int = 32
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class DrafterTraining:
+    """The drafter's AdamW steps on the target's states for the continuations, computed once
+    beforehand; built by name (``DrafterTraining(unroll=...)``), as its five numbers would
+    pass in any order."""
+
     steps: int = 600
     batch: int = 32
     lr: float = 1e-3
     unroll: int = 3
     """Draft steps trained together: vLLM proposes ``num_speculative_tokens`` of them."""
     held_out: float = 0.1
+    """The share of continuations kept out of training, for the held-out top-1 in the report."""
 
 
 @dataclass(frozen=True)

@@ -48,18 +48,15 @@ class FileOptions:
     files: tuple[str, ...] | None = None  # globs replacing the candidates, if a release moved them
 
 
-@dataclass(frozen=True)
-class InterfaceOptions:
-    """Where the text model and its multimodal wrapper are, and which attribute holds what."""
+@dataclass(frozen=True, kw_only=True)
+class WrapperOptions:
+    """The multimodal wrapper, if the served class is one: it holds the causal-LM class as
+    ``self.<wrapper_attribute>`` and takes the interface too. Both interface codemods read it,
+    so a wrapper is named the same way in every patchset."""
 
-    text_module: str = field(metadata={"parse": module_path})
-    text_class: str = field(metadata={"parse": python_name})
-    backbone_class: str = field(metadata={"parse": python_name})
-    backbone_attribute: str = field(default="model", metadata={"parse": python_name})
     wrapper_module: str | None = field(default=None, metadata={"parse": module_path})
     wrapper_class: str | None = field(default=None, metadata={"parse": python_name})
     wrapper_attribute: str = field(default="language_model", metadata={"parse": python_name})
-    interfaces_module: str = field(default=INTERFACES_MODULE, metadata={"parse": module_path})
 
     def __post_init__(self) -> None:
         if (self.wrapper_module is None) != (self.wrapper_class is None):
@@ -67,7 +64,18 @@ class InterfaceOptions:
 
 
 @dataclass(frozen=True)
-class BackboneOptions:
+class InterfaceOptions(WrapperOptions):
+    """Where the text model and its multimodal wrapper are, and which attribute holds what."""
+
+    text_module: str = field(metadata={"parse": module_path})
+    text_class: str = field(metadata={"parse": python_name})
+    backbone_class: str = field(metadata={"parse": python_name})
+    backbone_attribute: str = field(default="model", metadata={"parse": python_name})
+    interfaces_module: str = field(default=INTERFACES_MODULE, metadata={"parse": module_path})
+
+
+@dataclass(frozen=True)
+class BackboneOptions(WrapperOptions):
     """Where the model is: its module, causal-LM class, backbone class, and the attribute of the
     causal-LM class holding the backbone; optionally the multimodal wrapper that holds the
     causal-LM class as ``self.<wrapper_attribute>``."""
@@ -76,10 +84,3 @@ class BackboneOptions:
     causal_lm: str = field(metadata={"parse": python_name})
     backbone: str = field(metadata={"parse": python_name})
     attribute: str = field(default="model", metadata={"parse": python_name})
-    wrapper_module: str | None = field(default=None, metadata={"parse": module_path})
-    wrapper_class: str | None = field(default=None, metadata={"parse": python_name})
-    wrapper_attribute: str = field(default="language_model", metadata={"parse": python_name})
-
-    def __post_init__(self) -> None:
-        if (self.wrapper_module is None) != (self.wrapper_class is None):
-            raise ValueError("wrapper_module and wrapper_class go together: give both or neither")

@@ -5,7 +5,8 @@ descriptor), so their content, CRC and compression stay byte-identical; their ce
 directory records are reused with only the offset changed. The dist-info folder is renamed to
 the new version, METADATA and RECORD are rewritten, and a provenance file is added. The official
 wheel is read once, front to back: the same bytes are hashed (its sha256, where the caller has
-none), verified member by member against its RECORD (``outputs.record``) and copied.
+none), verified member by member against its RECORD (``outputs.verified_members``) and
+copied.
 """
 
 from __future__ import annotations
@@ -31,7 +32,8 @@ from patcher import __version__
 from patcher.cache import create_new, name_beside, remove_stale
 from patcher.errors import PatcherError
 from patcher.outputs.named import check_folder
-from patcher.outputs.record import (
+from patcher.outputs.transaction import make_parents
+from patcher.outputs.verified_members import (
     MemberVerifier,
     hashed_before,
     read_member,
@@ -39,7 +41,6 @@ from patcher.outputs.record import (
     remember_members_verified,
     verified_before,
 )
-from patcher.outputs.transaction import make_parents
 from patcher.progress import step
 from patcher.records import PROVENANCE, Hash, RecordRow, read_record
 from patcher.result import PatchResult

@@ -256,11 +256,7 @@ class ServedProof:
     """vLLM's own words for why the official wheel would not serve, or None if it served."""
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "passed": self.passed,
-            "problems": list(self.problems),
-            "official_refused": self.official_refused,
-        }
+        return dataclasses.asdict(self)
 
 
 @dataclass(frozen=True)

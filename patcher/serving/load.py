@@ -65,9 +65,10 @@ class Load:
         }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ServerRun:
-    """One server's measurements under the load."""
+    """One server's measurements under the load; built by name, as its two times and four
+    per-request tuples would pass unnoticed in the wrong order."""
 
     startup_seconds: float
     wall_seconds: float

@@ -1,9 +1,10 @@
 """What goes into a verify venv: the wheel's own requirements, less the GPU stack.
 
-This module is the ONE place that lists what is left out. vLLM's METADATA pins a CUDA
-torch and a set of GPU kernels and runtimes; none of them is needed to run the
-configuration and model-code paths that the checks exercise, and several would pull
-gigabytes of CUDA libraries or fail to install on a machine without a GPU.
+This module is the ONE place that decides what is left out; the families it leaves out are
+data beside it (``gpu_stack.toml``). vLLM's METADATA pins a CUDA torch and a set of GPU kernels
+and runtimes; none of them is needed to run the configuration and model-code paths that the
+checks exercise, and several would pull gigabytes of CUDA libraries or fail to install on a
+machine without a GPU.
 
 The decision is made per release, not from a fixed list alone: a package in
 ``GPU_STACK`` that is not ``never`` is still installed when the release imports it
@@ -19,10 +20,12 @@ import email.parser
 import email.policy
 import fnmatch
 import sys
+import tomllib
 import zipfile
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from email.message import Message
+from importlib import resources
 from pathlib import Path, PurePosixPath
 
 from packaging.requirements import InvalidRequirement, Requirement
@@ -30,6 +33,7 @@ from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
+from patcher import schema
 from patcher.errors import PatcherError
 from patcher.pipconfig import pip_sources
 from patcher.torches import choose_torch
@@ -56,31 +60,30 @@ class LeftOut:
     """Left out even when imported: replaced by the CPU torch, or CUDA-only binaries."""
 
 
-GPU_STACK: tuple[LeftOut, ...] = (
-    LeftOut("torch", ("torch",), "replaced by a CPU build (the pin, if it is one)", never=True),
-    LeftOut("torchvision", ("torchvision",), "pinned to the CUDA torch", never=True),
-    LeftOut("torchaudio", ("torchaudio",), "pinned to the CUDA torch", never=True),
-    LeftOut("torchcodec", ("torchcodec",), "binary built against the CUDA torch", never=True),
-    LeftOut("nvidia-*", ("nvidia", "cutlass"), "CUDA runtime libraries", never=True),
-    LeftOut("cuda-*", ("cuda",), "CUDA Python bindings", never=True),
-    LeftOut("cupy*", ("cupy",), "CUDA arrays", never=True),
-    LeftOut("pynvvideocodec", ("PyNvVideoCodec",), "NVIDIA video codec", never=True),
-    LeftOut("triton", ("triton",), "GPU kernel compiler; vLLM falls back without it"),
-    LeftOut("flashinfer*", ("flashinfer",), "CUDA attention kernels"),
-    LeftOut("xformers", ("xformers",), "CUDA attention kernels"),
-    LeftOut("tilelang", ("tilelang",), "GPU kernel language"),
-    LeftOut("apache-tvm-ffi", ("tvm_ffi",), "runtime for GPU kernel languages"),
-    LeftOut("quack-kernels", ("quack",), "CUDA kernels"),
-    LeftOut("humming-kernels", ("humming",), "CUDA kernels"),
-    LeftOut("tokenspeed-mla", ("tokenspeed_mla",), "CUDA MLA kernels"),
-    LeftOut("deep-gemm", ("deep_gemm",), "CUDA GEMM kernels"),
-    LeftOut("deep-ep", ("deep_ep",), "CUDA expert-parallel kernels"),
-    LeftOut("nvtx", ("nvtx",), "NVIDIA profiling markers"),
-    LeftOut("fastsafetensors", ("fastsafetensors",), "GPU-direct weight loading"),
-    LeftOut("instanttensor", ("instanttensor",), "GPU weight loading"),
-    LeftOut("ray", ("ray",), "multi-node executor, not used by the checks"),
-    LeftOut("xgrammar", ("xgrammar",), "structured output; pulls triton on Linux"),
-)
+GPU_STACK_FILE = "gpu_stack.toml"
+"""The families left out, as data beside this module: a table each, read through ``LeftOut``."""
+
+
+@dataclass(frozen=True)
+class GpuStack:
+    left_out: tuple[LeftOut, ...]
+
+
+def read_gpu_stack(text: str) -> tuple[LeftOut, ...]:
+    """The families ``text`` (a ``GPU_STACK_FILE``) declares, every problem in it named at once:
+    the file ships in the wheel, so a bad edit fails the first import of this module."""
+    problems: list[str] = []
+    try:
+        stack = schema.read(GpuStack, tomllib.loads(text), "", problems)
+    except tomllib.TOMLDecodeError as error:
+        problems.append(f"not TOML ({error})")
+        stack = None
+    if stack is None:
+        raise PatcherError(f"{GPU_STACK_FILE}: " + "; ".join(problems))
+    return stack.left_out
+
+
+GPU_STACK = read_gpu_stack((resources.files("patcher.verify") / GPU_STACK_FILE).read_text("utf-8"))
 
 
 @dataclass(frozen=True)
