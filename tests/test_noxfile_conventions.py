@@ -160,7 +160,7 @@ def test_a_patchset_added_to_the_data_shows_up_as_its_sessions(tmp_path):
     ("session", "release"),
     [
         ("verify", "0.16.0"),
-        ("verify-mla", "0.33.0"),
+        ("verify-mla", "0.34.0"),
         ("barrier-chain", "0.16.0"),
         ("gpu-bench", "0.33.0"),
     ],

@@ -209,3 +209,18 @@ def test_a_proposer_whose_modules_import_no_pipeline_state_cannot_be_probed(monk
     monkeypatch.setitem(sys.modules, leaf.__name__, leaf)
     with pytest.raises(probe.ProbeError, match="no module of Proposer's classes imports"):
         probe._single_rank_for(leaf.Proposer)
+
+
+def test_a_release_without_a_checked_module_skips_and_a_broken_import_still_fails(
+    tmp_path, monkeypatch
+):
+    """vLLM 0.34.0 has no V1 GPU runner and so no ``vllm.v1.spec_decode.eagle``: the
+    multimodal-branch check does not apply there. A module that is there but cannot import what
+    it needs (0.34.0's model code without xgrammar) is a failure, not a skip."""
+    monkeypatch.setattr(probe, "_vllm_version", lambda: "0.34.0")  # no vLLM in the test venv
+    with pytest.raises(probe.Skip, match=r"0\.34\.0 has no patcher_absent_release\.eagle \(its"):
+        probe._release_module("patcher_absent_release.eagle", "its proposer")
+    (tmp_path / "present_but_broken.py").write_text("import patcher_absent_dependency\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(ModuleNotFoundError, match="patcher_absent_dependency"):
+        probe._release_module("present_but_broken", "a module")

@@ -125,6 +125,39 @@ def test_a_syntax_error_in_one_module_does_not_stop_the_scan():
     assert found == {"regex"}
 
 
+LAZY_BACKEND = (
+    "from dataclasses import dataclass, field\n"
+    "from typing import TYPE_CHECKING\n"
+    "from vllm.utils import LazyLoader\n"
+    "if TYPE_CHECKING:\n    import xgrammar as xgr\n"
+    "else:\n    xgr = LazyLoader('xgr', globals(), 'xgrammar')\n    import msgspec\n"
+    "def compile(spec):\n    return xgr.compile(spec)\n"
+)
+"""vLLM 0.34.0's ``backend_xgrammar`` in small: the deferred import, used in a function only."""
+
+
+@pytest.mark.parametrize(
+    ("head", "tail", "needed"),
+    [
+        ("", "", {"msgspec"}),  # only a function touches xgr: not at import
+        ("", "@dataclass\nclass Grammar:\n    matcher: xgr.GrammarMatcher = field()\n", None),
+        ("from __future__ import annotations\n", "class Grammar:\n    m: xgr.Matcher\n", set()),
+        ("", "MATCHER = xgr.GrammarMatcher\n", None),
+        ("", "def f(x=xgr.DEFAULT):\n    pass\n", None),
+    ],
+)
+def test_a_lazy_loader_is_a_need_once_the_module_touches_it_as_it_loads(head, tail, needed):
+    """vLLM 0.34.0's verify venv lacked xgrammar: its field annotation ``xgr.GrammarMatcher``
+    loads the deferred module at import, which the scan (that skipped every ``if``, and knew
+    no ``LazyLoader``) did not see; every check then failed on ``No module named 'xgrammar'``.
+    The ``else`` of ``if TYPE_CHECKING`` is what runs (``msgspec``)."""
+    found = third_party_imports(
+        sources({"vllm/__init__.py": "", "vllm/backend.py": head + LAZY_BACKEND + tail}),
+        ["vllm.backend"],
+    )
+    assert found == ({"msgspec", "xgrammar"} if needed is None else needed | {"msgspec"})
+
+
 @pytest.mark.parametrize(
     ("name", "pattern"),
     [

@@ -33,6 +33,11 @@ TARGET_LAYERS = 61
 """Kimi-K2's decoder depth; the default aux layers for it are (2, 30, 58)."""
 
 _MODELS = "vllm.model_executor.models"
+EAGLE_PROPOSER_MODULE = "vllm.v1.spec_decode.eagle"
+"""The V1 runner's EAGLE proposer, whose multimodal branch reads ``image_token_index``; vLLM
+0.34.0 has no V1 GPU runner, and so neither the module nor the barrier."""
+
+
 ENTRY_MODULES: dict[str, tuple[str, ...]] = {
     "speculative-config": (
         "vllm.config",
@@ -48,7 +53,7 @@ ENTRY_MODULES: dict[str, tuple[str, ...]] = {
     ),
     "mm-image-token": (
         "vllm.config",
-        "vllm.v1.spec_decode.eagle",
+        EAGLE_PROPOSER_MODULE,
         f"{_MODELS}.kimi_k25",
         f"{_MODELS}.registry",
         f"{_MODELS}.llama_eagle3",
@@ -397,12 +402,23 @@ def _single_rank_for(cls: type) -> list[str]:
     return replaced
 
 
+def _release_module(module: str, what: str) -> Any:
+    """``module`` imported, or ``Skip`` if this release does not have it; a module that is
+    there but fails on something it imports is an error, not a skip."""
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        if exc.name is None or not module.startswith(exc.name):
+            raise
+        raise Skip(f"vLLM {_vllm_version()} has no {module} ({what})") from exc
+
+
 def check_mm_image_token(workdir: Path) -> str:
     import torch.nn as nn
     from transformers import AutoConfig
     from vllm.model_executor.models.kimi_k25 import KimiK25ForConditionalGeneration
-    from vllm.v1.spec_decode import eagle
 
+    eagle = _release_module(EAGLE_PROPOSER_MODULE, "its V1 EAGLE proposer")
     target_config = _target_model_config(workdir).hf_config
     if hasattr(target_config, "image_token_index"):
         raise ProbeError("the Kimi-shaped target config already has image_token_index")
@@ -711,13 +727,7 @@ def _v2_aux_ids(config: dict[str, Any]) -> Any:
     whose config.json is ``config``: the hf_config is transformers' ``PretrainedConfig`` of it,
     as vLLM loads one; the speculative config around it is a stand-in holding only that
     (``SpeculativeConfig`` would load a target and a checkpoint, which the reader never reads)."""
-    module = ENTRY_MODULES["v2-nested-aux-ids"][0]
-    try:
-        eagle3_utils = importlib.import_module(module)
-    except ModuleNotFoundError as exc:
-        if exc.name is None or not module.startswith(exc.name):
-            raise  # the module is there, and something it imports is not
-        raise Skip(f"vLLM {_vllm_version()} has no {module}") from exc
+    eagle3_utils = _release_module(ENTRY_MODULES["v2-nested-aux-ids"][0], "its V2 EAGLE-3 utils")
     reader = getattr(eagle3_utils, "get_eagle3_aux_layers_from_config", None)
     if reader is None:
         raise Skip(f"vLLM {_vllm_version()}'s V2 runner has no get_eagle3_aux_layers_from_config")

@@ -218,7 +218,10 @@ def third_party_imports(sources: dict[str, tuple[str, bool]], entry: Iterable[st
     Follows module-level imports transitively through ``sources``. Only unconditional
     imports count as a need: those inside functions run later or never, those under an
     ``if`` depend on the platform or on ``TYPE_CHECKING`` (vLLM's GPU-only imports sit
-    behind such tests), and those in a ``try`` that handles ImportError are optional.
+    behind such tests; the ``else`` of ``if TYPE_CHECKING`` is what runs), and those in a
+    ``try`` that handles ImportError are optional. A ``LazyLoader`` (vLLM's deferred import)
+    counts once the module touches it as it loads (vLLM 0.34.0's ``backend_xgrammar``
+    annotates a dataclass field with ``xgr.GrammarMatcher``).
     """
     inside = {name.partition(".")[0] for name in sources}
     seen: set[str] = set()
@@ -252,7 +255,12 @@ def _with_parents(module: str) -> Iterator[str]:
 def _needed_imports(tree: ast.Module, module: str, is_package: bool) -> Iterator[str]:
     """Absolute names imported unconditionally at module level (class bodies run too)."""
     package = module if is_package else module.rpartition(".")[0]
-    for node in _module_level(tree.body):
+    statements = list(_module_level(tree.body))
+    lazy = dict(_lazy_loaders(statements))
+    if lazy:
+        touched = _names_run_at_import(statements, _defers_annotations(tree))
+        yield from (target for name, target in lazy.items() if name in touched)
+    for node in statements:
         if isinstance(node, ast.Import):
             yield from (alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -274,9 +282,72 @@ def _resolve(node: ast.ImportFrom, package: str) -> str | None:
     return ".".join([*base, node.module] if node.module else base) or None
 
 
+def _lazy_loaders(statements: list[ast.stmt]) -> Iterator[tuple[str, str]]:
+    """``(name, module)`` for each ``name = LazyLoader("...", globals(), "module")``."""
+    for node in statements:
+        if (
+            isinstance(node, ast.Assign)
+            and len(node.targets) == 1
+            and isinstance(node.targets[0], ast.Name)
+            and isinstance(node.value, ast.Call)
+            and _called_name(node.value.func) == "LazyLoader"
+            and len(node.value.args) == 3
+            and isinstance(target := node.value.args[2], ast.Constant)
+            and isinstance(target.value, str)
+        ):
+            yield node.targets[0].id, target.value
+
+
+def _called_name(func: ast.expr) -> str | None:
+    if isinstance(func, ast.Name):
+        return func.id
+    return func.attr if isinstance(func, ast.Attribute) else None
+
+
+def _defers_annotations(tree: ast.Module) -> bool:
+    """``from __future__ import annotations``: annotations stay strings, nothing in them runs."""
+    return any(
+        isinstance(node, ast.ImportFrom)
+        and node.module == "__future__"
+        and any(alias.name == "annotations" for alias in node.names)
+        for node in tree.body
+    )
+
+
+def _names_run_at_import(statements: list[ast.stmt], deferred: bool) -> set[str]:
+    """The names the module's own load evaluates: its statements and class bodies, a
+    function's decorators and defaults, not a function's body; annotations unless deferred."""
+    found: set[str] = set()
+    pending: list[ast.AST] = list(statements)
+    while pending:
+        node = pending.pop()
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            defaults = [*node.args.defaults, *node.args.kw_defaults]
+            pending.extend([*node.decorator_list, *(d for d in defaults if d is not None)])
+            continue
+        if isinstance(node, ast.Lambda):
+            pending.extend(node.args.defaults)
+            continue
+        if isinstance(node, ast.AnnAssign) and deferred:
+            pending.extend(n for n in (node.target, node.value) if n is not None)
+            continue
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+            found.add(node.id)
+        pending.extend(ast.iter_child_nodes(node))
+    return found
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
 def _module_level(body: list[ast.stmt]) -> Iterator[ast.stmt]:
     for node in body:
         if isinstance(node, ast.If):
+            if _is_type_checking(node.test):
+                yield from _module_level(node.orelse)
             continue
         if isinstance(node, ast.Try | ast.TryStar):
             if not any(_catches_import_error(h) for h in node.handlers):
