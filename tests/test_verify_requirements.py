@@ -144,6 +144,8 @@ LAZY_BACKEND = (
         ("from __future__ import annotations\n", "class Grammar:\n    m: xgr.Matcher\n", set()),
         ("", "MATCHER = xgr.GrammarMatcher\n", None),
         ("", "def f(x=xgr.DEFAULT):\n    pass\n", None),
+        ("", "def f(x: xgr.Matcher) -> None:\n    pass\n", None),
+        ("from __future__ import annotations\n", "def f(x: xgr.Matcher):\n    pass\n", set()),
     ],
 )
 def test_a_lazy_loader_is_a_need_once_the_module_touches_it_as_it_loads(head, tail, needed):

@@ -316,7 +316,8 @@ def _defers_annotations(tree: ast.Module) -> bool:
 
 def _names_run_at_import(statements: list[ast.stmt], deferred: bool) -> set[str]:
     """The names the module's own load evaluates: its statements and class bodies, a
-    function's decorators and defaults, not a function's body; annotations unless deferred."""
+    function's decorators and defaults, not a function's body; annotations (a field's, a
+    function's) unless deferred."""
     found: set[str] = set()
     pending: list[ast.AST] = list(statements)
     while pending:
@@ -324,6 +325,11 @@ def _names_run_at_import(statements: list[ast.stmt], deferred: bool) -> set[str]
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
             defaults = [*node.args.defaults, *node.args.kw_defaults]
             pending.extend([*node.decorator_list, *(d for d in defaults if d is not None)])
+            if not deferred:
+                arguments = [*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs]
+                arguments += [a for a in (node.args.vararg, node.args.kwarg) if a is not None]
+                annotations = [a.annotation for a in arguments] + [node.returns]
+                pending.extend(a for a in annotations if a is not None)
             continue
         if isinstance(node, ast.Lambda):
             pending.extend(node.args.defaults)
