@@ -11,7 +11,7 @@ import pytest
 from conftest import one_error_line
 
 from patcher.cache import CACHE_ENV
-from patcher.cli import main
+from patcher.cli.parser import main
 
 WHEEL = "vllm-0.16.0-cp38-abi3-manylinux_2_31_x86_64.whl"  # never opened: refused before
 

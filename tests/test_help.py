@@ -14,13 +14,13 @@ import pytest
 from commandline import PATCHER
 from conftest import one_error_line
 
-from patcher import cli
-from patcher.cli import build_parser, main
+from patcher.cli import parser as cli
+from patcher.cli.parser import build_parser, main
 
 
 def registry() -> dict:
-    """``patcher.cli_main.COMMANDS``, imported by each test: on a tree without it, each fails."""
-    from patcher.cli_main import COMMANDS
+    """``patcher.cli.main.COMMANDS``, imported by each test: on a tree without it, each fails."""
+    from patcher.cli.main import COMMANDS
 
     return COMMANDS
 
@@ -55,7 +55,7 @@ def test_patcher_help_lists_every_command_on_one_line_each():
 def test_the_console_scripts_help_is_the_parsers(columns, monkeypatch):
     """``patcher --help`` is answered without argparse: in the very text the parser renders."""
     monkeypatch.setenv("COLUMNS", str(columns))
-    from patcher.cli_main import top_help
+    from patcher.cli.main import top_help
 
     assert top_help(columns) == build_parser(()).format_help()
 
@@ -126,12 +126,12 @@ def test_no_installed_vllm_says_how_to_get_one(tmp_path, capsys):
 
 @pytest.mark.parametrize(
     ("command", "not_loaded"),
-    [("diff", "patcher.cli_serve"), ("serve-bench", "patcher.cli_commands")],
+    [("diff", "patcher.cli.serve"), ("serve-bench", "patcher.cli.commands")],
 )
 def test_a_command_help_imports_only_its_own_module(command, not_loaded):
     """``patcher diff --help`` builds diff's options, not the serving commands' (and back)."""
     script = (
-        "import json, sys; from patcher.cli import main\n"
+        "import json, sys; from patcher.cli.parser import main\n"
         f"try:\n    main([{command!r}, '--help'])\nexcept SystemExit:\n    pass\n"
         "print(json.dumps(sorted(sys.modules)))"
     )

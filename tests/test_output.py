@@ -21,7 +21,7 @@ import pytest
 from commandline import PATCHER
 from conftest import copy_tree
 
-from patcher import terminal
+from patcher.cli import terminal
 
 ESCAPE = re.compile(r"\x1b\[[?0-9;]*[A-Za-z]")
 """Colour, and the cursor and erase codes of a transient spinner."""

@@ -1,6 +1,6 @@
 """The command line turns its options into values once, at the top (issue 16, item 4).
 
-The commands in ``patcher/cli*.py`` read an ``argparse.Namespace``; what they call takes the
+The commands in ``patcher/cli/`` read an ``argparse.Namespace``; what they call takes the
 values resolved from it. build-wheel opens the ``--wheel`` it is given as a zip once.
 """
 
@@ -19,7 +19,7 @@ import patcher
 PACKAGE = Path(patcher.__file__).parent
 
 RESOLVERS = {"open_named_wheel", "open_release"}
-"""The functions of ``patcher.cli_wheels`` that turn a command's options into values."""
+"""The functions of ``patcher.cli.wheels`` that turn a command's options into values."""
 
 
 def parameters(tree: ast.Module) -> list[tuple[str, str, str]]:
@@ -42,7 +42,7 @@ def test_no_module_below_the_command_line_takes_a_namespace():
     offenders = [
         f"{path.relative_to(PACKAGE)}: {function}({name}: {annotation})"
         for path in sorted(PACKAGE.rglob("*.py"))
-        if not path.name.startswith("cli")
+        if PACKAGE / "cli" not in path.parents
         for function, name, annotation in parameters(module_tree(path))
         if "Namespace" in annotation
     ]
@@ -51,7 +51,7 @@ def test_no_module_below_the_command_line_takes_a_namespace():
 
 def test_the_shared_wheel_steps_take_values_not_options_or_callbacks():
     """Only the resolvers read the Namespace; the run over the wheel takes no refusal callback."""
-    taken = parameters(module_tree(PACKAGE / "cli_wheels.py"))
+    taken = parameters(module_tree(PACKAGE / "cli" / "wheels.py"))
     namespaces = sorted({f for f, _, annotation in taken if "Namespace" in annotation})
     callbacks = sorted({f"{f}({n})" for f, n, annotation in taken if "Callable" in annotation})
     assert set(namespaces) <= RESOLVERS, namespaces
@@ -79,7 +79,7 @@ def test_build_wheel_opens_the_given_wheel_as_a_zip_once(tmp_path, capsys):
 def test_build_wheel_computes_its_local_version_once(tmp_path, capsys, monkeypatch):
     """The version checked before the download is the one the plan carries; counted wherever
     ``local_version`` is called from (the command, the wheel output)."""
-    from patcher import cli_commands
+    from patcher.cli import commands
     from patcher.outputs import wheel as wheel_output
 
     calls: list[tuple[str, str]] = []
@@ -89,7 +89,7 @@ def test_build_wheel_computes_its_local_version_once(tmp_path, capsys, monkeypat
         calls.append((version, label))
         return real(version, label)
 
-    for module in (cli_commands, wheel_output):
+    for module in (commands, wheel_output):
         monkeypatch.setattr(module, "local_version", counted)
     assert build(small_wheel(tmp_path), tmp_path / "dist", "--allow-noop") == 0
     assert Path(capsys.readouterr().out.strip()).is_file()

@@ -34,8 +34,17 @@ from patcher.acceptance.run import (
     recipe_for,
     replica_to_train,
 )
-from patcher.cli_doctor import print_diagnosis
-from patcher.cli_wheels import (
+from patcher.cli.doctor import print_diagnosis
+from patcher.cli.terminal import (
+    Console,
+    add_folder_option,
+    check_outputs,
+    err,
+    new_table,
+    out,
+    path_argument,
+)
+from patcher.cli.wheels import (
     downloaded,
     fail_on_errors,
     first_run,
@@ -78,15 +87,6 @@ from patcher.serving.report import BenchReport
 from patcher.serving.setup import VLLM_SERVE, ServeSetup, Timeouts
 from patcher.serving.venv import TORCHVISION_NOTE, ServingVenv, check_platform, serving_venv
 from patcher.sources.wheel import WheelSource
-from patcher.terminal import (
-    Console,
-    add_folder_option,
-    check_outputs,
-    err,
-    new_table,
-    out,
-    path_argument,
-)
 from patcher.verify.reference import verify_reference
 
 GPU_MAX_TOKENS = 512

@@ -32,8 +32,8 @@ class Command:
         return "examples:\n" + "".join(f"  {example}\n" for example in self.examples)
 
 
-SOURCES = "patcher.cli_commands"
-SERVING = "patcher.cli_serve"
+SOURCES = "patcher.cli.commands"
+SERVING = "patcher.cli.serve"
 COMMANDS = {
     "diff": Command(
         SOURCES,
@@ -110,14 +110,14 @@ COMMANDS = {
         "patcher replica --out replica --from /models/kimi-k2.5 --drafter-from /models/eagle3",
     ),
     "doctor": Command(
-        "patcher.cli_doctor",
+        "patcher.cli.doctor",
         "what a release feeds a drafter, and what costs acceptance",
         "patcher doctor --drafter /models/eagle3 --model /models/kimi-k2.5 --vllm 0.16.0",
         "patcher doctor --drafter /models/eagle3 --installed --trained-with sglang "
         "--fix eagle3-fixed",
     ),
     "scan": Command(
-        "patcher.cli_scan",
+        "patcher.cli.scan",
         "which architectures of a release have EAGLE-3, or can get it",
         "patcher scan --vllm 0.33.0",
         "patcher scan --vllm 0.33.0 --write-patchset MixtralForCausalLM > mixtral.toml",
@@ -222,6 +222,6 @@ def main(argv: list[str] | None = None) -> int:
             pass
         else:
             return 0
-    from patcher.cli import main as run_command_line
+    from patcher.cli.parser import main as run_command_line
 
     return run_command_line(words)

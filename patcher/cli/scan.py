@@ -8,7 +8,8 @@ import json
 import sys
 
 from patcher import patchset as patchsets
-from patcher.cli_wheels import add_release_options, open_release
+from patcher.cli.terminal import Table, add_format_option, new_table, out
+from patcher.cli.wheels import add_release_options, open_release
 from patcher.errors import PatcherError
 from patcher.index import PackageIndex
 from patcher.matrix import build_matrix, select_releases
@@ -24,7 +25,6 @@ from patcher.scan import (
     write_patchset,
 )
 from patcher.sources.base import Source
-from patcher.terminal import Table, add_format_option, new_table, out
 
 FORMATS = ("table", "json", "markdown")
 

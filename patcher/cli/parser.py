@@ -15,7 +15,7 @@ import signal
 import sys
 from collections.abc import Collection
 
-from patcher.cli_main import (
+from patcher.cli.main import (
     COMMANDS,
     DESCRIPTION,
     SUBCOMMANDS_HELP,
@@ -24,8 +24,8 @@ from patcher.cli_main import (
     help_width,
     terminal_width,
 )
+from patcher.cli.terminal import GuardedStdout, discard_stdout, err, out
 from patcher.errors import OutputClosed, PatcherError, StdoutError
-from patcher.terminal import GuardedStdout, discard_stdout, err, out
 
 TYPE_CHECKING = False  # typing takes milliseconds to import, and this module must start fast
 if TYPE_CHECKING:
@@ -264,8 +264,8 @@ def run_with_progress(args: argparse.Namespace) -> int:
     if not err.live:
         code: int = args.run(args)
         return code
+    from patcher.cli.terminal import StepDisplay
     from patcher.progress import shown_by
-    from patcher.terminal import StepDisplay
 
     with shown_by(StepDisplay(err)):
         code = args.run(args)
@@ -305,7 +305,3 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout = stdout
         out.file = None  # back to stdout, if a "-" output moved it
         out.quiet = err.quiet = out.tables_as_json = False
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,7 +1,7 @@
 """The official wheel a command line names, and the patchset's run over it.
 
-Shared by the commands of ``patcher.cli_commands``, ``patcher.cli_serve`` and
-``patcher.cli_doctor``.
+Shared by the commands of ``patcher.cli.commands``, ``patcher.cli.serve`` and
+``patcher.cli.doctor``.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Self
 
 from patcher import distributions
+from patcher.cli.terminal import path_argument
 from patcher.codemods.base import Status
 from patcher.engine import run_patchset
 from patcher.errors import PatcherError
@@ -26,7 +27,6 @@ from patcher.sources.download import download_wheel
 from patcher.sources.index_wheel import IndexWheelSource
 from patcher.sources.installation import InstalledSource, find_installation
 from patcher.sources.wheel import WheelSource
-from patcher.terminal import path_argument
 
 
 @dataclass(frozen=True)

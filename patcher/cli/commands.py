@@ -13,7 +13,18 @@ from pathlib import Path
 
 from patcher import distributions, results_cache
 from patcher import patchset as patchsets
-from patcher.cli_wheels import (
+from patcher.cli.terminal import (
+    Table,
+    add_folder_option,
+    add_format_option,
+    check_outputs,
+    context,
+    err,
+    new_table,
+    out,
+    path_argument,
+)
+from patcher.cli.wheels import (
     fail_on_errors,
     first_run,
     open_named_wheel,
@@ -69,17 +80,6 @@ from patcher.sources.installation import (
     find_installation,
 )
 from patcher.sources.wheel import WheelSource
-from patcher.terminal import (
-    Table,
-    add_folder_option,
-    add_format_option,
-    check_outputs,
-    context,
-    err,
-    new_table,
-    out,
-    path_argument,
-)
 from patcher.verify.command import check_verifiable, probe_model, verify_release
 from patcher.verify.in_environment import verify_in_place
 
@@ -625,9 +625,9 @@ def command_verify(args: argparse.Namespace) -> int:
     if args.aux_states_reference:
         if args.installed:
             raise PatcherError("--aux-states-reference serves the official and patched wheels")
-        from patcher import cli_serve  # the serving stack, for this mode only
+        from patcher.cli import serve  # the serving stack, for this mode only
 
-        return cli_serve.verify_aux_states(args)
+        return serve.verify_aux_states(args)
     if args.installed:
         return verify_installed(args)
     check_outputs({"--json": args.json})

@@ -8,10 +8,10 @@ import json
 from collections.abc import Callable
 
 from patcher.cache import atomic_write
-from patcher.cli_wheels import add_release_options, open_release
+from patcher.cli.terminal import out, path_argument
+from patcher.cli.wheels import add_release_options, open_release
 from patcher.doctor import CONVENTIONS, Diagnosis, Feed, diagnose, physical, read_inputs, write_fix
 from patcher.errors import PatcherError
-from patcher.terminal import out, path_argument
 
 
 def add_parsers(commands: argparse._SubParsersAction) -> None:
