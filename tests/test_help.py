@@ -19,8 +19,9 @@ from patcher.cli.parser import build_parser, main
 
 
 def registry() -> dict:
-    """``patcher.cli.main.COMMANDS``, imported by each test: on a tree without it, each fails."""
-    from patcher.cli.main import COMMANDS
+    """``patcher.cli.overview.COMMANDS``, imported by each test: on a tree without it, each
+    fails."""
+    from patcher.cli.overview import COMMANDS
 
     return COMMANDS
 
@@ -55,7 +56,7 @@ def test_patcher_help_lists_every_command_on_one_line_each():
 def test_the_console_scripts_help_is_the_parsers(columns, monkeypatch):
     """``patcher --help`` is answered without argparse: in the very text the parser renders."""
     monkeypatch.setenv("COLUMNS", str(columns))
-    from patcher.cli.main import top_help
+    from patcher.cli.overview import top_help
 
     assert top_help(columns) == build_parser(()).format_help()
 

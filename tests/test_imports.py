@@ -184,7 +184,7 @@ def test_the_console_script_answers_version_and_help_without_a_parser(argv) -> N
     ``python3 -c pass``). argparse and re alone take as long as Python's start."""
     loaded = loaded_by("patcher.cli.main", *argv)
     ours = [m for m in loaded if m.startswith("patcher")]
-    assert ours == ["patcher", "patcher.cli", "patcher.cli.main"]
+    assert ours == ["patcher", "patcher.cli", "patcher.cli.main", "patcher.cli.overview"]
     assert "argparse" not in loaded and "re" not in loaded
 
 
@@ -198,7 +198,7 @@ def test_the_parser_imports_no_command_module(argv) -> None:
     assert ours == [
         "patcher",
         "patcher.cli",
-        "patcher.cli.main",
+        "patcher.cli.overview",
         "patcher.cli.parser",
         "patcher.cli.terminal",
         "patcher.errors",
@@ -217,3 +217,95 @@ def test_no_package_reexports() -> None:
         for init in ROOT.rglob("__init__.py")
     }
     assert {path: imports for path, imports in eager.items() if imports} == {}
+
+
+def module_file(module: str) -> Path | None:
+    """The file of ``patcher.X.Y``: its module, or its package's ``__init__.py``."""
+    path = ROOT.parent.joinpath(*module.split("."))
+    for candidate in (path.with_suffix(".py"), path / "__init__.py"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def imports_of(module: str) -> set[str]:
+    """Every module of patcher that ``module`` imports, read from its source: at the top, in a
+    function, or under ``if TYPE_CHECKING`` alike (each is an arrow of the structure)."""
+    path = module_file(module)
+    assert path is not None, module
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*parts, *([base] if base else [])])
+            for alias in node.names:  # from package import module: the module, if it is one
+                child = f"{base}.{alias.name}"
+                found.add(child if module_file(child) else base)
+    return {name for name in found if name.partition(".")[0] == "patcher"} - {module}
+
+
+def import_graph() -> dict[str, set[str]]:
+    return {module: imports_of(module) for module in all_modules()}
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan), and self-loops."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for target in sorted(graph.get(node, ())):
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in on_stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_the_import_graph_has_no_circle() -> None:
+    """issue 29: ``cli`` -> ``cli_main`` -> ``terminal`` -> ``cli_main`` and ``codemods.base``
+    <-> ``codemods.registry`` were circles; every import statement counts, lazy ones too."""
+    assert circles(import_graph()) == []
+
+
+def test_no_import_statement_points_up_a_layer() -> None:
+    """The layers read from the source: an import inside a function is an arrow too, though
+    ``test_a_layer_imports_only_itself_and_below`` cannot see it until the function runs."""
+    upward = sorted(
+        f"{module} -> {target}"
+        for module, targets in import_graph().items()
+        for target in targets
+        if (layer_of(target) or 0) > (layer_of(module) or 0)
+    )
+    assert upward == []
+
+
+def test_the_circle_finder_finds_a_circle() -> None:
+    assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert circles({"a": {"b"}, "b": set()}) == []

@@ -15,7 +15,7 @@ import signal
 import sys
 from collections.abc import Collection
 
-from patcher.cli.main import (
+from patcher.cli.overview import (
     COMMANDS,
     DESCRIPTION,
     SUBCOMMANDS_HELP,

@@ -20,7 +20,7 @@ import re
 import sys
 from collections.abc import Callable, Iterator
 
-from patcher.cli.main import terminal_width
+from patcher.cli.overview import terminal_width
 
 TYPE_CHECKING = False  # typing, pathlib and json take milliseconds: patcher --version needs none
 if TYPE_CHECKING:
