@@ -362,7 +362,7 @@ def bench(session: nox.Session) -> None:
     """Speed figures, each beside a baseline measured in the same run, into a report in
     docs/bench/ that the measurements page is rendered from (commit it to publish it).
 
-    The cheap parts alone: nox -s bench -- --skip PARTS (python -m patcher.bench --help).
+    The cheap parts alone: nox -s bench -- --skip PARTS (python -m patcher.cli.bench --help).
     Not with -R: it skips the install, and the report names the checkout's commit, not the
     patcher that ran.
     """
@@ -373,7 +373,7 @@ def bench(session: nox.Session) -> None:
     env = {"PYTHONSAFEPATH": "1"}
     args = session.posargs or ["--unpack-pack", "--venvs"]
     report = ["--report-dir", "docs/bench"]  # a --report-dir among the arguments wins
-    session.run("python", "-m", "patcher.bench", *report, *args, env=env)
+    session.run("python", "-m", "patcher.cli.bench", *report, *args, env=env)
 
 
 GPU_BENCH = one_patchset_a_release("gpu-bench")

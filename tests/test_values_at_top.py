@@ -49,6 +49,41 @@ def test_no_module_below_the_command_line_takes_a_namespace():
     assert offenders == []
 
 
+SCRIPTS = {"verify/probe.py", "verify/aux_reference.py", "replica/seeded.py", "acceptance/train.py"}
+"""Files another interpreter runs as scripts (``<venv>/bin/python -I FILE``): patcher is not
+installed there, so each reads its own few arguments."""
+
+
+def imported_modules(tree: ast.Module) -> set[str]:
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            found.add(node.module)
+    return found
+
+
+def test_only_the_command_line_imports_argparse():
+    """issue 29: options are parsed in ``patcher/cli/`` alone (``python -m patcher.bench`` was
+    the last parser below it, now ``patcher.cli.bench``)."""
+    parsing = sorted(
+        str(path.relative_to(PACKAGE))
+        for path in PACKAGE.rglob("*.py")
+        if PACKAGE / "cli" not in path.parents and "argparse" in imported_modules(module_tree(path))
+    )
+    assert set(parsing) <= SCRIPTS, parsing
+
+
+def test_the_scripts_another_interpreter_runs_import_nothing_of_patcher():
+    """What makes them scripts: they run where patcher is not installed."""
+    ours = {
+        script: sorted(m for m in imported_modules(module_tree(PACKAGE / script)) if "patcher" in m)
+        for script in SCRIPTS
+    }
+    assert {script: found for script, found in ours.items() if found} == {}
+
+
 def test_the_shared_wheel_steps_take_values_not_options_or_callbacks():
     """Only the resolvers read the Namespace; the run over the wheel takes no refusal callback."""
     taken = parameters(module_tree(PACKAGE / "cli" / "wheels.py"))
