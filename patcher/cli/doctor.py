@@ -7,11 +7,18 @@ import argparse
 import json
 from collections.abc import Callable
 
-from patcher.cache import atomic_write
-from patcher.cli.terminal import out, path_argument
+from patcher.cli.terminal import (
+    add_format_option,
+    check_outputs,
+    json_document,
+    out,
+    path_argument,
+    print_data,
+)
 from patcher.cli.wheels import add_release_options, open_release
 from patcher.doctor import CONVENTIONS, Diagnosis, Feed, diagnose, physical, read_inputs, write_fix
 from patcher.errors import PatcherError
+from patcher.outputs.named import write_file
 
 
 def add_parsers(commands: argparse._SubParsersAction) -> None:
@@ -31,7 +38,10 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
     doctor.add_argument(
         "--fix", type=path_argument, metavar="OUT", help="write a corrected drafter folder"
     )
-    doctor.add_argument("--json", type=path_argument, metavar="FILE", help="the diagnosis as JSON")
+    doctor.add_argument(
+        "--json", type=path_argument, metavar="FILE", help="the diagnosis as JSON (- for stdout)"
+    )
+    add_format_option(doctor)
     doctor.set_defaults(run=command_doctor)
 
 
@@ -39,11 +49,14 @@ def command_doctor(args: argparse.Namespace) -> int:
     inputs = read_inputs(args.drafter, args.model)
     if args.fix and (args.fix.exists() or args.fix.is_symlink()):
         raise PatcherError(f"{args.fix} exists: --fix writes a new folder")
+    check_outputs({"--json": args.json, "--format json": json_document(args.format)})
     with open_release(args) as source:
         diagnosis = diagnose(source, inputs, args.trained_with)
     print_diagnosis(diagnosis, say)
     if args.json:
-        atomic_write(args.json, (json.dumps(diagnosis.to_json(), indent=2) + "\n").encode())
+        write_file(args.json, (json.dumps(diagnosis.to_json(), indent=2) + "\n").encode(), "--json")
+    if args.format == "json":
+        print_data(diagnosis.to_json())
     if args.fix:
         for change in write_fix(diagnosis, args.fix):
             say(f"fix: {change}")

@@ -199,7 +199,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser({chosen_command(words)})
     args = parser.parse_args(words)
     out.quiet = err.quiet = args.quiet  # out too: a "-" output moves its tables to stderr
-    out.tables_as_json = getattr(args, "format", None) == "json"
+    if getattr(args, "format", None) == "json":
+        out.file = sys.stderr  # stdout holds the JSON document alone; the tables are context
     interrupt_on_sigterm()
     stdout = sys.stdout
     sys.stdout = GuardedStdout(stdout)  # type: ignore[assignment]
@@ -228,4 +229,4 @@ def main(argv: list[str] | None = None) -> int:
             discard_stdout()
         sys.stdout = stdout
         out.file = None  # back to stdout, if a "-" output moved it
-        out.quiet = err.quiet = out.tables_as_json = False
+        out.quiet = err.quiet = False

@@ -41,9 +41,11 @@ from patcher.cli.terminal import (
     add_folder_option,
     check_outputs,
     err,
+    json_document,
     new_table,
     out,
     path_argument,
+    print_data,
 )
 from patcher.cli.wheels import (
     downloaded,
@@ -688,7 +690,7 @@ def refuse_unservable(patchset: Patchset, result: PatchResult) -> None:
 
 def verify_aux_states(args: argparse.Namespace) -> int:
     """``patcher verify --aux-states-reference``: fail on the official wheel, pass patched."""
-    check_outputs({"--json": args.json})
+    check_outputs({"--json": args.json, "--format json": json_document(args.format)})
     patchset = patchsets.load(args.patchset)
     with open_named_wheel(args) as named:
         refuse_unservable(patchset, first := first_run(named, patchset))
@@ -718,9 +720,11 @@ def verify_aux_states(args: argparse.Namespace) -> int:
     proven = check.before.status == "fail" and after is not None and after.status == "pass"
     table.caption = "fail -> pass" if proven else "not proven: the official must fail, patched pass"
     out.print(table, markup=False)
+    data = {**report.to_json(), "package": result.distribution}
     if args.json:
-        data = {**report.to_json(), "package": result.distribution}
         write_file(args.json, (json.dumps(data, indent=2) + "\n").encode(), "--json")
+    if args.format == "json":
+        print_data(data)
     return 0 if proven else 1
 
 
