@@ -1319,6 +1319,20 @@ def stream_cases() -> list[Case]:
         Case("matrix=stdout-full-device", "matrix", MATRIX, stdout_device=True),
         Case("list=stdout-full-device", "list", ("list",), stdout_device=True),
         Case(
+            "completion=stdout-full-device",
+            "completion",
+            ("completion", "bash"),
+            stdout_device=True,
+        ),
+        Case(
+            "completion=stdout-reader-gone",
+            "completion",
+            ("completion", "fish"),
+            stdout_closed=True,
+            success=lambda w, r: None,
+        ),
+        Case("completion=no-shell", "completion", ("completion", "tcsh")),
+        Case(
             "list=stdout-reader-gone",
             "list",
             ("list", "--format", "json"),

@@ -198,6 +198,7 @@ def test_the_parser_imports_no_command_module(argv) -> None:
     assert ours == [
         "patcher",
         "patcher.cli",
+        "patcher.cli.modes",
         "patcher.cli.overview",
         "patcher.cli.parser",
         "patcher.cli.terminal",

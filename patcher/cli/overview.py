@@ -123,6 +123,13 @@ COMMANDS = {
         "patcher scan --vllm 0.33.0",
         "patcher scan --vllm 0.33.0 --write-patchset MixtralForCausalLM > mixtral.toml",
     ),
+    "completion": Command(
+        "patcher.cli.completion",
+        "a shell completion script, written from the parser",
+        "patcher completion bash > ~/.local/share/bash-completion/completions/patcher",
+        'eval "$(patcher completion zsh)"',
+        "patcher completion fish > ~/.config/fish/completions/patcher.fish",
+    ),
 }
 """Every subcommand, in the order ``patcher --help`` lists them."""
 
@@ -135,9 +142,28 @@ DESCRIPTION = (
 
 SUBCOMMANDS_HELP = "patcher COMMAND --help shows its options and examples"
 VERSION = f"patcher {__version__}"
+QUIET_HELP = "no tables of context and no progress on stderr; results and errors still print"
+VERBOSE_HELP = "each long step as a line on stderr, off a terminal too (download, repack, venvs)"
 HELP_OPTIONS = (("-h, --help", "show this help message and exit"),
-                ("--version", "show program's version number and exit"))  # fmt: skip
-"""argparse's own two options of the ``patcher`` parser, as its help shows them."""
+                ("--version", "show program's version number and exit"),
+                ("-q, --quiet", QUIET_HELP),
+                ("-v, --verbose", VERBOSE_HELP))  # fmt: skip
+"""The ``patcher`` parser's options, as its help shows them; ``-q`` and ``-v`` go before or
+after the command."""
+EPILOG = """\
+exit status:
+  0    done; verified; no drift
+  1    a check failed, or a release drifted from its patchset
+  2    bad input, or refused before any work
+  130  interrupted
+  141  stdout closed (a broken pipe)
+
+environment:
+  PATCHER_CACHE_DIR     the cache (default: the user's)
+  PATCHER_HTTP_TIMEOUT  seconds per request (default: 30)
+  PIP_INDEX_URL         the index, as pip reads it
+  NO_COLOR              no colour in a terminal"""
+"""The end of ``patcher --help``: what the exit status means, and the environment read."""
 NARROWEST = 60
 """Below this width argparse wraps the usage line too: the parser answers ``--help`` then."""
 
@@ -201,11 +227,13 @@ def top_help(columns: int) -> str:
             first = [" " * indent + name, " " * position + lines[0]]
         return first + [" " * position + line for line in lines[1:]]
 
-    parts = ["usage: patcher [-h] [--version] COMMAND ...", "", *words_wrapped(DESCRIPTION, width)]
+    usage = "usage: patcher [-h] [--version] [-q] [-v] COMMAND ..."
+    parts = [usage, "", *words_wrapped(DESCRIPTION, width)]
     parts += ["", "options:"]
     for option, text in HELP_OPTIONS:
         parts += entry(2, option, text)
     parts += ["", "commands:", *entry(2, "COMMAND", SUBCOMMANDS_HELP)]
     for name, command in COMMANDS.items():
         parts += entry(4, name, command.summary)
+    parts += ["", *EPILOG.splitlines()]
     return "\n".join(parts) + "\n"

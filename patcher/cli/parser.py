@@ -19,7 +19,10 @@ from patcher.cli.modes import refuse_misplaced
 from patcher.cli.overview import (
     COMMANDS,
     DESCRIPTION,
+    EPILOG,
+    QUIET_HELP,
     SUBCOMMANDS_HELP,
+    VERBOSE_HELP,
     VERSION,
     help_column_limit,
     help_width,
@@ -84,9 +87,6 @@ def has_default(action: argparse.Action) -> bool:
     )
 
 
-QUIET_HELP = "no tables of context and no progress on stderr; results and errors still print"
-
-
 class Commands(argparse._SubParsersAction):  # type: ignore[type-arg]
     """The subparsers action: each command gets its summary, its examples and ``--quiet``."""
 
@@ -97,7 +97,14 @@ class Commands(argparse._SubParsersAction):  # type: ignore[type-arg]
             kwargs.update(epilog=command.epilog)
         kwargs.setdefault("formatter_class", HelpFormatter)
         parser: argparse.ArgumentParser = super().add_parser(name, **kwargs)
-        parser.add_argument("-q", "--quiet", action="store_true", help=QUIET_HELP)
+        # before or after the command: here only where given, so the command's own default
+        # does not overwrite a -q given before it
+        parser.add_argument(
+            "-q", "--quiet", action="store_true", default=argparse.SUPPRESS, help=QUIET_HELP
+        )
+        parser.add_argument(
+            "-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help=VERBOSE_HELP
+        )
         return parser
 
     def listed(self, name: str) -> None:
@@ -109,10 +116,12 @@ def build_parser(full: Collection[str | None] = tuple(COMMANDS)) -> argparse.Arg
     """The ``patcher`` parser; the commands in ``full`` get their options (their modules are
     imported), the others only their summary line."""
     parser = argparse.ArgumentParser(
-        prog="patcher", description=DESCRIPTION, formatter_class=HelpFormatter
+        prog="patcher", description=DESCRIPTION, epilog=EPILOG, formatter_class=HelpFormatter
     )
     parser.register("action", "parsers", Commands)
     parser.add_argument("--version", action="version", version=VERSION)
+    parser.add_argument("-q", "--quiet", action="store_true", help=QUIET_HELP)
+    parser.add_argument("-v", "--verbose", action="store_true", help=VERBOSE_HELP)
     commands = parser.add_subparsers(
         dest="command",
         required=True,
@@ -182,14 +191,21 @@ def interrupt_on_sigterm() -> None:
 
 def run_with_progress(args: argparse.Namespace) -> int:
     """The command, its long steps shown as transient bars when stderr is a terminal and
-    ``--quiet`` is not given; otherwise they show nothing."""
-    if not err.live:
-        code: int = args.run(args)
-        return code
-    from patcher.cli.terminal import StepDisplay
+    ``--quiet`` is not given; off a terminal, with ``--verbose``, a line each; otherwise they
+    show nothing."""
     from patcher.progress import shown_by
 
-    with shown_by(StepDisplay(err)):
+    if err.live:
+        from patcher.cli.terminal import StepDisplay
+
+        with shown_by(StepDisplay(err)):
+            code: int = args.run(args)
+    elif args.verbose and not args.quiet:
+        from patcher.cli.terminal import LineDisplay
+
+        with shown_by(LineDisplay(err)):
+            code = args.run(args)
+    else:
         code = args.run(args)
     return code
 

@@ -395,6 +395,20 @@ class StepDisplay:
                 self.progress = None
 
 
+class LineDisplay:
+    """The long steps as one line each on stderr as they start (``--verbose`` off a terminal):
+    a log reads what a run spent its time on, with the size of what is downloaded."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+
+    @contextlib.contextmanager
+    def step(self, what: str, total: int | None) -> Iterator[Callable[[int], None]]:
+        size = f" ({total / 1e6:.0f} MB)" if total else ""
+        self.console.print(f"patcher: {what}{size}", markup=False, soft_wrap=True)
+        yield lambda amount: None
+
+
 def new_table(title: str) -> Table:
     """A table; how it is drawn (width, colour, JSON) is decided by the stream it is printed on."""
     return Table(title)
