@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from patcher.bench import PARTS, BenchPlan, run_benchmarks
+from patcher.cli.shared import INDEX_URL, SINCE
 
 
 def part_names(text: str) -> set[str]:
@@ -22,8 +23,8 @@ def part_names(text: str) -> set[str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m patcher.cli.bench")
-    parser.add_argument("--since", default=BenchPlan.since)
-    parser.add_argument("--index-url")
+    SINCE.add(parser, default=BenchPlan.since)
+    INDEX_URL.add(parser)
     parser.add_argument(
         "--unpack-pack", action="store_true", help="also time wheel unpack + pack (about a minute)"
     )

@@ -14,6 +14,7 @@ from pathlib import Path
 from patcher import distributions, results_cache
 from patcher import patchset as patchsets
 from patcher.cli.modes import only_with
+from patcher.cli.shared import INDEX_URL, JSON, PLATFORM, PYTHON, SINCE, VLLM
 from patcher.cli.terminal import (
     Table,
     add_folder_option,
@@ -124,7 +125,7 @@ def add_source_options(
     parser: argparse.ArgumentParser, *, source_dir: bool = True, installed: bool = False
 ) -> None:
     group = parser.add_mutually_exclusive_group(required=True)
-    group.add_argument("--vllm", metavar="VERSION", help="a release on the package index")
+    VLLM.add(group)
     group.add_argument("--wheel", type=path_argument, metavar="FILE", help="a vLLM wheel file")
     if installed:
         group.add_argument(
@@ -173,16 +174,8 @@ def add_index_options(
 ) -> None:
     """``--index-url`` and ``--platform``, where the release comes from (in ``modes`` only,
     where given), and ``--patchset``."""
-    index_url = parser.add_argument(
-        "--index-url", metavar="URL", help="package index (default: the one pip uses)"
-    )
-    platform = parser.add_argument(
-        "--platform",
-        choices=["x86_64", "aarch64"],
-        help="which release wheel to read (default: this machine's)",
-    )
-    only_with(index_url, *modes)
-    only_with(platform, *modes)
+    INDEX_URL.add(parser, modes=modes)
+    PLATFORM.add(parser, modes=modes)
     add_patchset_option(parser, several=several)
 
 
@@ -206,12 +199,7 @@ def add_patchset_option(parser: argparse.ArgumentParser, *, several: bool = Fals
 
 def add_python_option(parser: argparse.ArgumentParser, *, modes: tuple[str, ...] = ()) -> None:
     """``--python``: the environment to patch (in ``modes`` only, where given)."""
-    action = parser.add_argument(
-        "--python",
-        metavar="PATH",
-        help="with --installed: the interpreter whose vLLM it is (default: this one's)",
-    )
-    only_with(action, *modes)
+    PYTHON.add(parser, modes=modes)
 
 
 def open_source(args: argparse.Namespace) -> Source:
@@ -905,11 +893,11 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
         metavar="V1,V2,...",
         help="these releases only (default: every release on the index)",
     )
-    matrix.add_argument(
-        "--since", metavar="VERSION", help="the releases from VERSION on (default: all)"
-    )
+    SINCE.add(matrix)
+    JSON.add(matrix, type=path_argument)
     for flag, meaning in MATRIX_FILES.items():
-        matrix.add_argument(flag, type=path_argument, metavar="FILE", help=meaning)
+        if flag != "--json":
+            matrix.add_argument(flag, type=path_argument, metavar="FILE", help=meaning)
     add_package_option(matrix, several=True)
     add_index_options(matrix, several=True)
     add_format_option(matrix)
@@ -917,9 +905,7 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
 
     verify = commands.add_parser("verify")
     add_source_options(verify, source_dir=False, installed=True)
-    verify.add_argument(
-        "--json", type=path_argument, metavar="FILE", help="the report as JSON (- for stdout)"
-    )
+    JSON.add(verify, type=path_argument)
     verify.add_argument(
         "--aux-states-reference",
         action="store_true",

@@ -7,6 +7,7 @@ import argparse
 import json
 from collections.abc import Callable
 
+from patcher.cli.shared import DRAFTER, JSON
 from patcher.cli.terminal import (
     add_format_option,
     check_outputs,
@@ -25,9 +26,7 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
     """Register ``doctor``: it reads a drafter's configs and the release's code (no engine
     starts): what each runner feeds the drafter, and what silently costs acceptance."""
     doctor = commands.add_parser("doctor")
-    doctor.add_argument(
-        "--drafter", type=path_argument, required=True, metavar="DIR", help="its config.json"
-    )
+    DRAFTER.add(doctor, type=path_argument, required=True)
     doctor.add_argument(
         "--model", type=path_argument, metavar="DIR", help="the target's config.json"
     )
@@ -38,9 +37,7 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
     doctor.add_argument(
         "--fix", type=path_argument, metavar="OUT", help="write a corrected drafter folder"
     )
-    doctor.add_argument(
-        "--json", type=path_argument, metavar="FILE", help="the diagnosis as JSON (- for stdout)"
-    )
+    JSON.add(doctor, type=path_argument)
     add_format_option(doctor)
     doctor.set_defaults(run=command_doctor)
 

@@ -164,9 +164,10 @@ def refuse_empty_names(args: argparse.Namespace, command: argparse.ArgumentParse
 def resolve_values(args: argparse.Namespace) -> None:
     """Values made absolute where they are given: an interpreter runs with another working
     folder, so a relative ``--python`` is the caller's."""
-    python = getattr(args, "python", None)  # a str, or a Path where the option checks its length
-    if python is not None and os.sep in str(python):
-        args.python = type(python)(os.path.abspath(python))
+    for name in ("python", "transformers_python"):
+        python = getattr(args, name, None)  # a str, or a Path where the option checks its length
+        if python is not None and os.sep in str(python):
+            setattr(args, name, type(python)(os.path.abspath(python)))
     if getattr(args, "platform", "") is None:
         from patcher.index import machine_platform  # the network stack: a command's, not --help's
 

