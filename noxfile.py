@@ -37,6 +37,10 @@ def install_patcher(session: nox.Session) -> None:
 COVERAGE = ["--cov", "--cov-report=term:skip-covered"]
 """Coverage of the installed patcher (pyproject's [tool.coverage.run]), printed, no threshold."""
 
+XDIST = ["-n", "auto", "--dist", "loadgroup"]
+"""Every core (pytest-xdist); the tests that share a server, a venv or a module's fixture run on
+one worker (their ``xdist_group``, derived in tests/conftest.py). ``-- -n 0`` runs in one."""
+
 
 @nox.session
 def tests(session: nox.Session) -> None:
@@ -51,7 +55,7 @@ def tests(session: nox.Session) -> None:
     session.install("--group", "test")  # pyproject's [dependency-groups]: pip 25.1 or newer
     env = {"PATCHER_EXPECT_INSTALLED": "1"}
     chosen = [] if "-m" in session.posargs else ["-m", "not heavy"]
-    session.run("pytest", *COVERAGE, *chosen, *session.posargs, env=env)
+    session.run("pytest", *COVERAGE, *XDIST, *chosen, *session.posargs, env=env)
 
 
 @nox.session(default=False)
