@@ -107,16 +107,12 @@ def lint(session: nox.Session) -> None:
     session.run("zizmor", "--offline", *workflows)
 
 
-DOCS_REQUIREMENTS = ["mkdocs==1.6.1", "mkdocs-material==9.8.1"]
-"""The site's tools, pinned here: patcher itself does not depend on them."""
-
-
 @nox.session(default=False)
 def docs(session: nox.Session) -> None:
     """The docs site into site/ (git-ignored): mkdocs.yml is strict, so a broken link or anchor
     fails the build; the CLI page is rendered from the installed patcher's parser."""
     install_patcher(session)
-    session.install(*DOCS_REQUIREMENTS)
+    session.install("--group", "docs")  # pyproject's [dependency-groups], pinned there
     env = {"NO_MKDOCS_2_WARNING": "1"}  # Material's end-of-life banner, printed on every build
     session.run(
         "mkdocs", "build", "--strict", "--clean", "--site-dir", "site", *session.posargs, env=env
