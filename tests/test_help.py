@@ -127,7 +127,7 @@ def test_no_installed_vllm_says_how_to_get_one(tmp_path, capsys):
 
 @pytest.mark.parametrize(
     ("command", "not_loaded"),
-    [("diff", "patcher.cli.serve"), ("serve-bench", "patcher.cli.commands")],
+    [("diff", "patcher.cli.serve"), ("serve-bench", "patcher.cli.patching")],
 )
 def test_a_command_help_imports_only_its_own_module(command, not_loaded):
     """``patcher diff --help`` builds diff's options, not the serving commands' (and back)."""

@@ -33,7 +33,7 @@ class Command:
         return "examples:\n" + "".join(f"  {example}\n" for example in self.examples)
 
 
-SOURCES = "patcher.cli.commands"
+SOURCES = "patcher.cli.patching"
 SERVING = "patcher.cli.serve"
 COMMANDS = {
     "diff": Command(

@@ -1,6 +1,6 @@
 """The official wheel a command line names, and the patchset's run over it.
 
-Shared by the commands of ``patcher.cli.commands``, ``patcher.cli.serve`` and
+Shared by the commands of ``patcher.cli.patching``, ``patcher.cli.serve`` and
 ``patcher.cli.doctor``.
 """
 
