@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from patcher.cli import serve, terminal
+from patcher.cli.commands import serve_bench
 from patcher.errors import PatcherError
 from patcher.serving import benchmark as bench_run
 from patcher.serving import host, metrics, process
@@ -108,7 +109,8 @@ def test_the_baseline_command_is_the_same_without_speculation():
 
 def parse(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="patcher")
-    serve.add_parsers(parser.add_subparsers(dest="command", required=True))
+    commands = parser.add_subparsers(dest="command", required=True)
+    serve_bench.COMMAND.arguments(commands.add_parser("serve-bench"))
     return parser.parse_args(["serve-bench", *argv])
 
 

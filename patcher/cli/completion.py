@@ -11,12 +11,6 @@ from patcher.cli.overview import COMMANDS
 SHELLS = ("bash", "zsh", "fish")
 
 
-def add_parsers(commands: argparse._SubParsersAction) -> None:
-    completion = commands.add_parser("completion")
-    completion.add_argument("shell", choices=SHELLS, help="the shell the script is for")
-    completion.set_defaults(run=command_completion)
-
-
 def command_completion(args: argparse.Namespace) -> int:
     from patcher.cli.parser import build_parser, subcommand
 

@@ -7,39 +7,16 @@ import argparse
 import json
 from collections.abc import Callable
 
-from patcher.cli.shared import DRAFTER, JSON
 from patcher.cli.terminal import (
-    add_format_option,
     check_outputs,
     json_document,
     out,
-    path_argument,
     print_data,
 )
-from patcher.cli.wheels import add_release_options, open_release
-from patcher.doctor import CONVENTIONS, Diagnosis, Feed, diagnose, physical, read_inputs, write_fix
+from patcher.cli.wheels import open_release
+from patcher.doctor import Diagnosis, Feed, diagnose, physical, read_inputs, write_fix
 from patcher.errors import PatcherError
 from patcher.outputs.named import write_file
-
-
-def add_parsers(commands: argparse._SubParsersAction) -> None:
-    """Register ``doctor``: it reads a drafter's configs and the release's code (no engine
-    starts): what each runner feeds the drafter, and what silently costs acceptance."""
-    doctor = commands.add_parser("doctor")
-    DRAFTER.add(doctor, type=path_argument, required=True)
-    doctor.add_argument(
-        "--model", type=path_argument, metavar="DIR", help="the target's config.json"
-    )
-    add_release_options(doctor)
-    doctor.add_argument(
-        "--trained-with", choices=CONVENTIONS, help="the trainer's layer numbering, for --fix"
-    )
-    doctor.add_argument(
-        "--fix", type=path_argument, metavar="OUT", help="write a corrected drafter folder"
-    )
-    JSON.add(doctor, type=path_argument)
-    add_format_option(doctor)
-    doctor.set_defaults(run=command_doctor)
 
 
 def command_doctor(args: argparse.Namespace) -> int:

