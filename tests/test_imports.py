@@ -184,10 +184,11 @@ def test_the_console_script_answers_version_and_help_without_a_parser(argv) -> N
     ``python3 -c pass``). argparse and re alone take as long as Python's start."""
     loaded = loaded_by("patcher.cli.main", *argv)
     ours = [m for m in loaded if m.startswith("patcher")]
-    declared = [m for m in ours if m.startswith("patcher.cli.command")]
+    declared = [m for m in ours if m.startswith("patcher.cli.commands")]
     assert [m for m in ours if m not in declared] == [
         "patcher",
         "patcher.cli",
+        "patcher.cli.command",
         "patcher.cli.main",
         "patcher.cli.overview",
     ]
@@ -203,11 +204,12 @@ def test_the_parser_imports_no_command_module(argv) -> None:
     loaded = loaded_by("patcher.cli.parser", *argv)
     assert [m for m in loaded if m.partition(".")[0] in NOT_AT_STARTUP] == []
     ours = [
-        m for m in loaded if m.startswith("patcher") and not m.startswith("patcher.cli.command")
+        m for m in loaded if m.startswith("patcher") and not m.startswith("patcher.cli.commands")
     ]
     assert ours == [
         "patcher",
         "patcher.cli",
+        "patcher.cli.command",
         "patcher.cli.modes",
         "patcher.cli.overview",
         "patcher.cli.parser",

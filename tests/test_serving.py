@@ -110,7 +110,7 @@ def test_the_baseline_command_is_the_same_without_speculation():
 def parse(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="patcher")
     commands = parser.add_subparsers(dest="command", required=True)
-    serve_bench.COMMAND.arguments(commands.add_parser("serve-bench"))
+    serve_bench.arguments(commands.add_parser("serve-bench"))
     return parser.parse_args(["serve-bench", *argv])
 
 

@@ -15,12 +15,11 @@ import sys
 from collections.abc import Iterator, Mapping
 
 from patcher import __version__
+from patcher.cli.command import Command
 
 TYPE_CHECKING = False  # typing takes milliseconds to import: --version does not wait for it
 if TYPE_CHECKING:
     from typing import TextIO
-
-    from patcher.cli.command import Command
 
 
 class Commands(Mapping[str, "Command"]):
@@ -44,7 +43,7 @@ class Commands(Mapping[str, "Command"]):
                     if dot and suffix == "py" and module != "__init__" and entry.is_file():
                         found.append(module)
             declared = [
-                importlib.import_module(f"patcher.cli.commands.{module}").COMMAND
+                Command.of(importlib.import_module(f"patcher.cli.commands.{module}"))
                 for module in found
             ]
             self.loaded = {c.name: c for c in sorted(declared, key=lambda c: c.name)}

@@ -1,15 +1,13 @@
-"""``patcher apply``: its declaration; what it runs is in ``patcher.cli.patching``."""
+"""patch an installed vLLM, a source tree, or a new git branch
 
-from __future__ import annotations
-
-from patcher.cli.command import Command
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    import argparse
+patcher apply --installed
+patcher apply --installed --python /opt/venv/bin/python --require-patch
+patcher apply --source ~/vllm
+patcher apply --git ~/vllm --ref v0.16.0 --branch kimi-eagle3
+"""
 
 
-def arguments(parser: argparse.ArgumentParser) -> None:
+def arguments(parser) -> None:
     from patcher.cli.modes import only_with
     from patcher.cli.patching import add_patchset_option, add_python_option, command_apply
     from patcher.cli.terminal import path_argument
@@ -61,14 +59,3 @@ def arguments(parser: argparse.ArgumentParser) -> None:
     )
     add_patchset_option(parser)
     parser.set_defaults(run=command_apply, vllm=None, wheel=None)
-
-
-COMMAND = Command(
-    "apply",
-    "patch an installed vLLM, a source tree, or a new git branch",
-    arguments,
-    "patcher apply --installed",
-    "patcher apply --installed --python /opt/venv/bin/python --require-patch",
-    "patcher apply --source ~/vllm",
-    "patcher apply --git ~/vllm --ref v0.16.0 --branch kimi-eagle3",
-)

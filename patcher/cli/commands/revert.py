@@ -1,15 +1,11 @@
-"""``patcher revert``: its declaration; what it runs is in ``patcher.cli.patching``."""
+"""restore an installed vLLM patched by apply, byte for byte
 
-from __future__ import annotations
-
-from patcher.cli.command import Command
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    import argparse
+patcher revert --installed
+patcher revert --installed --python /opt/venv/bin/python
+"""
 
 
-def arguments(parser: argparse.ArgumentParser) -> None:
+def arguments(parser) -> None:
     from patcher.cli.patching import add_python_option, command_revert
 
     parser.add_argument(
@@ -17,12 +13,3 @@ def arguments(parser: argparse.ArgumentParser) -> None:
     )
     add_python_option(parser)
     parser.set_defaults(run=command_revert)
-
-
-COMMAND = Command(
-    "revert",
-    "restore an installed vLLM patched by apply, byte for byte",
-    arguments,
-    "patcher revert --installed",
-    "patcher revert --installed --python /opt/venv/bin/python",
-)

@@ -1,15 +1,11 @@
-"""``patcher scan``: its declaration; what it runs is in ``patcher.cli.scan``."""
+"""which architectures of a release have EAGLE-3, or can get it
 
-from __future__ import annotations
-
-from patcher.cli.command import Command
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    import argparse
+patcher scan --vllm 0.33.0
+patcher scan --vllm 0.33.0 --write-patchset MixtralForCausalLM > mixtral.toml
+"""
 
 
-def arguments(parser: argparse.ArgumentParser) -> None:
+def arguments(parser) -> None:
     from patcher.cli.scan import FORMATS, command_scan
     from patcher.cli.shared import SINCE
     from patcher.cli.terminal import add_format_option
@@ -24,12 +20,3 @@ def arguments(parser: argparse.ArgumentParser) -> None:
     )
     SINCE.add(parser)  # with --write-patchset and --vllm: its [[expect]] measured on them
     parser.set_defaults(run=command_scan)
-
-
-COMMAND = Command(
-    "scan",
-    "which architectures of a release have EAGLE-3, or can get it",
-    arguments,
-    "patcher scan --vllm 0.33.0",
-    "patcher scan --vllm 0.33.0 --write-patchset MixtralForCausalLM > mixtral.toml",
-)

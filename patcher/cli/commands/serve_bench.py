@@ -1,15 +1,12 @@
-"""``patcher serve-bench``: its declaration; what it runs is in ``patcher.cli.serve``."""
+"""serve with and without EAGLE-3: speedup and acceptance
 
-from __future__ import annotations
-
-from patcher.cli.command import Command
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    import argparse
+patcher serve-bench --model /models/kimi-k2.5 --drafter /models/kimi-k2.5-eagle3
+patcher serve-bench --device cpu --vllm 0.32.0 --patchset glm4-moe-eagle3 --with-patched
+patcher serve-bench --device cpu --vllm 0.32.0 --patchset glm4-moe-eagle3 --doctor-proof
+"""
 
 
-def arguments(parser: argparse.ArgumentParser) -> None:
+def arguments(parser) -> None:
     import argparse
 
     from patcher.acceptance.recipe import Recipe
@@ -193,13 +190,3 @@ def arguments(parser: argparse.ArgumentParser) -> None:
     add_folder_option(parser, "--log-dir", "reports/serve-bench/logs", "the servers' logs")
     JSON.add(parser, type=path_argument)
     parser.set_defaults(run=command_serve_bench)
-
-
-COMMAND = Command(
-    "serve-bench",
-    "serve with and without EAGLE-3: speedup and acceptance",
-    arguments,
-    "patcher serve-bench --model /models/kimi-k2.5 --drafter /models/kimi-k2.5-eagle3",
-    "patcher serve-bench --device cpu --vllm 0.32.0 --patchset glm4-moe-eagle3 --with-patched",
-    "patcher serve-bench --device cpu --vllm 0.32.0 --patchset glm4-moe-eagle3 --doctor-proof",
-)

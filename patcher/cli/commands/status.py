@@ -1,15 +1,11 @@
-"""``patcher status``: its declaration; what it runs is in ``patcher.cli.patching``."""
+"""the installed vLLM: its distribution, patch and verdict
 
-from __future__ import annotations
-
-from patcher.cli.command import Command
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    import argparse
+patcher status --installed
+patcher status --installed --python /opt/venv/bin/python --format json
+"""
 
 
-def arguments(parser: argparse.ArgumentParser) -> None:
+def arguments(parser) -> None:
     from patcher.cli.patching import add_index_options, add_python_option, command_status
     from patcher.cli.terminal import add_format_option
 
@@ -20,12 +16,3 @@ def arguments(parser: argparse.ArgumentParser) -> None:
     add_index_options(parser)
     add_format_option(parser)
     parser.set_defaults(run=command_status)
-
-
-COMMAND = Command(
-    "status",
-    "the installed vLLM: its distribution, patch and verdict",
-    arguments,
-    "patcher status --installed",
-    "patcher status --installed --python /opt/venv/bin/python --format json",
-)

