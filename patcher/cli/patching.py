@@ -104,7 +104,9 @@ VERDICT_STYLE = {
 
 MATRIX_FILES = {
     "--json": "the matrix as JSON (- for stdout)",
-    "--markdown": "the matrix as Markdown tables (- for stdout)",
+    "--markdown": "the matrix as Markdown tables (- for stdout), ending with patcher scan's totals "
+    "per release: it reads the model registry of every release chosen too (about 11 of a cold "
+    "run's 13 minutes over 49 releases; cached after)",
     "--readme": "write the models x releases table between the file's markers",
     "--fanout": "the needs-patch (patchset, release) pairs as a GitHub Actions matrix",
 }
@@ -586,8 +588,11 @@ def scan_summary(indexes: list[PackageIndex], releases: list[list[Release]], pla
     the same wheels, and stored, so a second matrix reads them from the cache."""
     lines: list[str] = []
     for index, chosen in zip(indexes, releases, strict=True):
-        with step(f"scanning the model registries of {len(chosen)} {index.distribution} releases"):
-            scans = [(str(r.version), scan_release(index, r, platform)) for r in chosen]
+        scans = []
+        for n, release in enumerate(chosen, 1):  # a step each: -v logs a line each, off a TTY
+            what = f"{index.distribution} {release.version} ({n}/{len(chosen)})"
+            with step(f"scanning the model registry of {what}"):
+                scans.append((str(release.version), scan_release(index, release, platform)))
         lines += totals_markdown(index.distribution, scans)
     return "\n".join(lines)
 
