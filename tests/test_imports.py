@@ -322,3 +322,18 @@ def test_no_import_statement_points_up_a_layer() -> None:
 def test_the_circle_finder_finds_a_circle() -> None:
     assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert circles({"a": {"b"}, "b": set()}) == []
+
+
+def test_every_package_is_in_the_wheel() -> None:
+    """pyproject lists patcher's packages by hand: a package left out is missing from the wheel
+    (and only from the wheel: the source tree and an editable install still have it)."""
+    import tomllib
+
+    tree = Path(__file__).parent.parent  # the source tree: the suite may run an installed wheel
+    config = tomllib.loads((tree / "pyproject.toml").read_text())["tool"]["setuptools"]
+    listed = set(config["packages"])
+    found = {
+        ".".join(init.parent.relative_to(tree).parts)
+        for init in (tree / "patcher").rglob("__init__.py")
+    }
+    assert found - listed == set()
