@@ -112,9 +112,9 @@ class Commands(argparse._SubParsersAction):  # type: ignore[type-arg]
         super().add_parser(name, help=COMMANDS[name].summary, add_help=False)
 
 
-def build_parser(full: Collection[str | None] = tuple(COMMANDS)) -> argparse.ArgumentParser:
-    """The ``patcher`` parser; the commands in ``full`` get their options (the modules they run
-    are imported), the others only their summary line."""
+def build_parser(full: Collection[str | None] | None = None) -> argparse.ArgumentParser:
+    """The ``patcher`` parser; the commands in ``full`` (default: all) get their options (the
+    modules they run are imported), the others only their summary line."""
     parser = argparse.ArgumentParser(
         prog="patcher", description=DESCRIPTION, epilog=EPILOG, formatter_class=HelpFormatter
     )
@@ -131,7 +131,7 @@ def build_parser(full: Collection[str | None] = tuple(COMMANDS)) -> argparse.Arg
     )
     assert isinstance(commands, Commands)
     for name, command in COMMANDS.items():
-        if name in full:
+        if full is None or name in full:
             command.arguments(commands.add_parser(name))
         else:
             commands.listed(name)
