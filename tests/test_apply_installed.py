@@ -26,7 +26,7 @@ from conftest import one_error_line
 
 from patcher import patchset as patchsets
 from patcher.cache import cache_dir
-from patcher.cli import main
+from patcher.cli.parser import main
 from patcher.codemods.base import Tree
 from patcher.engine import needed_paths
 from patcher.index import PackageIndex, machine_platform

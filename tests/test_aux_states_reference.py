@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from patcher.cli import main
+from patcher.cli.parser import main
 
 pytestmark = [pytest.mark.network, pytest.mark.serving, pytest.mark.slow]
 

@@ -14,7 +14,7 @@ import pytest
 from test_serving_proof import died, report, served
 
 from patcher import patchset as patchsets
-from patcher.cli import main
+from patcher.cli.parser import main
 from patcher.errors import PatcherError
 from patcher.serving.chain import chain_links, judge_chain
 from patcher.serving.cpu import BASELINE_LABEL, OFFICIAL_LABEL, PATCHED_LABEL

@@ -78,7 +78,7 @@ def test_a_committed_report_keeps_the_ratio_of_its_raw_figures() -> None:
 
 
 def one_report(folder: Path, value: float) -> Path:
-    recorder = Recorder(["python -m patcher.bench", "--skip", "matrix"])
+    recorder = Recorder(["python -m patcher.cli.bench", "--skip", "matrix"])
     with recorder.part("codemods", "vllm 0.16.0"):
         recorder.add(Figure("all codemods on 0.16.0", value, "s", "one parse", 0.5, "< 1 s"))
     return write_report(recorder.finish(), folder)
@@ -133,7 +133,7 @@ def test_a_page_without_the_marker_is_left_as_it_is(tmp_path) -> None:
 
 def test_the_bench_refuses_an_unknown_part_in_one_line() -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "patcher.bench", "--skip", "codemods,nope"],
+        [sys.executable, "-m", "patcher.cli.bench", "--skip", "codemods,nope"],
         capture_output=True,
         text=True,
         env={**os.environ, "PYTHONSAFEPATH": "1"},

@@ -15,7 +15,7 @@ from conftest import one_error_line
 from installer.sources import WheelFile
 
 from patcher.cache import cache_dir
-from patcher.cli import main
+from patcher.cli.parser import main
 from patcher.errors import PatcherError
 from patcher.outputs.wheel import PROVENANCE
 from patcher.sources.installation import find_installation

@@ -12,7 +12,7 @@ import pytest
 from conftest import copy_tree, one_error_line
 
 from patcher import patchset as patchsets
-from patcher.cli import main
+from patcher.cli.parser import main
 
 
 @pytest.mark.network

@@ -7,7 +7,7 @@ import pytest
 from codemod_helpers import UNCHANGED, assert_codemod
 
 from patcher import patchset as patchsets
-from patcher.cli import main
+from patcher.cli.parser import main
 from patcher.codemods.base import Status
 from patcher.codemods.cpu_model_device import CpuModelDevice
 from patcher.codemods.cpu_spec_decode import CpuSpecDecode

@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 from codemod_helpers import UNCHANGED, MemorySource, assert_codemod, dedent
 
-from patcher.codemods import signatures
+from patcher.codemods import _signatures as signatures
 from patcher.codemods.base import Status, python_ast
 from patcher.codemods.eagle3_v2_nested_ids import Eagle3V2NestedIds
 

@@ -1,15 +1,22 @@
-"""Each codemod is declared once: its name in the registry's table, the rest on its class."""
+"""Each codemod is declared once, by its module (issue 29): its name is the module's, the rest
+is on its class, and no table lists it."""
 
 from __future__ import annotations
 
+import ast
 import dataclasses
+import importlib
+import inspect
+from pathlib import Path
 
 import pytest
 
-from patcher.codemods.base import Model
-from patcher.codemods.registry import CODEMODS, WHERE
+from patcher.codemods import registry
+from patcher.codemods.base import Codemod, Model
+from patcher.codemods.registry import CODEMODS, codemod_modules
 
-NAMES = sorted(WHERE)
+NAMES = sorted(CODEMODS)
+FOLDER = Path(registry.__file__).parent
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -23,3 +30,53 @@ def test_a_codemod_s_name_and_options_are_declared_in_one_place_each(name: str) 
     fields = {k: v if k.endswith("module") else "X" for k, v in fields.items()}
     instance = codemod(Model(types=("kimi_k2",)), options(**fields))
     assert instance.name == name
+
+
+def concrete_codemods(module_name: str) -> list[str]:
+    module = importlib.import_module(f"patcher.codemods.{module_name}")
+    return [
+        value.__qualname__
+        for value in vars(module).values()
+        if isinstance(value, type)
+        and issubclass(value, Codemod)
+        and value.__module__ == module.__name__
+        and not inspect.isabstract(value)
+    ]
+
+
+def test_the_modules_the_registry_lists_are_the_ones_that_define_a_codemod() -> None:
+    """Every module of the package imported: the file-name rule finds exactly the modules that
+    define a codemod, one class each, and none of the shared helpers defines one."""
+    every = sorted(p.stem for p in FOLDER.glob("*.py") if p.stem != "__init__")
+    defining = {m: found for m in every if (found := concrete_codemods(m))}
+    assert sorted(defining) == codemod_modules()
+    assert all(len(found) == 1 for found in defining.values()), defining
+
+
+def test_a_new_codemod_is_one_file(tmp_path: Path) -> None:
+    """A module dropped into the folder is a codemod by its file name alone; the helpers
+    (``_name``), the machinery and what is not a module are not."""
+    for name in ("new_gate.py", "_helper.py", "base.py", "registry.py", "notes.txt", "x.pyc"):
+        (tmp_path / name).write_text("")
+    (tmp_path / "folder.py").mkdir()
+    assert codemod_modules(str(tmp_path)) == ["new_gate"]
+
+
+def test_no_codemod_imports_another() -> None:
+    """What two codemods share lives in a helper module (``_marks``, ``_signatures``)."""
+
+    names = set(codemod_modules())
+
+    def imported(module: str) -> list[str]:
+        found = []
+        for node in ast.walk(ast.parse((FOLDER / f"{module}.py").read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module == "patcher.codemods":
+                found += [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                found.append(node.module.removeprefix("patcher.codemods."))
+            elif isinstance(node, ast.Import):
+                found += [a.name.removeprefix("patcher.codemods.") for a in node.names]
+        return sorted(name for name in found if name in names)
+
+    imports = {module: imported(module) for module in names}
+    assert {m: found for m, found in imports.items() if found} == {}

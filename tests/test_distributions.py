@@ -11,7 +11,7 @@ from packaging.tags import sys_tags
 from packaging.version import Version
 
 from patcher.cache import CACHE_ENV
-from patcher.cli import main
+from patcher.cli.parser import main
 from patcher.index import IndexEntry, Release
 from patcher.verify.requirements import CPU_TORCH, plan
 

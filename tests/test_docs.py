@@ -14,8 +14,8 @@ from pathlib import Path
 
 import yaml
 
-from patcher.cli import build_parser
-from patcher.cli_reference import escaped, markdown, subcommands
+from patcher.cli.parser import build_parser
+from patcher.cli.reference import escaped, markdown, subcommands
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"

@@ -15,7 +15,7 @@ import pytest
 from conftest import one_error_line
 
 from patcher import doctor
-from patcher.cli import main
+from patcher.cli.parser import main
 from patcher.errors import PatcherError
 from patcher.sources.directory import DirectorySource
 

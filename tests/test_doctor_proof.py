@@ -28,7 +28,7 @@ from patcher.acceptance.doctor_proof import (
     replace_drafters,
 )
 from patcher.acceptance.proof import BASELINE, TRAINED
-from patcher.cli import main
+from patcher.cli.parser import main
 from patcher.doctor import TOP_LEVEL_IDS, Diagnosis, Feed, Finding
 from patcher.errors import PatcherError
 from patcher.replica.build import generate

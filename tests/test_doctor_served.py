@@ -15,7 +15,7 @@ import json
 
 import pytest
 
-from patcher.cli import main
+from patcher.cli.parser import main
 
 pytestmark = [pytest.mark.network, pytest.mark.serving, pytest.mark.slow, pytest.mark.heavy]
 

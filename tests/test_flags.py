@@ -11,7 +11,8 @@ import pytest
 from conftest import one_error_line
 
 from patcher.cache import CACHE_ENV
-from patcher.cli import main
+from patcher.cli.overview import COMMANDS
+from patcher.cli.parser import main
 
 WHEEL = "vllm-0.16.0-cp38-abi3-manylinux_2_31_x86_64.whl"  # never opened: refused before
 
@@ -77,3 +78,24 @@ def test_a_relative_python_is_the_callers_not_the_root_folders(tmp_path, monkeyp
     error = one_error_line(capsys)
     assert "no installed distribution ships the vllm package" in error
     assert str(Path(tmp_path / "venvs/x/bin/python")) in error
+
+
+def test_every_mode_an_option_declares_is_one_its_command_has():
+    """issue 29: an option's modes are declared where it is added (``only_with``), not in a
+    table beside the parser; each names a mode its command has (a typo would refuse it always)."""
+    from patcher.cli import parser as cli
+    from patcher.cli.modes import mode_names
+
+    parser = cli.build_parser()
+    wrong = {}
+    declared = 0
+    for name in COMMANDS:
+        command = cli.subcommand(parser, name)
+        for action in command._actions:
+            modes = getattr(action, "modes", ())
+            declared += len(modes)
+            if set(modes) - mode_names(command):
+                wrong[f"{name} {action.option_strings[0]}"] = sorted(modes)
+    assert wrong == {}
+    assert declared > 0
+    assert not hasattr(cli, "BELONGS")

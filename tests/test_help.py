@@ -14,13 +14,14 @@ import pytest
 from commandline import PATCHER
 from conftest import one_error_line
 
-from patcher import cli
-from patcher.cli import build_parser, main
+from patcher.cli import parser as cli
+from patcher.cli.parser import build_parser, main
 
 
 def registry() -> dict:
-    """``patcher.cli_main.COMMANDS``, imported by each test: on a tree without it, each fails."""
-    from patcher.cli_main import COMMANDS
+    """``patcher.cli.overview.COMMANDS``, imported by each test: on a tree without it, each
+    fails."""
+    from patcher.cli.overview import COMMANDS
 
     return COMMANDS
 
@@ -55,7 +56,7 @@ def test_patcher_help_lists_every_command_on_one_line_each():
 def test_the_console_scripts_help_is_the_parsers(columns, monkeypatch):
     """``patcher --help`` is answered without argparse: in the very text the parser renders."""
     monkeypatch.setenv("COLUMNS", str(columns))
-    from patcher.cli_main import top_help
+    from patcher.cli.overview import top_help
 
     assert top_help(columns) == build_parser(()).format_help()
 
@@ -126,17 +127,38 @@ def test_no_installed_vllm_says_how_to_get_one(tmp_path, capsys):
 
 @pytest.mark.parametrize(
     ("command", "not_loaded"),
-    [("diff", "patcher.cli_serve"), ("serve-bench", "patcher.cli_commands")],
+    [("diff", "patcher.cli.serve"), ("serve-bench", "patcher.cli.patching")],
 )
 def test_a_command_help_imports_only_its_own_module(command, not_loaded):
     """``patcher diff --help`` builds diff's options, not the serving commands' (and back)."""
     script = (
-        "import json, sys; from patcher.cli import main\n"
+        "import json, sys; from patcher.cli.parser import main\n"
         f"try:\n    main([{command!r}, '--help'])\nexcept SystemExit:\n    pass\n"
         "print(json.dumps(sorted(sys.modules)))"
     )
     python = str(Path(PATCHER).with_name("python"))
     done = subprocess.run([python, "-c", script], capture_output=True, text=True, check=True)
     loaded = json.loads(done.stdout.splitlines()[-1])
-    assert registry()[command].module in loaded
+    assert f"patcher.cli.commands.{command.replace('-', '_')}" in loaded
     assert not_loaded not in loaded
+
+
+def test_the_command_list_is_derived_from_the_command_modules():
+    """issue 29: no list of commands is written by hand. Each module of patcher/cli/commands
+    declares one command (its name, summary, examples, options and run), and the parser and
+    the top help read them from the folder: no other module of the CLI names a command."""
+    import ast
+
+    from patcher.cli import overview
+
+    folder = Path(overview.__file__).parent
+    modules = sorted(p for p in (folder / "commands").glob("*.py") if p.stem != "__init__")
+    assert len(modules) == len(registry())
+    names = set(registry())
+    for path in [folder / "overview.py", folder / "parser.py", folder / "main.py"]:
+        literals = {
+            node.value
+            for node in ast.walk(ast.parse(path.read_text()))
+            if isinstance(node, ast.Constant) and isinstance(node.value, str)
+        }
+        assert literals & names == set(), path.name

@@ -63,14 +63,6 @@ LAYERS: dict[str, int] = {
     "patcher.bench_report": 4,
     # 5: the command line
     "patcher.cli": 5,
-    "patcher.cli_commands": 5,
-    "patcher.cli_main": 5,
-    "patcher.cli_serve": 5,
-    "patcher.cli_wheels": 5,
-    "patcher.cli_doctor": 5,
-    "patcher.cli_reference": 5,
-    "patcher.cli_scan": 5,
-    "patcher.terminal": 5,
 }
 """A module's layer is its own entry's, else its package's (``patcher.sources.git``: 2)."""
 
@@ -103,7 +95,8 @@ def all_modules() -> list[str]:
     """Every module of the package, found on disk without importing any."""
     found = ["patcher"]
     for info in pkgutil.walk_packages([str(ROOT)], "patcher.", onerror=lambda name: None):
-        found.append(info.name)
+        if not info.name.endswith(".__main__"):  # runs the command line when imported
+            found.append(info.name)
     return sorted(found)
 
 
@@ -189,8 +182,18 @@ def loaded_by(module: str, *argv: str) -> list[str]:
 def test_the_console_script_answers_version_and_help_without_a_parser(argv) -> None:
     """issue 21: ``patcher --version`` imported the whole program (0.39 s against 0.034 s for
     ``python3 -c pass``). argparse and re alone take as long as Python's start."""
-    loaded = loaded_by("patcher.cli_main", *argv)
-    assert [m for m in loaded if m.startswith("patcher")] == ["patcher", "patcher.cli_main"]
+    loaded = loaded_by("patcher.cli.main", *argv)
+    ours = [m for m in loaded if m.startswith("patcher")]
+    declared = [m for m in ours if m.startswith("patcher.cli.commands")]
+    assert [m for m in ours if m not in declared] == [
+        "patcher",
+        "patcher.cli",
+        "patcher.cli.command",
+        "patcher.cli.main",
+        "patcher.cli.overview",
+    ]
+    # --help reads each command's declaration (light modules); --version none of them
+    assert (declared != []) == (argv == ["--help"])
     assert "argparse" not in loaded and "re" not in loaded
 
 
@@ -198,15 +201,20 @@ def test_the_console_script_answers_version_and_help_without_a_parser(argv) -> N
 def test_the_parser_imports_no_command_module(argv) -> None:
     """``import patcher.cli`` and its parser, without a command chosen: no command's module,
     none of the stacks they bring."""
-    loaded = loaded_by("patcher.cli", *argv)
+    loaded = loaded_by("patcher.cli.parser", *argv)
     assert [m for m in loaded if m.partition(".")[0] in NOT_AT_STARTUP] == []
-    ours = [m for m in loaded if m.startswith("patcher")]
+    ours = [
+        m for m in loaded if m.startswith("patcher") and not m.startswith("patcher.cli.commands")
+    ]
     assert ours == [
         "patcher",
         "patcher.cli",
-        "patcher.cli_main",
+        "patcher.cli.command",
+        "patcher.cli.modes",
+        "patcher.cli.overview",
+        "patcher.cli.parser",
+        "patcher.cli.terminal",
         "patcher.errors",
-        "patcher.terminal",
     ]
 
 
@@ -222,3 +230,110 @@ def test_no_package_reexports() -> None:
         for init in ROOT.rglob("__init__.py")
     }
     assert {path: imports for path, imports in eager.items() if imports} == {}
+
+
+def module_file(module: str) -> Path | None:
+    """The file of ``patcher.X.Y``: its module, or its package's ``__init__.py``."""
+    path = ROOT.parent.joinpath(*module.split("."))
+    for candidate in (path.with_suffix(".py"), path / "__init__.py"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def imports_of(module: str) -> set[str]:
+    """Every module of patcher that ``module`` imports, read from its source: at the top, in a
+    function, or under ``if TYPE_CHECKING`` alike (each is an arrow of the structure)."""
+    path = module_file(module)
+    assert path is not None, module
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*parts, *([base] if base else [])])
+            for alias in node.names:  # from package import module: the module, if it is one
+                child = f"{base}.{alias.name}"
+                found.add(child if module_file(child) else base)
+    return {name for name in found if name.partition(".")[0] == "patcher"} - {module}
+
+
+def import_graph() -> dict[str, set[str]]:
+    return {module: imports_of(module) for module in all_modules()}
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan), and self-loops."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for target in sorted(graph.get(node, ())):
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in on_stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_the_import_graph_has_no_circle() -> None:
+    """issue 29: ``cli`` -> ``cli_main`` -> ``terminal`` -> ``cli_main`` and ``codemods.base``
+    <-> ``codemods.registry`` were circles; every import statement counts, lazy ones too."""
+    assert circles(import_graph()) == []
+
+
+def test_no_import_statement_points_up_a_layer() -> None:
+    """The layers read from the source: an import inside a function is an arrow too, though
+    ``test_a_layer_imports_only_itself_and_below`` cannot see it until the function runs."""
+    upward = sorted(
+        f"{module} -> {target}"
+        for module, targets in import_graph().items()
+        for target in targets
+        if (layer_of(target) or 0) > (layer_of(module) or 0)
+    )
+    assert upward == []
+
+
+def test_the_circle_finder_finds_a_circle() -> None:
+    assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert circles({"a": {"b"}, "b": set()}) == []
+
+
+def test_every_package_is_in_the_wheel() -> None:
+    """pyproject lists patcher's packages by hand: a package left out is missing from the wheel
+    (and only from the wheel: the source tree and an editable install still have it)."""
+    import tomllib
+
+    tree = Path(__file__).parent.parent  # the source tree: the suite may run an installed wheel
+    config = tomllib.loads((tree / "pyproject.toml").read_text())["tool"]["setuptools"]
+    listed = set(config["packages"])
+    found = {
+        ".".join(init.parent.relative_to(tree).parts)
+        for init in (tree / "patcher").rglob("__init__.py")
+    }
+    assert found - listed == set()

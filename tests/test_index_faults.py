@@ -35,7 +35,7 @@ from fakeindex import (
 from pytest_httpserver import HTTPServer
 
 import patcher.index
-from patcher.cli import main
+from patcher.cli.parser import main
 from patcher.errors import PatcherError
 from patcher.index import RETRIES, TIMEOUT_ENV, IndexEntry, PackageIndex
 from patcher.sources.download import cached_wheel_path, download_wheel

@@ -38,7 +38,7 @@ from test_build_wheel import nothing_in, run_cli, small_wheel
 import patcher.sources.download as download
 from patcher import results_cache
 from patcher.cache import CACHE_ENV, atomic_write
-from patcher.cli import main
+from patcher.cli.parser import main
 from patcher.codemods.base import Outcome, Status
 from patcher.index import IndexEntry, PackageIndex
 from patcher.outputs.wheel import PROVENANCE

@@ -9,7 +9,7 @@ from packaging.version import Version
 from test_real_releases import Overlay
 
 from patcher import patchset as patchsets
-from patcher.cli import main
+from patcher.cli.parser import main
 from patcher.codemods.base import Model, Status, Tree
 from patcher.codemods.eagle3_backbone import BackboneOptions, Eagle3Backbone
 from patcher.engine import run_patchset

@@ -184,6 +184,30 @@ def test_dash_is_stdout_and_the_tables_go_to_stderr(fake: FakeIndex, tmp_path: P
     assert not (tmp_path / "-").exists()
 
 
+def test_format_json_is_the_document_json_dash_writes(fake: FakeIndex, tmp_path: Path) -> None:
+    """issue 29: ``--format json`` printed each table as a JSON line; now one document, the
+    same as ``--json -``, with the tables on stderr; the two together are refused."""
+    code, out, err = matrix(fake, "--format", "json", cwd=tmp_path)
+    assert code in (0, 1), err
+    assert json.loads(out) == json.loads(matrix(fake, "--json", "-", cwd=tmp_path)[1])
+    assert PATCHSET in err
+    code, _, err = matrix(fake, "--format", "json", "--json", "-")
+    assert one_line(code, err) == "--json and --format json cannot both write to stdout (-)"
+
+
+def test_verbose_logs_each_long_step_as_a_line_off_a_terminal(fake: FakeIndex) -> None:
+    """issue 29: off a TTY a long step printed nothing; with -v (before or after the command)
+    each is a line on stderr: reading the releases, then each release's registry scan."""
+    for argv in (["-v", "matrix"], ["matrix", "-v"]):
+        index = ["--index-url", fake.url, "--platform", "x86_64", "--patchset", PATCHSET]
+        code, _, err = run(*argv, "--versions", VERSION, *index, "--markdown", "-")
+        assert code in (0, 1), err
+        assert "patcher: reading 1 releases" in err
+        assert f"patcher: scanning the model registry of vllm {VERSION} (1/1)" in err
+    code, _, err = matrix(fake, "--markdown", "-")
+    assert "patcher: scanning" not in err
+
+
 def test_two_outputs_on_stdout_are_refused(fake: FakeIndex) -> None:
     code, _, err = matrix(fake, "--json", "-", "--markdown", "-")
     assert one_line(code, err) == "--json and --markdown cannot both write to stdout (-)"

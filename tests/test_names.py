@@ -17,9 +17,18 @@ SHARED_NAMES = {"__init__.py", "base.py", "report.py", "wheel.py"}
 the wheel a source reads beside the wheel an output writes."""
 
 
+COMMAND_LINE = PACKAGE / "cli"
+"""A module of the command line is named after its command, which may be the name of what the
+command runs (``cli/doctor.py`` runs ``doctor.py``); within the package, names are unique."""
+
+
 def test_no_two_modules_share_a_name_beyond_the_deliberate_ones():
-    names = Counter(path.name for path in PACKAGE.rglob("*.py"))
+    below = [p for p in PACKAGE.rglob("*.py") if COMMAND_LINE not in p.parents]
+    names = Counter(path.name for path in below)
     assert {name for name, count in names.items() if count > 1} <= SHARED_NAMES
+    # cli/commands/ declares each command; cli/NAME.py may be the module its command runs
+    in_cli = Counter(path.name for path in COMMAND_LINE.glob("*.py"))
+    assert {name for name, count in in_cli.items() if count > 1} == set()
 
 
 def test_one_word_per_meaning():

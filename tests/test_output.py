@@ -8,7 +8,6 @@ console script; the tables are those of built-in patchsets and of a real release
 from __future__ import annotations
 
 import fcntl
-import json
 import os
 import pty
 import re
@@ -21,7 +20,7 @@ import pytest
 from commandline import PATCHER
 from conftest import copy_tree
 
-from patcher import terminal
+from patcher.cli import terminal
 
 ESCAPE = re.compile(r"\x1b\[[?0-9;]*[A-Za-z]")
 """Colour, and the cursor and erase codes of a transient spinner."""
@@ -95,16 +94,6 @@ def test_a_piped_table_has_no_line_longer_than_its_widest_row():
     rule = next(n for n, line in enumerate(lines) if set(line) == {"-"})
     assert len(lines[rule]) == len(lines[rule - 1])
     assert len(lines[rule]) < max(len(line) for line in lines)
-
-
-def test_list_as_json_has_every_patchset_and_replica_architecture():
-    done = piped(["list", "--format", "json"])
-    assert done.returncode == 0, done.stderr
-    patchsets, replicas = (json.loads(line) for line in done.stdout.splitlines())
-    names = {row[0] for row in patchsets["rows"]}
-    assert {"kimi-k2.5-eagle3", "glm4-moe-eagle3", "gemma3-eagle3"} <= names
-    assert patchsets["columns"][:2] == ["patchset", "model"]
-    assert "Glm4MoeForCausalLM" in {row[0] for row in replicas["rows"]}
 
 
 @pytest.mark.parametrize("columns", [80, 100])

@@ -9,7 +9,7 @@ import pytest
 from backbones import backbone_patchsets
 
 from patcher import patchset as patchsets
-from patcher.cli import main
+from patcher.cli.parser import main
 from patcher.codemods.base import FileOptions
 from patcher.codemods.eagle3_interface import InterfaceOptions
 from patcher.errors import PatcherError

@@ -13,7 +13,7 @@ from __future__ import annotations
 import pytest
 from replica_helpers import kimi_k25_llama_drafter_dir, kimi_k25_user_dir
 
-from patcher.cli import main
+from patcher.cli.parser import main
 
 pytestmark = [pytest.mark.network]
 

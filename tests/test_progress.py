@@ -22,11 +22,11 @@ from commandline import PATCHER
 from test_build_wheel import build_argv, small_wheel
 from test_output import in_terminal
 
-from patcher import terminal
+from patcher.cli import terminal
+from patcher.cli.terminal import StepDisplay
 from patcher.progress import shown_by
 from patcher.serving import process
 from patcher.serving.setup import Timeouts
-from patcher.terminal import StepDisplay
 from patcher.venvs import VenvPlan, ready_venv
 
 ESCAPE = re.compile(r"\x1b\[[?0-9;]*[A-Za-z]")

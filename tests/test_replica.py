@@ -18,7 +18,7 @@ from replica_helpers import (
 )
 
 from patcher import patchset as patchsets
-from patcher.cli import main
+from patcher.cli.parser import main
 from patcher.errors import PatcherError
 from patcher.replica.build import generate, shrink
 from patcher.replica.spec import ReplicaSpec, for_architecture, known

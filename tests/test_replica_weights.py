@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from conftest import one_error_line
 
-from patcher.cli import main
+from patcher.cli.parser import main
 from patcher.index import machine_platform
 from patcher.serving.venv import ServingVenv, serving_venv
 from patcher.sources.download import download_wheel

@@ -81,7 +81,7 @@ def test_present_agrees_with_vllms_supports_eagle3_for_every_architecture(
 
 def test_the_installed_release_scans_as_its_wheel(capsys):
     """``--installed --python``: the vLLM a venv holds, read in place, gives the wheel's answers."""
-    from patcher.cli import main
+    from patcher.cli.parser import main
 
     wheel = official("0.33.0")
     (venv,) = verify_venvs(wheel, None)

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from patcher import cli_serve, terminal
+from patcher.cli import serve, terminal
+from patcher.cli.commands import serve_bench
 from patcher.errors import PatcherError
 from patcher.serving import benchmark as bench_run
 from patcher.serving import host, metrics, process
@@ -108,7 +109,8 @@ def test_the_baseline_command_is_the_same_without_speculation():
 
 def parse(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="patcher")
-    cli_serve.add_parsers(parser.add_subparsers(dest="command", required=True))
+    commands = parser.add_subparsers(dest="command", required=True)
+    serve_bench.arguments(commands.add_parser("serve-bench"))
     return parser.parse_args(["serve-bench", *argv])
 
 
@@ -323,7 +325,7 @@ def test_the_report_as_json_and_as_a_table(benchmark):
     text = io.StringIO()
     console = terminal.Console(stderr=False)
     console.file = text  # not a terminal: the plain table
-    cli_serve.print_report(report, console)
+    serve.print_report(report, console)
     printed = text.getvalue()
     assert "66.7%" in printed and "3.00" in printed and "1.00 1.00 0.00" in printed
     assert f"speedup {report.speedup:.2f}x" in printed and "6/6 greedy outputs identical" in printed

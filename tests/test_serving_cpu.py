@@ -26,7 +26,7 @@ import requests
 from replica_helpers import kimi_k25_mla_drafter_dir, kimi_k25_user_dir
 
 from patcher.cache import sha256_of
-from patcher.cli import main
+from patcher.cli.parser import main
 from patcher.errors import PatcherError
 from patcher.index import machine_platform
 from patcher.replica.build import generate

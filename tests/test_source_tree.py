@@ -16,7 +16,7 @@ from commandline import PATCHER
 from conftest import copy_tree, one_error_line
 
 from patcher import patchset as patchsets
-from patcher.cli import main
+from patcher.cli.parser import main
 from patcher.codemods.base import Tree
 from patcher.engine import needed_paths
 

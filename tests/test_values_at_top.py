@@ -1,6 +1,6 @@
 """The command line turns its options into values once, at the top (issue 16, item 4).
 
-The commands in ``patcher/cli*.py`` read an ``argparse.Namespace``; what they call takes the
+The commands in ``patcher/cli/`` read an ``argparse.Namespace``; what they call takes the
 values resolved from it. build-wheel opens the ``--wheel`` it is given as a zip once.
 """
 
@@ -19,7 +19,7 @@ import patcher
 PACKAGE = Path(patcher.__file__).parent
 
 RESOLVERS = {"open_named_wheel", "open_release"}
-"""The functions of ``patcher.cli_wheels`` that turn a command's options into values."""
+"""The functions of ``patcher.cli.wheels`` that turn a command's options into values."""
 
 
 def parameters(tree: ast.Module) -> list[tuple[str, str, str]]:
@@ -42,16 +42,51 @@ def test_no_module_below_the_command_line_takes_a_namespace():
     offenders = [
         f"{path.relative_to(PACKAGE)}: {function}({name}: {annotation})"
         for path in sorted(PACKAGE.rglob("*.py"))
-        if not path.name.startswith("cli")
+        if PACKAGE / "cli" not in path.parents
         for function, name, annotation in parameters(module_tree(path))
         if "Namespace" in annotation
     ]
     assert offenders == []
 
 
+SCRIPTS = {"verify/probe.py", "verify/aux_reference.py", "replica/seeded.py", "acceptance/train.py"}
+"""Files another interpreter runs as scripts (``<venv>/bin/python -I FILE``): patcher is not
+installed there, so each reads its own few arguments."""
+
+
+def imported_modules(tree: ast.Module) -> set[str]:
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            found.add(node.module)
+    return found
+
+
+def test_only_the_command_line_imports_argparse():
+    """issue 29: options are parsed in ``patcher/cli/`` alone (``python -m patcher.bench`` was
+    the last parser below it, now ``patcher.cli.bench``)."""
+    parsing = sorted(
+        str(path.relative_to(PACKAGE))
+        for path in PACKAGE.rglob("*.py")
+        if PACKAGE / "cli" not in path.parents and "argparse" in imported_modules(module_tree(path))
+    )
+    assert set(parsing) <= SCRIPTS, parsing
+
+
+def test_the_scripts_another_interpreter_runs_import_nothing_of_patcher():
+    """What makes them scripts: they run where patcher is not installed."""
+    ours = {
+        script: sorted(m for m in imported_modules(module_tree(PACKAGE / script)) if "patcher" in m)
+        for script in SCRIPTS
+    }
+    assert {script: found for script, found in ours.items() if found} == {}
+
+
 def test_the_shared_wheel_steps_take_values_not_options_or_callbacks():
     """Only the resolvers read the Namespace; the run over the wheel takes no refusal callback."""
-    taken = parameters(module_tree(PACKAGE / "cli_wheels.py"))
+    taken = parameters(module_tree(PACKAGE / "cli" / "wheels.py"))
     namespaces = sorted({f for f, _, annotation in taken if "Namespace" in annotation})
     callbacks = sorted({f"{f}({n})" for f, n, annotation in taken if "Callable" in annotation})
     assert set(namespaces) <= RESOLVERS, namespaces
@@ -79,7 +114,7 @@ def test_build_wheel_opens_the_given_wheel_as_a_zip_once(tmp_path, capsys):
 def test_build_wheel_computes_its_local_version_once(tmp_path, capsys, monkeypatch):
     """The version checked before the download is the one the plan carries; counted wherever
     ``local_version`` is called from (the command, the wheel output)."""
-    from patcher import cli_commands
+    from patcher.cli import patching
     from patcher.outputs import wheel as wheel_output
 
     calls: list[tuple[str, str]] = []
@@ -89,7 +124,7 @@ def test_build_wheel_computes_its_local_version_once(tmp_path, capsys, monkeypat
         calls.append((version, label))
         return real(version, label)
 
-    for module in (cli_commands, wheel_output):
+    for module in (patching, wheel_output):
         monkeypatch.setattr(module, "local_version", counted)
     assert build(small_wheel(tmp_path), tmp_path / "dist", "--allow-noop") == 0
     assert Path(capsys.readouterr().out.strip()).is_file()

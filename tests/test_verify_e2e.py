@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from patcher.cli import main
+from patcher.cli.parser import main
 from patcher.index import PackageIndex, machine_platform
 from patcher.sources.download import download_wheel
 from patcher.verify.report import VerifyReport

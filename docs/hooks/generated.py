@@ -18,7 +18,7 @@ from mkdocs.structure.files import File, Files
 from mkdocs.structure.pages import Page
 
 from patcher.bench_report import with_bench_reports
-from patcher.cli_reference import markdown
+from patcher.cli.reference import markdown
 from patcher.matrix import README_BEGIN, README_END
 
 MODELS_TABLE = "<!-- models-table: from the README -->"

@@ -13,7 +13,6 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar, get_args, get_origin
 
 from patcher.codemods.options import FileOptions, model_type, python_name
-from patcher.codemods.registry import name_of
 
 if TYPE_CHECKING:  # libcst takes seconds to import: only a run that parses pays for it
     import libcst as cst
@@ -355,7 +354,7 @@ OptionsT = TypeVar("OptionsT")
 class Codemod(ABC, Generic[OptionsT]):
     """One structural rewrite of vLLM. A subclass sets DESCRIPTION and gives, as ``OptionsT``,
     the frozen dataclass of the options a patchset gives it (read and checked by
-    ``patcher.schema``); its name is the one ``registry.WHERE`` gives it."""
+    ``patcher.schema``); its name is its module's, with dashes (``patcher.codemods.registry``)."""
 
     DESCRIPTION: ClassVar[str]
     SIGNATURE: ClassVar[Signature | None] = None
@@ -368,7 +367,7 @@ class Codemod(ABC, Generic[OptionsT]):
 
     @property
     def name(self) -> str:
-        return name_of(type(self))
+        return type(self).__module__.rpartition(".")[2].replace("_", "-")
 
     @classmethod
     def options_type(cls) -> type[Any]:

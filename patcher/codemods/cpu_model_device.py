@@ -11,8 +11,8 @@ from __future__ import annotations
 import libcst as cst
 import libcst.matchers as m
 
+from patcher.codemods._marks import MARK
 from patcher.codemods.base import FileCodemod, Outcome, Status, Tree, summarize
-from patcher.codemods.cpu_spec_decode import MARK
 
 CUDA_DEVICE = m.SimpleStatementLine(
     body=[

@@ -24,6 +24,7 @@ import libcst as cst
 import libcst.matchers as m
 
 from patcher.codemods._cst import appended, describe
+from patcher.codemods._marks import MARK
 from patcher.codemods.base import FileCodemod, Outcome, ShapeError, Status, Tree
 
 RUNNER = "CPUModelRunner"
@@ -41,8 +42,6 @@ NO_SPEC_DECODE = m.SimpleStatementLine(
 INIT = m.FunctionDef(name=m.Name("__init__"))
 LOAD_MODEL = m.FunctionDef(name=m.Name("load_model"))
 HOST_COPY = m.FunctionDef(name=m.Name("_copy_draft_token_ids_to_cpu"))
-MARK = "patcher cpu-spec-decode"
-"""In every statement this codemod writes: the harness is never mistaken for vLLM's code."""
 
 LOAD_DRAFTER = cst.parse_module(
     f"""\

@@ -16,7 +16,7 @@ from collections.abc import Callable
 import libcst as cst
 import libcst.matchers as m
 
-from patcher.codemods import signatures
+from patcher.codemods import _signatures as signatures
 from patcher.codemods._cst import describe, edit_first, statement
 from patcher.codemods.base import FileCodemod, Outcome, ShapeError, Status, Tree, moved
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import libcst as cst
 import libcst.matchers as m
 
-from patcher.codemods import signatures
+from patcher.codemods import _signatures as signatures
 from patcher.codemods._cst import ExtendLiterals, code, describe, string_values
 from patcher.codemods.base import FileCodemod, Outcome, ShapeError, Tree, summarize
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import libcst as cst
 import libcst.matchers as m
 
-from patcher.codemods import signatures
+from patcher.codemods import _signatures as signatures
 from patcher.codemods._cst import ExtendLiterals, describe, find_compound, string_values
 from patcher.codemods.base import FileCodemod, Outcome, ShapeError, Tree, summarize
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import libcst as cst
 import libcst.matchers as m
 
-from patcher.codemods import signatures
+from patcher.codemods import _signatures as signatures
 from patcher.codemods._cst import describe, find_compound
 from patcher.codemods.base import FileCodemod, Outcome, ShapeError, Status, Tree, summarize
 

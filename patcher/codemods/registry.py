@@ -1,60 +1,91 @@
-"""Codemods by name, for patchsets: the one table of them, each module loaded on first lookup.
+"""Codemods by name, for patchsets: derived from the modules, each loaded on first lookup.
 
-A codemod is declared once. Its name is its key here, and the value says where its class is
-(``module:Class`` under ``patcher.codemods``); the class itself declares the rest, as a libcst
-command does: ``DESCRIPTION``, and its options as the generic parameter
-(``Codemod[InterfaceOptions]``), which ``Codemod.options_type`` reads back. libcst takes about a
-second to import, so nothing loads a codemod's module before a patchset names it.
+A codemod is one module of ``patcher.codemods``, and nothing else declares it: its name is the
+module's with dashes (``eagle3_whitelist.py`` is ``eagle3-whitelist``), and its class is the one
+concrete ``Codemod`` the module defines, which declares the rest as a libcst command does:
+``DESCRIPTION``, and its options as the generic parameter (``Codemod[InterfaceOptions]``), which
+``Codemod.options_type`` reads back. The names come from the package's folder, not from imports:
+libcst takes about a second to import, so nothing loads a codemod's module before a patchset
+names it.
 """
 
 from __future__ import annotations
 
 import importlib
+import inspect
+import os
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from patcher.codemods.base import Codemod
 
-WHERE: dict[str, str] = {
-    "eagle3-whitelist": "eagle3_whitelist:Eagle3Whitelist",
-    "mm-image-token": "mm_image_token:MmImageToken",
-    "eagle-target-backbone": "eagle_target_backbone:EagleTargetBackbone",
-    "eagle3-interface": "eagle3_interface:Eagle3Interface",
-    "eagle-mla-detect": "eagle_mla_detect:EagleMlaDetect",
-    "eagle3-backbone": "eagle3_backbone:Eagle3Backbone",
-    "cpu-spec-decode": "cpu_spec_decode:CpuSpecDecode",
-    "cpu-model-device": "cpu_model_device:CpuModelDevice",
-    "eagle3-v2-nested-ids": "eagle3_v2_nested_ids:Eagle3V2NestedIds",
-}
-"""Each codemod's name, and where its class is."""
+MACHINERY = frozenset({"base", "options", "registry"})
+"""The modules of ``patcher.codemods`` that are no codemod; so is any whose name starts with
+``_`` (the helpers codemods share)."""
 
-NAMES: dict[str, str] = {where: name for name, where in WHERE.items()}
+HERE = os.path.dirname(__file__)
 
 
-def name_of(cls: type) -> str:
-    """The name ``WHERE`` gives the codemod class ``cls``."""
-    return NAMES[f"{cls.__module__.removeprefix('patcher.codemods.')}:{cls.__qualname__}"]
+def module_of(name: str) -> str:
+    """The module of the codemod named ``name``: its name with underscores."""
+    return name.replace("-", "_")
+
+
+def name_of_module(module: str) -> str:
+    """The name of the codemod in ``patcher.codemods.MODULE``: its name with dashes."""
+    return module.rpartition(".")[2].replace("_", "-")
+
+
+def codemod_modules(folder: str = HERE) -> list[str]:
+    """The codemod modules in ``folder``, found by their file names, in sorted order."""
+    found = []
+    with os.scandir(folder) as entries:
+        for entry in entries:
+            module, dot, suffix = entry.name.partition(".")
+            codemod = not module.startswith("_") and module not in MACHINERY
+            if dot and suffix == "py" and codemod and entry.is_file():
+                found.append(module)
+    return sorted(found)
+
+
+def codemod_class(module: Any) -> type[Codemod[Any]]:
+    """The one concrete ``Codemod`` subclass ``module`` itself defines."""
+    from patcher.codemods.base import Codemod
+
+    defined = [
+        value
+        for value in vars(module).values()
+        if isinstance(value, type)
+        and issubclass(value, Codemod)
+        and value.__module__ == module.__name__
+        and not inspect.isabstract(value)
+    ]
+    if len(defined) != 1:
+        names = ", ".join(c.__qualname__ for c in defined) or "none"
+        raise TypeError(f"{module.__name__} must define one codemod class, not: {names}")
+    return defined[0]
 
 
 class Registry(Mapping[str, "type[Codemod[Any]]"]):
     """Codemod classes by name, each module imported on first lookup."""
 
+    def __init__(self) -> None:
+        self.names = [name_of_module(module) for module in codemod_modules()]
+
     def __getitem__(self, name: str) -> type[Codemod[Any]]:
-        module, _, attribute = WHERE[name].partition(":")
-        codemod: type[Codemod[Any]] = getattr(
-            importlib.import_module(f"patcher.codemods.{module}"), attribute
-        )
-        return codemod
+        if name not in self.names:
+            raise KeyError(name)
+        return codemod_class(importlib.import_module(f"patcher.codemods.{module_of(name)}"))
 
     def __contains__(self, name: object) -> bool:
-        return name in WHERE  # Mapping's would import the codemod
+        return name in self.names  # Mapping's would import the codemod
 
     def __iter__(self) -> Iterator[str]:
-        return iter(WHERE)
+        return iter(self.names)
 
     def __len__(self) -> int:
-        return len(WHERE)
+        return len(self.names)
 
 
 CODEMODS = Registry()

@@ -8,7 +8,8 @@ import json
 import sys
 
 from patcher import patchset as patchsets
-from patcher.cli_wheels import add_release_options, open_release
+from patcher.cli.terminal import Table, new_table, out
+from patcher.cli.wheels import open_release
 from patcher.errors import PatcherError
 from patcher.index import PackageIndex
 from patcher.matrix import build_matrix, select_releases
@@ -24,28 +25,8 @@ from patcher.scan import (
     write_patchset,
 )
 from patcher.sources.base import Source
-from patcher.terminal import Table, add_format_option, new_table, out
 
 FORMATS = ("table", "json", "markdown")
-
-
-def add_parsers(commands: argparse._SubParsersAction) -> None:
-    """Register ``scan``: every architecture of a release's model registry, read as source."""
-    command = commands.add_parser("scan")
-    add_release_options(command)
-    add_format_option(command, FORMATS, "table (default), json, or the docs page")
-    command.add_argument(
-        "--write-patchset",
-        metavar="CLASS",
-        help="print a patchset TOML for this architecture or class, if the codemod patches it",
-    )
-    command.add_argument(
-        "--since",
-        metavar="VERSION",
-        help="with --write-patchset and --vllm: its expected verdicts measured by the matrix "
-        "over every release from VERSION on",
-    )
-    command.set_defaults(run=command_scan)
 
 
 def command_scan(args: argparse.Namespace) -> int:

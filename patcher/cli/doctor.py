@@ -7,43 +7,30 @@ import argparse
 import json
 from collections.abc import Callable
 
-from patcher.cache import atomic_write
-from patcher.cli_wheels import add_release_options, open_release
-from patcher.doctor import CONVENTIONS, Diagnosis, Feed, diagnose, physical, read_inputs, write_fix
+from patcher.cli.terminal import (
+    check_outputs,
+    json_document,
+    out,
+    print_data,
+)
+from patcher.cli.wheels import open_release
+from patcher.doctor import Diagnosis, Feed, diagnose, physical, read_inputs, write_fix
 from patcher.errors import PatcherError
-from patcher.terminal import out, path_argument
-
-
-def add_parsers(commands: argparse._SubParsersAction) -> None:
-    """Register ``doctor``: it reads a drafter's configs and the release's code (no engine
-    starts): what each runner feeds the drafter, and what silently costs acceptance."""
-    doctor = commands.add_parser("doctor")
-    doctor.add_argument(
-        "--drafter", type=path_argument, required=True, metavar="DIR", help="its config.json"
-    )
-    doctor.add_argument(
-        "--model", type=path_argument, metavar="DIR", help="the target's config.json"
-    )
-    add_release_options(doctor)
-    doctor.add_argument(
-        "--trained-with", choices=CONVENTIONS, help="the trainer's layer numbering, for --fix"
-    )
-    doctor.add_argument(
-        "--fix", type=path_argument, metavar="OUT", help="write a corrected drafter folder"
-    )
-    doctor.add_argument("--json", type=path_argument, metavar="FILE", help="the diagnosis as JSON")
-    doctor.set_defaults(run=command_doctor)
+from patcher.outputs.named import write_file
 
 
 def command_doctor(args: argparse.Namespace) -> int:
     inputs = read_inputs(args.drafter, args.model)
     if args.fix and (args.fix.exists() or args.fix.is_symlink()):
         raise PatcherError(f"{args.fix} exists: --fix writes a new folder")
+    check_outputs({"--json": args.json, "--format json": json_document(args.format)})
     with open_release(args) as source:
         diagnosis = diagnose(source, inputs, args.trained_with)
     print_diagnosis(diagnosis, say)
     if args.json:
-        atomic_write(args.json, (json.dumps(diagnosis.to_json(), indent=2) + "\n").encode())
+        write_file(args.json, (json.dumps(diagnosis.to_json(), indent=2) + "\n").encode(), "--json")
+    if args.format == "json":
+        print_data(diagnosis.to_json())
     if args.fix:
         for change in write_fix(diagnosis, args.fix):
             say(f"fix: {change}")

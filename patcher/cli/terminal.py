@@ -4,7 +4,8 @@ Piped, a table is plain aligned text: no padding after the last column, no trail
 colour. In a terminal it fits the width: a column wraps at spaces and hyphens, a detail column
 at its ``; `` separators and spaces (never inside an identifier), and a detail too long for
 what is left goes on continuation lines under its row. ``NO_COLOR`` turns colour off,
-``--quiet`` the context and the progress; ``--format json`` prints a table as one JSON line.
+``--quiet`` the context and the progress; ``--format json`` moves the tables to stderr and
+the command prints its data as one JSON document.
 
 Importing this module costs almost nothing: ``patcher --version`` and ``--help`` load it, and
 Rich is imported only to draw a progress bar or a spinner in a terminal.
@@ -20,7 +21,7 @@ import re
 import sys
 from collections.abc import Callable, Iterator
 
-from patcher.cli_main import terminal_width
+from patcher.cli.overview import terminal_width
 
 TYPE_CHECKING = False  # typing, pathlib and json take milliseconds: patcher --version needs none
 if TYPE_CHECKING:
@@ -165,18 +166,6 @@ class Table:
     def add_row(self, *cells: str) -> None:
         self.rows.append(cells)
 
-    def to_json(self) -> str:
-        import json
-
-        plain = [[Text.parse(c, True).plain for c in row] for row in self.rows]
-        data = {
-            "title": self.title,
-            "columns": [c.header for c in self.columns],
-            "rows": plain,
-            "caption": Text.parse(self.caption, True).plain,
-        }
-        return json.dumps(data)
-
     def lines(self, width: int | None, colour: bool, markup: bool) -> list[str]:
         """The table as lines: natural widths without ``width`` (piped), else fitted to it."""
         rows = [[Text.parse(c, markup) for c in row] for row in self.rows]
@@ -303,8 +292,6 @@ class Console:
         self.file: TextIO | None = None
         self.quiet = False
         """``--quiet``: no context (tables on stderr) and no progress; results and errors stay."""
-        self.tables_as_json = False
-        """``--format json``: each table printed as one JSON line."""
 
     @property
     def stream(self) -> TextIO:
@@ -341,10 +328,7 @@ class Console:
         if isinstance(what, Table):
             if self.quiet and self.stream is sys.stderr:
                 return
-            if self.tables_as_json:
-                lines = [what.to_json()]
-            else:
-                lines = what.lines(self.width, self.colour, markup)
+            lines = what.lines(self.width, self.colour, markup)
         else:
             text = Text.parse(what, markup)
             width = None if soft_wrap else self.width
@@ -411,6 +395,20 @@ class StepDisplay:
                 self.progress = None
 
 
+class LineDisplay:
+    """The long steps as one line each on stderr as they start (``--verbose`` off a terminal):
+    a log reads what a run spent its time on, with the size of what is downloaded."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+
+    @contextlib.contextmanager
+    def step(self, what: str, total: int | None) -> Iterator[Callable[[int], None]]:
+        size = f" ({total / 1e6:.0f} MB)" if total else ""
+        self.console.print(f"patcher: {what}{size}", markup=False, soft_wrap=True)
+        yield lambda amount: None
+
+
 def new_table(title: str) -> Table:
     """A table; how it is drawn (width, colour, JSON) is decided by the stream it is printed on."""
     return Table(title)
@@ -457,7 +455,10 @@ def add_folder_option(
 
 
 TABLE_FORMATS = ("table", "json")
-TABLE_FORMATS_HELP = "table: aligned text (fitted to a terminal); json: each table as one JSON line"
+TABLE_FORMATS_HELP = (
+    "table: aligned text (fitted to a terminal); json: the data as one JSON document on stdout, "
+    "the tables moved to stderr"
+)
 
 
 def add_format_option(
@@ -509,6 +510,20 @@ def discard_stdout() -> None:
         os.close(null)
     except (OSError, ValueError):
         pass
+
+
+def json_document(format: str | None) -> Path | None:
+    """``--format json`` as an output: stdout (``-``), which no ``--json -`` may share."""
+    from patcher.outputs.named import STDOUT
+
+    return STDOUT if format == "json" else None
+
+
+def print_data(data: object) -> None:
+    """``--format json``: the command's data as one JSON document on stdout."""
+    import json
+
+    sys.stdout.write(json.dumps(data, indent=2) + "\n")
 
 
 def check_outputs(options: dict[str, Path | None]) -> None:

@@ -81,7 +81,7 @@ def section(name: str, summary: str, parser: argparse.ArgumentParser, level: int
 def markdown(parser: argparse.ArgumentParser | None = None) -> str:
     """The whole reference page for ``parser`` (default: the one ``patcher`` runs)."""
     if parser is None:
-        from patcher.cli import build_parser  # the whole CLI: only when a page is rendered
+        from patcher.cli.parser import build_parser  # the whole CLI: only when a page is rendered
 
         parser = build_parser()
     lines = [

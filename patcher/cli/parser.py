@@ -1,31 +1,35 @@
 """The ``patcher`` command line: the parser, and the dispatch to the module of each command.
 
-This module imports nothing heavy: each command's options and code live in its own module
-(``COMMANDS``), imported only when that command runs, or when its own ``--help`` is asked for.
-``build_parser()`` builds them all, for the documentation.
+This module imports nothing heavy: each command is declared by its own light module of
+``patcher.cli.commands`` (``COMMANDS``), whose options import what the command runs only when
+that command runs, or when its own ``--help`` is asked for. ``build_parser()`` builds them all,
+for the documentation.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import importlib
 import os
 import signal
 import sys
 from collections.abc import Collection
 
-from patcher.cli_main import (
+from patcher.cli.modes import refuse_empty_names, refuse_misplaced
+from patcher.cli.overview import (
     COMMANDS,
     DESCRIPTION,
+    EPILOG,
+    QUIET_HELP,
     SUBCOMMANDS_HELP,
+    VERBOSE_HELP,
     VERSION,
     help_column_limit,
     help_width,
     terminal_width,
 )
+from patcher.cli.terminal import GuardedStdout, discard_stdout, err, out
 from patcher.errors import OutputClosed, PatcherError, StdoutError
-from patcher.terminal import GuardedStdout, discard_stdout, err, out
 
 TYPE_CHECKING = False  # typing takes milliseconds to import, and this module must start fast
 if TYPE_CHECKING:
@@ -83,9 +87,6 @@ def has_default(action: argparse.Action) -> bool:
     )
 
 
-QUIET_HELP = "no tables of context and no progress on stderr; results and errors still print"
-
-
 class Commands(argparse._SubParsersAction):  # type: ignore[type-arg]
     """The subparsers action: each command gets its summary, its examples and ``--quiet``."""
 
@@ -96,7 +97,14 @@ class Commands(argparse._SubParsersAction):  # type: ignore[type-arg]
             kwargs.update(epilog=command.epilog)
         kwargs.setdefault("formatter_class", HelpFormatter)
         parser: argparse.ArgumentParser = super().add_parser(name, **kwargs)
-        parser.add_argument("-q", "--quiet", action="store_true", help=QUIET_HELP)
+        # before or after the command: here only where given, so the command's own default
+        # does not overwrite a -q given before it
+        parser.add_argument(
+            "-q", "--quiet", action="store_true", default=argparse.SUPPRESS, help=QUIET_HELP
+        )
+        parser.add_argument(
+            "-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help=VERBOSE_HELP
+        )
         return parser
 
     def listed(self, name: str) -> None:
@@ -104,14 +112,16 @@ class Commands(argparse._SubParsersAction):  # type: ignore[type-arg]
         super().add_parser(name, help=COMMANDS[name].summary, add_help=False)
 
 
-def build_parser(full: Collection[str | None] = tuple(COMMANDS)) -> argparse.ArgumentParser:
-    """The ``patcher`` parser; the commands in ``full`` get their options (their modules are
-    imported), the others only their summary line."""
+def build_parser(full: Collection[str | None] | None = None) -> argparse.ArgumentParser:
+    """The ``patcher`` parser; the commands in ``full`` (default: all) get their options (the
+    modules they run are imported), the others only their summary line."""
     parser = argparse.ArgumentParser(
-        prog="patcher", description=DESCRIPTION, formatter_class=HelpFormatter
+        prog="patcher", description=DESCRIPTION, epilog=EPILOG, formatter_class=HelpFormatter
     )
     parser.register("action", "parsers", Commands)
     parser.add_argument("--version", action="version", version=VERSION)
+    parser.add_argument("-q", "--quiet", action="store_true", help=QUIET_HELP)
+    parser.add_argument("-v", "--verbose", action="store_true", help=VERBOSE_HELP)
     commands = parser.add_subparsers(
         dest="command",
         required=True,
@@ -120,14 +130,11 @@ def build_parser(full: Collection[str | None] = tuple(COMMANDS)) -> argparse.Arg
         help=SUBCOMMANDS_HELP,
     )
     assert isinstance(commands, Commands)
-    wanted = {COMMANDS[name].module for name in full if name in COMMANDS}
-    modules = dict.fromkeys(command.module for command in COMMANDS.values())  # in order
-    for module in modules:
-        if module in wanted:
-            importlib.import_module(module).add_parsers(commands)
+    for name, command in COMMANDS.items():
+        if full is None or name in full:
+            command.arguments(commands.add_parser(name))
         else:
-            for name in (n for n, c in COMMANDS.items() if c.module == module):
-                commands.listed(name)
+            commands.listed(name)
     return parser
 
 
@@ -136,106 +143,13 @@ def chosen_command(argv: list[str]) -> str | None:
     return next((word for word in argv if not word.startswith("-")), None)
 
 
-SOURCE_MODES = {
-    "vllm": "--vllm",
-    "wheel": "--wheel",
-    "tree": "--source",
-    "git": "--git",
-    "installed": "--installed",
-}
-"""The options that pick the ``Source`` a command reads, each under the name argparse keeps it
-by: one of them is its mode."""
-
-BELONGS: dict[str, dict[str, tuple[str, ...]]] = {
-    "diff": {
-        "ref": ("--git",),
-        "vllm_version": ("--source", "--git"),
-        "package": ("--vllm", "--wheel"),
-        "index_url": ("--vllm",),
-        "platform": ("--vllm",),
-    },
-    "apply": {
-        "ref": ("--git",),
-        "branch": ("--git",),
-        "vllm_version": ("--source", "--git"),
-        "force": ("--source",),
-        "python": ("--installed",),
-        "require_patch": ("--installed",),
-    },
-    "build-wheel": {
-        "package": ("--vllm", "--wheel"),
-        "index_url": ("--vllm",),
-        "platform": ("--vllm",),
-    },
-    "verify": {
-        "package": ("--vllm", "--wheel"),
-        "index_url": ("--vllm",),
-        "platform": ("--vllm",),
-        "python": ("--installed",),
-    },
-    "preflight": {"index_url": ("--vllm",)},
-    "serve-bench": {
-        **dict.fromkeys(
-            (
-                "wheel",
-                "vllm",
-                "package",
-                "index_url",
-                "patched_wheel",
-                "with_patched",
-                "barrier_chain",
-                "patchset",
-                "drafter_kind",
-                "replica",
-            ),
-            ("--device cpu",),
-        ),
-        **dict.fromkeys(("port", "trust_remote_code"), ("--device gpu",)),
-    },
-}
-"""Per command, the options that do something in some of its modes only; any other mode
-refuses them, so a flag is never silently ignored."""
-
-COMMA_LISTS = ("patchset", "versions", "package")
-"""``matrix``'s options that take comma lists."""
-
-
-def mode_of(args: argparse.Namespace) -> str:
-    """The mode a command line chose, spelled as its flag: ``--git``, ``--device cpu``."""
-    if args.command == "serve-bench":
-        return f"--device {args.device}"
-    return next(
-        flag
-        for name, flag in SOURCE_MODES.items()
-        if getattr(args, name, None) not in (None, False)
-    )
-
-
-def refuse_misplaced(args: argparse.Namespace, command: argparse.ArgumentParser) -> None:
-    """Before any work: a flag given where it does nothing, and an empty name in a list."""
-    flags = {a.dest: a.option_strings[0] for a in command._actions if a.option_strings}
-    if args.command in BELONGS:
-        mode = mode_of(args)
-        for dest, modes in BELONGS[args.command].items():
-            given = getattr(args, dest) != command.get_default(dest)
-            if given and mode not in modes:
-                raise PatcherError(
-                    f"{flags[dest]} goes with {' or '.join(modes)} only, not with {mode}"
-                )
-    lists = COMMA_LISTS if args.command == "matrix" else ("patchset",)
-    for dest in lists:
-        value = getattr(args, dest, None)
-        if value is not None and "" in (v.strip() for v in value.split(",")):
-            what = "an empty name" if "," in value else "no name"
-            raise PatcherError(f"{flags[dest]} {value!r} has {what}")
-
-
 def resolve_values(args: argparse.Namespace) -> None:
     """Values made absolute where they are given: an interpreter runs with another working
     folder, so a relative ``--python`` is the caller's."""
-    python = getattr(args, "python", None)  # a str, or a Path where the option checks its length
-    if python is not None and os.sep in str(python):
-        args.python = type(python)(os.path.abspath(python))
+    for name in ("python", "transformers_python"):
+        python = getattr(args, name, None)  # a str, or a Path where the option checks its length
+        if python is not None and os.sep in str(python):
+            setattr(args, name, type(python)(os.path.abspath(python)))
     if getattr(args, "platform", "") is None:
         from patcher.index import machine_platform  # the network stack: a command's, not --help's
 
@@ -260,14 +174,21 @@ def interrupt_on_sigterm() -> None:
 
 def run_with_progress(args: argparse.Namespace) -> int:
     """The command, its long steps shown as transient bars when stderr is a terminal and
-    ``--quiet`` is not given; otherwise they show nothing."""
-    if not err.live:
-        code: int = args.run(args)
-        return code
+    ``--quiet`` is not given; off a terminal, with ``--verbose``, a line each; otherwise they
+    show nothing."""
     from patcher.progress import shown_by
-    from patcher.terminal import StepDisplay
 
-    with shown_by(StepDisplay(err)):
+    if err.live:
+        from patcher.cli.terminal import StepDisplay
+
+        with shown_by(StepDisplay(err)):
+            code: int = args.run(args)
+    elif args.verbose and not args.quiet:
+        from patcher.cli.terminal import LineDisplay
+
+        with shown_by(LineDisplay(err)):
+            code = args.run(args)
+    else:
         code = args.run(args)
     return code
 
@@ -277,12 +198,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser({chosen_command(words)})
     args = parser.parse_args(words)
     out.quiet = err.quiet = args.quiet  # out too: a "-" output moves its tables to stderr
-    out.tables_as_json = getattr(args, "format", None) == "json"
+    if getattr(args, "format", None) == "json":
+        out.file = sys.stderr  # stdout holds the JSON document alone; the tables are context
     interrupt_on_sigterm()
     stdout = sys.stdout
     sys.stdout = GuardedStdout(stdout)  # type: ignore[assignment]
     try:
-        refuse_misplaced(args, subcommand(parser, args.command))
+        command = subcommand(parser, args.command)
+        refuse_misplaced(args, command)
+        refuse_empty_names(args, command)
         resolve_values(args)
         code: int = run_with_progress(args)
         sys.stdout.flush()
@@ -304,8 +228,4 @@ def main(argv: list[str] | None = None) -> int:
             discard_stdout()
         sys.stdout = stdout
         out.file = None  # back to stdout, if a "-" output moved it
-        out.quiet = err.quiet = out.tables_as_json = False
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+        out.quiet = err.quiet = False

