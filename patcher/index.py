@@ -26,7 +26,7 @@ from packaging.utils import canonicalize_name, parse_wheel_filename
 from packaging.version import Version
 
 from patcher import distributions
-from patcher.cache import checked_dir, read_checked, write_checked
+from patcher.cache import checked_dir, fresh, read_checked, write_checked
 from patcher.errors import PatcherError
 from patcher.pipconfig import redacted
 
@@ -341,7 +341,7 @@ class PackageIndex:
 
     def _listing(self) -> dict:
         cached = self._listing_cache
-        if cached.exists() and time.time() - cached.stat().st_mtime < LISTING_TTL_SECONDS:
+        if fresh(cached, LISTING_TTL_SECONDS):
             body = read_checked(cached)
             if body is not None:
                 return json.loads(body)

@@ -12,6 +12,8 @@ from typing import Any
 
 from patcher import distributions
 from patcher.cache import atomic_write, cache_dir
+from patcher.errors import PatcherError
+from patcher.files import read_json
 
 
 class ProofKind(StrEnum):
@@ -54,8 +56,8 @@ def passed(kind: ProofKind, patchset: str, version: str, package: str) -> bool |
     hand-edited or cut short shows as unproven, not as a traceback)."""
     path = proof_path(kind, patchset, version, package)
     try:
-        value = json.loads(path.read_bytes()).get("passed")
-    except (OSError, ValueError, AttributeError):
+        value = read_json(path, "proof report").get("passed")
+    except (PatcherError, AttributeError):
         return None
     return value if isinstance(value, bool) else None
 
@@ -65,8 +67,8 @@ def acceptance_length(patchset: str, version: str, package: str) -> float | None
     (never run here, failed, or a report this code cannot read)."""
     path = proof_path(ProofKind.ACCEPT, patchset, version, package)
     try:
-        report = json.loads(path.read_bytes())
+        report = read_json(path, "proof report")
         length = report["acceptance"]["acceptance_length"] if report["passed"] is True else None
-    except (OSError, ValueError, KeyError, TypeError):
+    except (PatcherError, KeyError, TypeError):
         return None
     return float(length) if isinstance(length, (int, float)) else None

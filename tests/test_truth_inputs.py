@@ -1,0 +1,143 @@
+"""issue 28's defects of time, input and output: a cached listing from the future, config and
+JSON files that are FIFOs, devices or huge, tracebacks where one line belongs, proofs of a
+patchset known by name alone. Offline: the fake index on loopback, files made here."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from commandline import PATCHER
+from fakeindex import VERSION, FakeIndex, build_wheel, loopback_server, own_cache
+from pytest_httpserver import HTTPServer
+
+from patcher.index import PackageIndex
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[HTTPServer]:
+    yield from loopback_server()
+
+
+@pytest.fixture
+def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    return own_cache(tmp_path, monkeypatch, timeout=5)
+
+
+@pytest.mark.parametrize("ahead", [60, 3600, 10 * 365 * 86400])
+def test_a_listing_cached_with_a_future_mtime_is_stale(server, cache, ahead):
+    """issue 28: ``now - mtime < 600`` holds for a negative age, so a listing whose mtime lay in
+    the future was trusted for ever and a new release never appeared."""
+    wheel = build_wheel(padding=0)
+    server.clear()
+    fake = FakeIndex(server, wheel)
+    index = PackageIndex(fake.url)
+    assert [str(v) for v in index.releases()] == [VERSION]
+    listing = index._listing_cache
+    assert listing.is_file()
+    future = time.time() + ahead
+    os.utime(listing, (future, future))
+    server.clear()
+    FakeIndex(server, wheel, other_versions=("99.0.0",))
+    assert "99.0.0" in {str(v) for v in PackageIndex(fake.url).releases()}
+
+
+def test_a_leftover_temporary_with_a_future_mtime_is_removed(tmp_path):
+    """The other age check of the cache: a partial download left with an mtime ahead of the
+    clock was never old enough to remove."""
+    from patcher.cache import remove_stale
+
+    left = tmp_path / "x.whl.part"
+    left.write_bytes(b"partial")
+    future = time.time() + 3600
+    os.utime(left, (future, future))
+    recent = tmp_path / "y.whl.part"
+    recent.write_bytes(b"being written")
+    assert remove_stale(tmp_path, "*.part", 600) == [left]
+    assert recent.exists()
+
+
+def limited() -> None:
+    """The child's address space capped at 3 GB: a read without bound ends in MemoryError, not
+    in the machine's OOM killer."""
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))
+
+
+def hostile_config(folder: Path, kind: str) -> None:
+    """``folder/config.json`` as something no config is: a FIFO with no writer, a link to an
+    endless device, a 17 MiB file, a folder."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "config.json"
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "zero":
+        path.symlink_to("/dev/zero")
+    elif kind == "huge":
+        with path.open("wb") as handle:
+            handle.write(b'{"a": "' + b"x" * (17 << 20) + b'"}')
+    else:
+        path.mkdir()
+
+
+def one_line_refusal(argv: list[str], cwd: Path) -> str:
+    done = subprocess.run(
+        [PATCHER, *argv],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=30,  # a FIFO read hung here for ever
+        preexec_fn=limited,
+    )
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-2000:]
+    assert len(lines) == 1 and lines[0].startswith("patcher: error: "), done.stderr[-2000:]
+    return lines[0]
+
+
+@pytest.mark.parametrize("kind", ["fifo", "zero", "huge", "folder"])
+@pytest.mark.parametrize("command", ["doctor-drafter", "doctor-model", "replica-from"])
+def test_a_config_that_is_no_regular_file_is_refused_at_once(tmp_path, command, kind):
+    """issue 28: a config.json that is a FIFO hung doctor and replica --from; one linked to
+    /dev/zero was read without bound (21.8 GB, then the OOM killer)."""
+    good = tmp_path / "good"
+    good.mkdir()
+    (good / "config.json").write_text('{"architectures": ["LlamaForCausalLMEagle3"]}')
+    bad = tmp_path / "bad"
+    hostile_config(bad, kind)
+    argv = {
+        "doctor-drafter": ["doctor", f"--drafter={bad}", f"--model={good}", "--vllm=0.16.0"],
+        "doctor-model": ["doctor", f"--drafter={good}", f"--model={bad}", "--vllm=0.16.0"],
+        "replica-from": ["replica", f"--out={tmp_path / 'out'}", f"--from={bad}"],
+    }[command]
+    line = one_line_refusal(argv, tmp_path)
+    assert "not a regular file" in line or "larger than 16 MiB" in line, line
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("kind", ["fifo", "zero", "huge"])
+def test_a_cache_entry_that_is_no_regular_file_is_dropped_not_read(tmp_path, kind):
+    """issue 28: a FIFO in the member cache blocked a worker for ever. A cache entry that is
+    not a regular file is not an entry: dropped, so it is made again."""
+    hostile_config(tmp_path / "entry", kind)
+    entry = tmp_path / "entry" / "config.json"
+    code = (
+        "import sys; from pathlib import Path; from patcher.cache import read_checked; "
+        "print(read_checked(Path(sys.argv[1])))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(entry)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        preexec_fn=limited,
+    )
+    assert done.returncode == 0 and done.stdout.strip() == "None", done.stderr[-2000:]
+    assert not entry.exists() and not entry.is_symlink()
