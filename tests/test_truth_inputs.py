@@ -4,6 +4,7 @@ patchset known by name alone. Offline: the fake index on loopback, files made he
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -141,3 +142,93 @@ def test_a_cache_entry_that_is_no_regular_file_is_dropped_not_read(tmp_path, kin
     )
     assert done.returncode == 0 and done.stdout.strip() == "None", done.stderr[-2000:]
     assert not entry.exists() and not entry.is_symlink()
+
+
+KIMI_TARGET = {
+    "architectures": ["KimiK25ForConditionalGeneration"],
+    "model_type": "kimi_k25",
+    "text_config": {
+        "architectures": ["DeepseekV3ForCausalLM"],
+        "model_type": "kimi_k2",
+        "num_hidden_layers": 61,
+        "hidden_size": 7168,
+        "vocab_size": 163840,
+    },
+}
+MLA_DRAFTER = {
+    "architectures": ["Eagle3DeepseekV3ForCausalLM"],
+    "model_type": "kimi_k2",
+    "hidden_size": 7168,
+    "vocab_size": 163840,
+    "num_hidden_layers": 1,
+    "kv_lora_rank": 512,
+}
+
+
+def folder_with(path: Path, config: dict) -> Path:
+    path.mkdir()
+    (path / "config.json").write_text(json.dumps(config))
+    return path
+
+
+@pytest.mark.network
+@pytest.mark.parametrize(
+    ("ids", "trained_with", "written"),
+    [
+        ([1, 30, 60], "sglang", None),  # issue 28: [2, 31, 61] was written
+        ([1, 30, 59], "sglang", [2, 31, 60]),
+        ([2, 31, 61], "vllm", None),
+        ([2, 31, 60], "vllm", [2, 31, 60]),
+        ([0, 30, 59], "specforge", [1, 31, 60]),
+        ([-1, 30, 59], "vllm", None),
+        ([30, 2, 59], "vllm", None),
+        ([2, 2, 59], "vllm", None),
+    ],
+)
+def test_doctor_fix_writes_only_ids_the_release_collects(
+    tmp_path, capsys, ids, trained_with, written
+):
+    """issue 28: with --trained-with sglang on a 61-layer target on 0.16.0, --fix wrote
+    [2, 31, 61]; 0.16.0's DeepSeek forward never collects id 61 (the last layer's output), and
+    doctor run on its own output then reported an error."""
+    from patcher.cli import main
+
+    drafter = folder_with(
+        tmp_path / "drafter", {**MLA_DRAFTER, "eagle_aux_hidden_state_layer_ids": ids}
+    )
+    target = folder_with(tmp_path / "kimi", KIMI_TARGET)
+    fixed = tmp_path / "fixed"
+    argv = ["doctor", f"--drafter={drafter}", f"--model={target}", "--vllm=0.16.0"]
+    code = main([*argv, f"--trained-with={trained_with}", f"--fix={fixed}"])
+    captured = capsys.readouterr()
+    if written is None:
+        assert code == 2 and not fixed.exists(), captured.err
+        errors = captured.err.strip().splitlines()
+        assert errors[-1].startswith("patcher: error: --fix would write ids"), captured.err
+        assert "nothing written" in errors[-1]
+        return
+    assert code in (0, 1) and "Traceback" not in captured.err, captured.err
+    config = json.loads((fixed / "config.json").read_text())
+    assert config["eagle_aux_hidden_state_layer_ids"] == written
+    # doctor on its own output finds no error about the ids
+    assert main([*argv[:1], f"--drafter={fixed}", *argv[2:]]) in (0, 1)
+    again = capsys.readouterr().out
+    assert "[ids-invalid]" not in again and "[id-equals-layers]" not in again, again
+
+
+@pytest.mark.network
+@pytest.mark.parametrize(
+    "ids", [["1", "30", "60"], [1.0, 30, 59], [True, 30, 59], [[1], 30, 59], [None, 2, 3]]
+)
+def test_doctor_with_ids_that_are_not_numbers_is_one_line(tmp_path, capsys, ids):
+    """issue 28: ids given as strings ended in a TypeError traceback."""
+    from patcher.cli import main
+
+    drafter = folder_with(
+        tmp_path / "drafter", {**MLA_DRAFTER, "eagle_aux_hidden_state_layer_ids": ids}
+    )
+    target = folder_with(tmp_path / "kimi", KIMI_TARGET)
+    argv = ["doctor", f"--drafter={drafter}", f"--model={target}", "--vllm=0.16.0"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "are not all whole numbers" in err[0], err
