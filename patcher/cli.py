@@ -25,7 +25,7 @@ from patcher.cli_main import (
     terminal_width,
 )
 from patcher.errors import OutputClosed, PatcherError, StdoutError
-from patcher.terminal import GuardedStdout, discard_stdout, err, out
+from patcher.terminal import GuardedStdout, closed_stdout, discard_stdout, err, out
 
 TYPE_CHECKING = False  # typing takes milliseconds to import, and this module must start fast
 if TYPE_CHECKING:
@@ -282,6 +282,8 @@ def main(argv: list[str] | None = None) -> int:
     stdout = sys.stdout
     sys.stdout = GuardedStdout(stdout)  # type: ignore[assignment]
     try:
+        if stdout is None:  # before any work: its result would have nowhere to go
+            raise closed_stdout()
         refuse_misplaced(args, subcommand(parser, args.command))
         resolve_values(args)
         code: int = run_with_progress(args)

@@ -232,3 +232,87 @@ def test_doctor_with_ids_that_are_not_numbers_is_one_line(tmp_path, capsys, ids)
     assert main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "are not all whole numbers" in err[0], err
+
+
+def no_traceback_one_line(done: subprocess.CompletedProcess) -> str:
+    lines = done.stderr.strip().splitlines()
+    assert "Traceback" not in done.stderr and "Exception ignored" not in done.stderr, done.stderr
+    errors = [line for line in lines if line.startswith("patcher: error: ")]
+    assert len(errors) == 1 and lines[-1] == errors[0], done.stderr
+    return errors[0]
+
+
+@pytest.mark.network
+def test_a_non_ascii_source_path_under_an_ascii_stdout_is_printed_not_a_traceback(
+    tree_0_16, tmp_path
+):
+    """issue 28: PYTHONIOENCODING=ascii with a non-ASCII --source path: once the tree was
+    patched, printing where ended in UnicodeEncodeError."""
+    from conftest import copy_tree
+
+    tree = copy_tree(tree_0_16, tmp_path / "tr\u00e9e-\u6a39")
+    environ = {**os.environ, "PYTHONIOENCODING": "ascii"}
+    for _ in range(2):  # patching, then already patched
+        done = subprocess.run(
+            [PATCHER, "apply", "--source", str(tree)],
+            env=environ,
+            capture_output=True,
+            text=True,
+            errors="replace",
+            cwd=tmp_path,
+            timeout=120,
+        )
+        assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    assert '"kimi_k2"' in (tree / "vllm/config/speculative.py").read_text()
+
+
+@pytest.mark.network
+@pytest.mark.parametrize("command", ["list", "apply"])
+def test_a_closed_stdout_is_one_line_and_nothing_is_written(tree_0_16, tmp_path, command):
+    """issue 28: ``apply`` or ``list`` with stdout closed (``>&-``): AttributeError, rc 120,
+    after apply had patched the tree."""
+    from conftest import copy_tree
+
+    tree = copy_tree(tree_0_16, tmp_path / "tree")
+    before = {p: p.read_bytes() for p in tree.rglob("*") if p.is_file()}
+    argv = {"list": [PATCHER, "list"], "apply": [PATCHER, "apply", "--source", str(tree)]}
+    done = subprocess.run(
+        argv[command],
+        capture_output=False,
+        stdout=None,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+        preexec_fn=lambda: os.close(1),
+    )
+    assert done.returncode == 2, done.stderr
+    assert "stdout is closed" in no_traceback_one_line(done)
+    assert {p: p.read_bytes() for p in tree.rglob("*") if p.is_file()} == before
+
+
+HTML_PAGE = (
+    b"<!DOCTYPE html><html><body>"
+    b'<a href="../../files/vllm-0.16.0-cp38-abi3-manylinux_2_31_x86_64.whl#sha256=00">'
+    b"vllm-0.16.0-cp38-abi3-manylinux_2_31_x86_64.whl</a></body></html>"
+)
+
+
+@pytest.mark.parametrize("content_type", ["text/html", "application/vnd.pypi.simple.v1+html"])
+def test_an_html_only_index_says_the_json_api_is_required(server, cache, tmp_path, content_type):
+    """issue 28: an HTML-only (PEP 503) index gave a JSON parse error."""
+    server.clear()
+    server.expect_request("/simple/vllm/").respond_with_data(HTML_PAGE, content_type=content_type)
+    url = server.url_for("/simple")
+    for argv in (["diff", "--vllm", "0.16.0"], ["matrix", "--since", "0.16.0"]):
+        done = subprocess.run(
+            [PATCHER, *argv, "--index-url", url],
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+            timeout=60,
+            env={**os.environ, "PATCHER_CACHE_DIR": str(cache)},
+        )
+        assert done.returncode == 2
+        line = no_traceback_one_line(done)
+        assert "the index answered HTML" in line and "JSON simple API" in line, line
