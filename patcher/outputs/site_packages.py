@@ -189,12 +189,12 @@ def apply(installation: Installation, result: PatchResult) -> Provenance:
         row = rows.get(path)
         if row is None:
             raise PatcherError(f"{path} is not listed in {installation.record_path}")
-        file = inside(root, path, "RECORD")
+        module = inside(root, path, "RECORD")
         inside(root, installation.original_member(path), "an original's")
         if problem := row.problem(root):
             raise PatcherError(f"{problem}: it was changed after install; reinstall vLLM first")
-        originals[path] = file.read_bytes()
-        mtime = file.stat().st_mtime_ns
+        originals[path] = module.read_bytes()
+        mtime = module.stat().st_mtime_ns
         after = records.RecordRow.of(path, text.encode("utf-8"))
         files.append(PatchedFile(records.RecordRow.of(path, originals[path]), after, mtime))
         listed = []
