@@ -16,6 +16,8 @@ import pytest
 from commandline import PATCHER
 from fakeindex import VERSION, FakeIndex, build_wheel, loopback_server, own_cache
 from pytest_httpserver import HTTPServer
+from test_doctor import KIMI
+from test_doctor import MLA_DRAFTER as MLA
 
 from patcher.index import PackageIndex
 
@@ -144,25 +146,7 @@ def test_a_cache_entry_that_is_no_regular_file_is_dropped_not_read(tmp_path, kin
     assert not entry.exists() and not entry.is_symlink()
 
 
-KIMI_TARGET = {
-    "architectures": ["KimiK25ForConditionalGeneration"],
-    "model_type": "kimi_k25",
-    "text_config": {
-        "architectures": ["DeepseekV3ForCausalLM"],
-        "model_type": "kimi_k2",
-        "num_hidden_layers": 61,
-        "hidden_size": 7168,
-        "vocab_size": 163840,
-    },
-}
-MLA_DRAFTER = {
-    "architectures": ["Eagle3DeepseekV3ForCausalLM"],
-    "model_type": "kimi_k2",
-    "hidden_size": 7168,
-    "vocab_size": 163840,
-    "num_hidden_layers": 1,
-    "kv_lora_rank": 512,
-}
+KIMI_TARGET, MLA_DRAFTER = KIMI, MLA  # Kimi-K2.5 (61 layers) and its MLA drafter
 
 
 def folder_with(path: Path, config: dict) -> Path:
