@@ -300,3 +300,51 @@ def test_an_html_only_index_says_the_json_api_is_required(server, cache, tmp_pat
         assert done.returncode == 2
         line = no_traceback_one_line(done)
         assert "the index answered HTML" in line and "JSON simple API" in line, line
+
+
+@pytest.mark.network
+def test_a_fifo_in_the_member_cache_is_dropped_and_one_sigterm_ends_the_matrix(tmp_path):
+    """issue 28: a FIFO in the member cache blocked a worker, and the first SIGTERM did not end
+    the process. A cache of this test's own: the release read once, a member made a FIFO, read
+    again; then a matrix, sent one SIGTERM, must end at once."""
+    import signal
+
+    environ = {**os.environ, "PATCHER_CACHE_DIR": str(tmp_path / "cache")}
+
+    def diff() -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [PATCHER, "diff", "--vllm", "0.16.0"],
+            env=environ,
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+            timeout=120,
+        )
+
+    first = diff()
+    assert first.returncode == 0 and first.stdout, first.stderr
+    (member,) = (tmp_path / "cache").glob("checked/members/*/files/vllm/config/speculative.py")
+    member.unlink()
+    os.mkfifo(member)
+    again = diff()
+    assert again.returncode == 0 and again.stdout == first.stdout, again.stderr
+    assert member.is_file()  # dropped, fetched again
+    matrix = subprocess.Popen(
+        [PATCHER, "matrix", "--since", "0.15.0"],
+        env=environ,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=tmp_path,
+    )
+    time.sleep(3)
+    matrix.send_signal(signal.SIGTERM)
+    start = time.monotonic()
+    try:
+        _, stderr = matrix.communicate(timeout=20)
+    except subprocess.TimeoutExpired:
+        matrix.kill()
+        raise AssertionError("one SIGTERM did not end patcher matrix in 20 s") from None
+    assert time.monotonic() - start < 20
+    assert matrix.returncode in (130, -signal.SIGTERM, 0), stderr
+    assert "Traceback" not in stderr, stderr
