@@ -331,6 +331,7 @@ class Transaction:
         step = 0
         try:
             if self.journal is not None:
+                current = self.journal
                 self.write_journal()
                 journaled = True
                 checkpoint(step := 1)
