@@ -65,7 +65,10 @@ def legacy_path(kind: ProofKind, name: str, version: str, package: str, ranks: i
 def kept_paths(kind: ProofKind, patchset: Patchset | str, version: str, package: str) -> list[Path]:
     """Where a proof of this patchset may be: its own path; and, for the built-in patchset of
     that name exactly as shipped, the name-only path earlier versions kept proofs under."""
-    chosen = identified(patchset)
+    try:
+        chosen = identified(patchset)
+    except PatcherError:  # a name alone that no built-in has: no proof can be told to be its
+        return []
     paths = [proof_path(kind, chosen, version, package)]
     if chosen.name in available() or chosen.name in harnesses():
         with contextlib.suppress(PatcherError):

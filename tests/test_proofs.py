@@ -93,3 +93,10 @@ def test_a_patchset_file_with_a_builtin_name_does_not_show_the_builtins_proofs(k
     old.write_text('{"passed": true}')
     assert passed(kind, builtin, "0.18.0", "vllm") is True
     assert passed(kind, custom, "0.18.0", "vllm") is None
+
+
+def test_a_name_no_builtin_has_is_unproven_not_an_error():
+    """The matrix asks by name; a custom patchset's name alone proves nothing (adversarial
+    pass: a matrix of a custom patchset failed with "no patchset")."""
+    assert passed(ProofKind.VERIFY, "adversarial-whitelist", "0.16.0", "vllm") is None
+    assert acceptance_length("adversarial-whitelist", "0.16.0", "vllm") is None
