@@ -332,3 +332,35 @@ def test_bytecode_of_the_patched_modules_is_removed_and_status_checks_it(tmp_pat
     assert str(fresh) not in one_error_line(capsys)
     assert main(["revert", "--installed", "--python", str(python)]) == 0
     assert not old[1].exists() and not fresh.exists()
+
+
+@pytest.mark.parametrize("interrupt", [KeyboardInterrupt, SystemExit])
+@pytest.mark.parametrize("at", [1, 3, 5])
+def test_an_interrupt_between_renames_rolls_the_commit_back(tmp_path, monkeypatch, interrupt, at):
+    """Without the test hook (so it runs against any version of the code): Ctrl-C (or SIGTERM,
+    which patcher turns into KeyboardInterrupt) raised by the rename ``at`` of a commit. The
+    commit rolled back on OSError only; it must put every file back for any exception."""
+    from patcher.outputs import transaction as module
+
+    files = {tmp_path / f"f{i}.py": f"old {i}\n".encode() for i in range(4)}
+    for path, data in files.items():
+        path.write_bytes(data)
+    commit = module.Transaction()
+    for path in files:
+        commit.write(path, b"new\n", 0o644)
+    commit.write(tmp_path / "sub" / "new.py", b"created\n", 0o644)
+    real = os.replace
+    calls = []
+
+    def replace(source, target):
+        calls.append(target)
+        if len(calls) == at:
+            raise interrupt()
+        return real(source, target)
+
+    monkeypatch.setattr(module.os, "replace", replace)
+    with pytest.raises(interrupt):
+        commit.commit()
+    monkeypatch.setattr(module.os, "replace", real)
+    assert {p: p.read_bytes() for p in files} == files
+    assert sorted(p.name for p in tmp_path.rglob("*")) == sorted(p.name for p in files)
