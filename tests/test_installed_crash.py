@@ -323,6 +323,14 @@ def test_bytecode_of_the_patched_modules_is_removed_and_status_checks_it(tmp_pat
     assert [p for p in old if p.exists()] == []
     capsys.readouterr()
     assert main(["status", "--installed", "--python", str(python)]) == 0
+    # compiled from the patched source, as an import compiles it (by timestamp), any level
+    for level in ("", "-o1", "-o2"):
+        subprocess.run(
+            [str(python), "-m", "compileall", "-q", *filter(None, [level])]
+            + [str(site / p) for p in PATCHED],
+            check=True,
+        )
+    assert main(["status", "--installed", "--python", str(python)]) == 0
     # the old bytecode put back: status names it, and revert removes it
     old[1].write_bytes(old_bytes[1])
     assert main(["status", "--installed", "--python", str(python)]) == 2
