@@ -6,6 +6,7 @@ truncated, emptied or garbled entry is seen by ``read_checked``, dropped, and ma
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import secrets
@@ -19,6 +20,7 @@ import platformdirs
 from filelock import FileLock
 
 from patcher.errors import PatcherError
+from patcher.files import Missing, NotRegular, read_regular
 
 CACHE_ENV = "PATCHER_CACHE_DIR"
 CHECKED_HEADER = b"patcher-sha256:"
@@ -137,11 +139,13 @@ def write_checked(path: Path, payload: bytes) -> None:
 def read_checked(path: Path) -> bytes | None:
     """The payload ``write_checked`` stored, or None (and the entry is gone) if it is not whole."""
     try:
-        data = path.read_bytes()
-    except FileNotFoundError:
+        data = read_regular(path, "cache entry")
+    except Missing:
         return None
-    except OSError as error:
-        raise PatcherError(f"cannot read {path}: {error.strerror or error}") from error
+    except NotRegular:  # a FIFO would block the reader, a device never end: not an entry
+        with contextlib.suppress(OSError):
+            path.unlink()
+        return None
     start = len(CHECKED_HEADER) + DIGEST_LENGTH + 1
     header, payload = data[:start], data[start:]
     expected = CHECKED_HEADER + hashlib.sha256(payload).hexdigest().encode() + b"\n"
@@ -151,6 +155,16 @@ def read_checked(path: Path) -> bytes | None:
     return payload
 
 
+def fresh(path: Path, seconds: float) -> bool:
+    """Whether ``path`` was modified less than ``seconds`` ago: a modification time in the
+    future (a clock set back, a file touched by hand) is stale, never fresh for ever."""
+    try:
+        age = time.time() - path.stat().st_mtime
+    except OSError:
+        return False
+    return 0 <= age < seconds
+
+
 def remove_stale(folder: Path, pattern: str, age_seconds: float) -> list[Path]:
     """Delete files matching ``pattern`` under ``folder`` untouched for ``age_seconds``.
 
@@ -158,10 +172,9 @@ def remove_stale(folder: Path, pattern: str, age_seconds: float) -> list[Path]:
     process killed before it could clean up (SIGKILL, a power cut).
     """
     removed = []
-    cutoff = time.time() - age_seconds
     for path in folder.glob(pattern) if folder.is_dir() else ():
         try:
-            if path.is_file() and path.stat().st_mtime < cutoff:
+            if path.is_file() and not fresh(path, age_seconds):
                 path.unlink()
                 removed.append(path)
         except OSError:

@@ -128,6 +128,9 @@ class Diagnosis:
     target: Target | None = None
     speculators: bool = False
     effective_config: dict[str, Any] = field(default_factory=dict)
+    last_collected: str | None = None
+    """Where the target's forward collects the state after its last layer (id n), if it does:
+    read from the release (``drafter_ids.collects_layer_count``)."""
 
     @property
     def failed(self) -> bool:
@@ -279,6 +282,8 @@ def diagnosis_of(
         effective_config=dict(config),
     )
     diagnosis.declared, diagnosis.declared_field = declared_ids(feeds, config)
+    if target.layers is not None:
+        diagnosis.last_collected = drafter_ids.collects_layer_count(source, target_modules)
     diagnosis.convention, diagnosis.convention_evidence = convention(raw, trained_with)
     findings = diagnosis.findings
     findings += id_findings(diagnosis, source, target_modules)
@@ -316,6 +321,11 @@ def feed(source: Source, reader: RunnerReader, config: Mapping[str, Any], target
         found = reader.read(config)
     except Unreadable as error:
         return Feed(reader.runner, reader.where, reader.fields, None, f"unreadable: {error}", False)
+    if found.ids is not None and not all(type(i) is int for i in found.ids):
+        raise PatcherError(
+            f"the drafter's {found.field or 'aux layer ids'} {list(found.ids)!r:.120} are not all "
+            "whole numbers: vLLM compares them with layer numbers, so no state would be collected"
+        )
     if found.ids is not None:
         return Feed(
             reader.runner, reader.where, reader.fields, found.ids, found.field or "?", False
@@ -707,6 +717,7 @@ def fixed_ids(diagnosis: Diagnosis) -> tuple[list[int], list[str]]:
                 f"named {ids}: {convention_used}'s default [1, n//2-1, n-4] for n = {n}, "
                 "as vLLM ids"
             )
+            refuse_uncollected(ids, diagnosis)
             return ids, changes
         raise PatcherError(
             "the drafter names no ids: --fix needs the ids it was trained with (write them "
@@ -728,7 +739,37 @@ def fixed_ids(diagnosis: Diagnosis) -> tuple[list[int], list[str]]:
         )
     if diagnosis.declared_field != TOP_LEVEL_IDS:
         changes.append(f"moved the ids from {diagnosis.declared_field} to {TOP_LEVEL_IDS}")
+    refuse_uncollected(ids, diagnosis)
     return ids, changes
+
+
+def refuse_uncollected(ids: list[int], diagnosis: Diagnosis) -> None:
+    """``--fix`` writes only ids the release collects for the target: distinct, increasing, each
+    the input of one of its layers (0..n-1), or n where the release's forward collects the state
+    after the last layer. Anything else is refused, nothing written."""
+    n = diagnosis.target.layers if diagnosis.target else None
+    problems = []
+    if any(not isinstance(i, int) or isinstance(i, bool) for i in ids):
+        problems.append("not all whole numbers")
+    elif len(set(ids)) != len(ids) or ids != sorted(ids):
+        problems.append("not distinct and increasing")
+    elif any(i < 0 for i in ids):
+        problems.append(f"{[i for i in ids if i < 0]} below 0")
+    elif n is not None:
+        top = n if diagnosis.last_collected else n - 1
+        if outside := [i for i in ids if i > top]:
+            why = (
+                f"the target has {n} layers"
+                if diagnosis.last_collected
+                else f"{diagnosis.release} collects ids 0..{n - 1} for this target, never "
+                f"{n} (the output of its last layer)"
+            )
+            problems.append(f"{outside} never collected: {why}")
+    if problems:
+        raise PatcherError(
+            f"--fix would write ids {ids}, {'; '.join(problems)}; nothing written (retrain, or "
+            "use a release that collects them)"
+        )
 
 
 def write_fix(diagnosis: Diagnosis, out: Path) -> list[str]:

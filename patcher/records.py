@@ -14,9 +14,10 @@ import base64
 import csv
 import hashlib
 import io
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath, PureWindowsPath
 
 from patcher.errors import PatcherError
 
@@ -213,3 +214,25 @@ def rewrite(
     if kept and not kept[-1].endswith(("\n", "\r")):
         kept[-1] += ending
     return ("".join(kept) + "".join(format_row(row, ending) for row in add)).encode("utf-8")
+
+
+def inside(root: Path, member: str, what: str) -> Path:
+    """``root / member``, where ``member`` (a path read from RECORD, a provenance or a journal)
+    stays inside ``root``: relative, without ``..``, and not led out by a symlink on the way.
+    Anything else is refused, before anything is read or written through it."""
+    parts = PurePosixPath(member).parts if isinstance(member, str) else ()
+    if (
+        not parts
+        or member.startswith(("/", "\\"))
+        or PureWindowsPath(member).drive
+        or ".." in parts
+        or "\0" in member
+    ):
+        raise PatcherError(f"refusing {what} path {member!r:.200}: it leads outside {root}")
+    path = root / member
+    top = os.path.realpath(root)
+    if os.path.commonpath([top, os.path.realpath(path)]) != top:
+        raise PatcherError(
+            f"refusing {what} path {member!r:.200}: a symlink leads it outside {root}"
+        )
+    return path

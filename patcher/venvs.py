@@ -40,6 +40,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from patcher.cache import cache_dir, sha256_of
 from patcher.elf import needed_libraries
 from patcher.errors import PatcherError
+from patcher.files import read_json
 from patcher.pipconfig import PipSources, pip_sources, redacted
 from patcher.progress import step
 
@@ -189,8 +190,8 @@ def ready_venv(plan: VenvPlan) -> Venv:
 
 def _read_marker(path: Path, key: str) -> dict[str, Any] | None:
     try:
-        marker = json.loads((path / MARKER).read_text())
-    except (OSError, ValueError):
+        marker = read_json(path / MARKER, "venv marker")
+    except PatcherError:
         return None
     ok = isinstance(marker, dict) and marker.get("key") == key
     return marker if ok and isinstance(marker.get("dropped"), list) else None

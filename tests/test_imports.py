@@ -23,6 +23,7 @@ LAYERS: dict[str, int] = {
     # 1: data and codemods: what to change and how, read from the package's data
     "patcher": 1,
     "patcher.errors": 1,
+    "patcher.files": 1,
     "patcher.distributions": 1,
     "patcher.schema": 1,
     "patcher.checks": 1,

@@ -361,9 +361,12 @@ def test_garbage_pages_are_named(fake: FakeIndex, cache: Path, body: bytes) -> N
     fake.page.body = body
     with pytest.raises(PatcherError) as caught:
         PackageIndex(fake.url).release(VERSION)
-    assert str(caught.value).startswith(
-        f"{fake.page_url}: the index answered something that is not a JSON simple API page"
+    said = (
+        "HTML (the PEP 503 simple API); patcher needs an index that serves the JSON simple API"
+        if body.startswith(b"<")
+        else "something that is not a JSON simple API page"
     )
+    assert str(caught.value).startswith(f"{fake.page_url}: the index answered {said}")
     assert not (cache / "checked" / "index").exists(), "garbage is not cached"
 
 

@@ -187,7 +187,7 @@ def test_a_files_override_is_read_as_globs(tmp_path):
 def test_a_patchset_that_is_not_a_readable_file(tmp_path):
     folder = tmp_path / "folder.toml"
     folder.mkdir()
-    with pytest.raises(PatcherError, match="cannot read it"):
+    with pytest.raises(PatcherError, match="cannot read"):
         patchsets.load(str(folder))
 
 

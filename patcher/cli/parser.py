@@ -28,7 +28,7 @@ from patcher.cli.overview import (
     help_width,
     terminal_width,
 )
-from patcher.cli.terminal import GuardedStdout, discard_stdout, err, out
+from patcher.cli.terminal import GuardedStdout, closed_stdout, discard_stdout, err, out
 from patcher.errors import OutputClosed, PatcherError, StdoutError
 
 TYPE_CHECKING = False  # typing takes milliseconds to import, and this module must start fast
@@ -204,6 +204,8 @@ def main(argv: list[str] | None = None) -> int:
     stdout = sys.stdout
     sys.stdout = GuardedStdout(stdout)  # type: ignore[assignment]
     try:
+        if stdout is None:  # before any work: its result would have nowhere to go
+            raise closed_stdout()
         command = subcommand(parser, args.command)
         refuse_misplaced(args, command)
         refuse_empty_names(args, command)

@@ -352,6 +352,8 @@ def locked_installation(python: str | None) -> Iterator[Installation]:
     """The vLLM ``python`` imports, held for one apply or revert at a time."""
     installation = find_installation(python)
     with site_packages.locked(installation):
+        if note := site_packages.recover(installation):  # an apply or revert killed half way
+            say(note)
         yield installation
 
 
@@ -429,7 +431,6 @@ def command_revert(args: argparse.Namespace) -> int:
 def command_status(args: argparse.Namespace) -> int:
     """What is installed, whether and how it is patched, and what the matrix says."""
     installation = find_installation(args.python)
-    provenance = installation.provenance()
     data: dict[str, object] = {
         "python": str(installation.python),
         "version": str(installation.version),
@@ -442,6 +443,14 @@ def command_status(args: argparse.Namespace) -> int:
     table.add_column("", overflow="fold")
     table.add_row("vLLM", f"{installation.version} (distribution {installation.distribution})")
     table.add_row("location", str(installation.root))
+    if stopped := site_packages.interrupted(installation):
+        table.add_row("patched", stopped)
+        out.print(table, markup=False)
+        raise PatcherError(
+            f"{stopped}; patcher revert --installed makes it official again, "
+            "patcher apply --installed patched"
+        )
+    provenance = installation.provenance()
     found: list[str] = []
     if provenance is None:
         table.add_row("patched", "no")
@@ -454,6 +463,7 @@ def command_status(args: argparse.Namespace) -> int:
         }  # fmt: skip
     else:
         found = site_packages.problems(installation, provenance)
+        found += site_packages.stale_bytecode(installation, [f.path for f in provenance.files])
         files = ", ".join(f.path for f in provenance.files)
         table.add_row("patched", f"{provenance.patchset} ({provenance.tool}): {files}")
         table.add_row("files", "; ".join(found) or "match the provenance")

@@ -230,7 +230,9 @@ def serve_bench_cpu(args: argparse.Namespace) -> int:
         raise PatcherError("--barrier-chain builds the patched wheels itself")
     notes: list[str] = []
     built = None
-    proven: tuple[str, str, str] | None = None  # patchset, release, package of a wheel we built
+    proven: tuple[Patchset, str, str] | None = (
+        None  # patchset, release, package of a wheel we built
+    )
     official_refuses = None
     # before any download: a patchset without a declared chain is one line
     links = chain_links(patchsets.load(args.patchset)) if args.barrier_chain else []
@@ -242,7 +244,7 @@ def serve_bench_cpu(args: argparse.Namespace) -> int:
         with open_named_wheel(args) as named:
             refuse_noop(patchset, first := first_run(named, patchset))
             wheel, sha256, result = settled_on_disk(named, patchset, first)
-        proven = (patchset.name, str(result.version), result.distribution)
+        proven = (patchset, str(result.version), result.distribution)
         official_refuses = patchset.serve.official_refuses if patchset.serve else None
         base = harnessed(wheel, sha256)
         if links:
@@ -462,7 +464,7 @@ def serve_bench_acceptance(args: argparse.Namespace) -> int:
     verdict = report.verdict
     proofs.keep(
         proofs.ProofKind.ACCEPT,
-        patchset.name,
+        patchset,
         str(result.version),
         result.distribution,
         verdict.passed,

@@ -475,16 +475,23 @@ class GuardedStdout:
     """``sys.stdout`` whose failed writes raise ``StdoutError``: a closed pipe ends the command
     quietly and a full disk is one line, where Python would print a traceback."""
 
-    def __init__(self, stream: TextIO) -> None:
+    def __init__(self, stream: TextIO | None) -> None:
         self.stream = stream
 
     def write(self, text: str) -> int:
+        if self.stream is None:
+            raise closed_stdout()
         try:
             return self.stream.write(text)
+        except UnicodeEncodeError:  # a path or name its encoding (PYTHONIOENCODING) lacks
+            encoding = self.stream.encoding or "ascii"
+            return self.write(text.encode(encoding, "backslashreplace").decode(encoding))
         except OSError as error:
             raise failed_stdout(error) from error
 
     def flush(self) -> None:
+        if self.stream is None:
+            return
         try:
             self.stream.flush()
         except OSError as error:
@@ -492,6 +499,13 @@ class GuardedStdout:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.stream, name)
+
+
+def closed_stdout() -> Exception:
+    """No stdout at all (``>&-``): Python gives ``None`` for it."""
+    from patcher.errors import StdoutError
+
+    return StdoutError("stdout is closed (>&-): patcher writes its results there")
 
 
 def failed_stdout(error: OSError) -> Exception:

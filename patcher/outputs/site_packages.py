@@ -17,9 +17,20 @@ from filelock import FileLock
 from patcher import __version__, records
 from patcher.cache import folder_lock
 from patcher.errors import PatcherError
+from patcher.outputs import transaction
 from patcher.outputs.transaction import Transaction
+from patcher.records import inside
 from patcher.result import PatchResult
-from patcher.sources.installation import ORIGINALS, Installation, PatchedFile, Provenance
+from patcher.sources.installation import (
+    ORIGINALS,
+    Installation,
+    PatchedFile,
+    Provenance,
+    ask,
+)
+
+JOURNAL = "patcher-journal.json"
+"""The journal of an apply or revert under way, in the dist-info: gone once it is done."""
 
 
 def locked(installation: Installation) -> FileLock:
@@ -27,11 +38,114 @@ def locked(installation: Installation) -> FileLock:
     return folder_lock(installation.root / installation.info)
 
 
+def journal_path(installation: Installation) -> Path:
+    return installation.root / installation.info / JOURNAL
+
+
+def transaction_for(installation: Installation, operation: str, patchset: str) -> Transaction:
+    """A transaction confined to site-packages, journaled so that a kill can be undone."""
+    about = {"operation": operation, "patchset": patchset}
+    return Transaction(installation.root, journal_path(installation), about)
+
+
+def recover(installation: Installation) -> str | None:
+    """Finish an apply or revert that was killed half way (see ``transaction.recover``): what
+    was done, in a line, or None if nothing was interrupted. Run under ``locked``."""
+    found = transaction.recover(journal_path(installation), installation.root)
+    if found is None:
+        return None
+    journal, outcome = found
+    return (
+        f"{transaction.describe(journal).removeprefix('interrupted: ')}, was interrupted; {outcome}"
+    )
+
+
+def interrupted(installation: Installation) -> str | None:
+    """An apply or revert killed half way, in words (how many of its changes were done)."""
+    journal = transaction.read_journal(journal_path(installation), installation.root)
+    return None if journal is None else transaction.describe(journal)
+
+
 def bytecode_rows(rows: list[records.RecordRow], module: str) -> list[records.RecordRow]:
     """The RECORD rows of ``module``'s compiled files in its ``__pycache__``."""
     folder, _, leaf = module.rpartition("/")
     prefix = f"{folder}/__pycache__/{leaf.removesuffix('.py')}."
-    return [r for r in rows if r.path.startswith(prefix) and r.path.endswith(".pyc")]
+    return [
+        r
+        for r in rows
+        if r.path.startswith(prefix)
+        and r.path.endswith(".pyc")
+        and "/" not in r.path[len(prefix) :]
+    ]
+
+
+def cached_bytecode(root: Path, module: str) -> list[str]:
+    """Every compiled file of ``module`` on disk, RECORD-listed or not: any interpreter, any
+    optimization level, any invalidation mode (an unchecked-hash one is never checked against
+    the source, so left behind it runs the old code)."""
+    folder, _, leaf = module.rpartition("/")
+    cache = inside(root, f"{folder}/__pycache__", "bytecode")
+    if not cache.is_dir():
+        return []
+    found = []
+    for path in sorted(cache.glob(f"{leaf.removesuffix('.py')}.*.pyc")):
+        member = path.relative_to(root).as_posix()
+        inside(root, member, "bytecode")
+        found.append(member)
+    return found
+
+
+STALE_SCRIPT = r"""
+import importlib.util, json, marshal, os
+stale = []
+for src in PATHS:
+    try:
+        data = open(src, "rb").read()
+        st = os.stat(src)
+    except OSError:
+        continue
+    for opt in ("", 1, 2):
+        pyc = importlib.util.cache_from_source(src, optimization=opt)
+        try:
+            head = open(pyc, "rb").read()
+        except OSError:
+            continue
+        if head[:4] != importlib.util.MAGIC_NUMBER:
+            continue
+        flags = int.from_bytes(head[4:8], "little")
+        if flags & 1:
+            if not flags & 2 and head[8:16] != importlib.util.source_hash(data):
+                stale.append(pyc)
+        elif (int.from_bytes(head[8:12], "little"), int.from_bytes(head[12:16], "little")) == (
+            int(st.st_mtime) & 0xFFFFFFFF, st.st_size & 0xFFFFFFFF
+        ):
+            try:
+                same = marshal.loads(head[16:]) == compile(
+                    data, src, "exec", dont_inherit=True, optimize=opt or 0
+                )
+            except Exception:
+                same = False
+            if not same:
+                stale.append(pyc)
+print(json.dumps(stale))
+"""
+"""Runs in the installation's interpreter: the compiled files it would load for each module
+although they are not of the module's source (the hash is the interpreter's own)."""
+
+
+def stale_bytecode(installation: Installation, modules: list[str]) -> list[str]:
+    """The compiled files of ``modules`` the installation's Python would run instead of their
+    source, in words; empty when there are none."""
+    if not any(cached_bytecode(installation.root, m) for m in modules):
+        return []
+    paths = [str(inside(installation.root, m, "provenance")) for m in modules]
+    script = STALE_SCRIPT.replace("PATHS", repr(paths))
+    stdout, _, code = ask(installation.python, script)
+    try:
+        stale = json.loads(stdout.strip().splitlines()[-1])
+    except (IndexError, ValueError):
+        return [f"cannot check the bytecode of {', '.join(modules)} (exit {code})"]
+    return [f"{path} is stale bytecode: Python runs it, not its source" for path in stale]
 
 
 def patched_record(
@@ -70,20 +184,26 @@ def apply(installation: Installation, result: PatchResult) -> Provenance:
     files: list[PatchedFile] = []
     moved: list[records.RecordRow] = []
     originals: dict[str, bytes] = {}
+    unlisted: list[str] = []  # bytecode no RECORD row lists: removed, not kept
     for path, text in sorted(result.changed.items()):
         row = rows.get(path)
         if row is None:
             raise PatcherError(f"{path} is not listed in {installation.record_path}")
+        module = inside(root, path, "RECORD")
+        inside(root, installation.original_member(path), "an original's")
         if problem := row.problem(root):
             raise PatcherError(f"{problem}: it was changed after install; reinstall vLLM first")
-        originals[path] = (root / path).read_bytes()
-        mtime = (root / path).stat().st_mtime_ns
+        originals[path] = module.read_bytes()
+        mtime = module.stat().st_mtime_ns
         after = records.RecordRow.of(path, text.encode("utf-8"))
         files.append(PatchedFile(records.RecordRow.of(path, originals[path]), after, mtime))
+        listed = []
         for compiled in bytecode_rows(list(rows.values()), path):
-            if (root / compiled.path).is_file():
+            if inside(root, compiled.path, "RECORD").is_file():
                 moved.append(compiled)
+                listed.append(compiled.path)
                 originals[compiled.path] = (root / compiled.path).read_bytes()
+        unlisted += [p for p in cached_bytecode(root, path) if p not in listed]
     moved = [records.RecordRow.of(r.path, originals[r.path]) for r in moved]  # the bytes kept
     provenance = Provenance(
         patchset=result.patchset.name,
@@ -97,7 +217,7 @@ def apply(installation: Installation, result: PatchResult) -> Provenance:
     provenance_row = records.RecordRow.of(installation.provenance_member, provenance_bytes)
     new_record = patched_record(installation, original_record, provenance, provenance_row)
     mode = installation.record_path.stat().st_mode & 0o7777
-    transaction = Transaction()
+    transaction = transaction_for(installation, "apply", result.patchset.name)
     for path, data in originals.items():
         transaction.write(installation.original(path), data, mode)
     transaction.write(installation.original(f"{installation.info}/RECORD"), original_record, mode)
@@ -108,6 +228,8 @@ def apply(installation: Installation, result: PatchResult) -> Provenance:
         transaction.write(target, data, target.stat().st_mode & 0o7777)
     for compiled in moved:
         transaction.remove(root / compiled.path)
+    for member in unlisted:
+        transaction.remove(root / member)
     transaction.write(installation.record_path, new_record, mode)
     transaction.commit()
     return provenance
@@ -186,6 +308,9 @@ def recovered(installation: Installation) -> Provenance:
     installed = records.read_record((top / "RECORD").read_bytes(), str(top / "RECORD"))
     for copy in kept:
         path = copy.relative_to(top).as_posix()
+        inside(installation.root, installation.original_member(path), "an original's")
+        if path != "RECORD":
+            inside(installation.root, path, "an original's")
         if path != "RECORD" and (path not in installed or installed[path].problem(top)):
             raise PatcherError(
                 f"refusing to revert: {copy} is not the {path} the original RECORD lists"
@@ -239,7 +364,12 @@ def revert(installation: Installation, provenance: Provenance) -> list[str]:
         raise PatcherError("refusing to revert: " + "; ".join(found))
     root = installation.root
     record_member = f"{installation.info}/RECORD"
-    transaction = Transaction()
+    transaction = transaction_for(installation, "revert", provenance.patchset)
+    kept = {row.path for row in provenance.moved}
+    for patched in provenance.files:  # compiled from the patched source: never to run again
+        for member in cached_bytecode(root, patched.path):
+            if member not in kept:
+                transaction.remove(root / member)
     for patched in provenance.files:
         target = root / patched.path
         data = installation.original(patched.path).read_bytes()

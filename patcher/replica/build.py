@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from patcher.errors import PatcherError
+from patcher.files import read_json
 from patcher.replica.spec import ReplicaSpec, for_architecture, known, resolve
 from patcher.replica.tokenizer import token_id, tokenizer_files
 
@@ -245,12 +246,7 @@ def generate_backbone(architecture: str | None, release: Collection[str] | None 
 
 def read_config(folder: Path) -> dict[str, Any]:
     path = folder / "config.json"
-    try:
-        data = json.loads(path.read_text())
-    except OSError as error:
-        raise PatcherError(f"{path}: {error.strerror or error}") from error
-    except (ValueError, RecursionError) as error:  # json's decoder recurses once per level
-        raise PatcherError(f"{path}: not JSON ({error})") from error
+    data = read_json(path, "config")
     if not isinstance(data, dict):
         raise PatcherError(f"{path}: not a JSON object")
     return data

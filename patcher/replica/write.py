@@ -14,6 +14,7 @@ from typing import Any
 
 from patcher.cache import removed_on_failure
 from patcher.errors import PatcherError
+from patcher.files import read_json
 from patcher.outputs.named import check_folder
 from patcher.replica.build import Replica
 from patcher.replica.weights import SeededWeights
@@ -68,9 +69,9 @@ def write_replica(
 def read_manifest(folder: Path) -> dict[str, Any]:
     """The manifest of a replica folder written by ``write_replica``."""
     try:
-        data = json.loads((folder / MANIFEST).read_text())
-    except (OSError, ValueError) as error:
-        raise PatcherError(f"{folder} is not a replica ({MANIFEST}: {error})") from error
+        data = read_json(folder / MANIFEST, "replica manifest")
+    except PatcherError as error:
+        raise PatcherError(f"{folder} is not a replica ({error})") from error
     if not isinstance(data, dict):
         raise PatcherError(f"{folder / MANIFEST}: not a JSON object")
     return data

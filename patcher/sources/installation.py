@@ -21,7 +21,8 @@ from typing import Any
 from packaging.version import Version
 
 from patcher.errors import PatcherError
-from patcher.records import PROVENANCE, RecordRow, read_record
+from patcher.files import Missing, read_json, read_regular
+from patcher.records import PROVENANCE, RecordRow, inside, read_record
 from patcher.sources.base import Source
 from patcher.sources.directory import parse_version, walk
 
@@ -82,10 +83,7 @@ class Installation:
         return self.root / self.info / "RECORD"
 
     def record(self) -> bytes:
-        try:
-            return self.record_path.read_bytes()
-        except OSError as error:
-            raise PatcherError(f"cannot read {self.record_path}: {error.strerror}") from error
+        return read_regular(self.record_path, "RECORD")
 
     def original(self, path: str) -> Path:
         """Where the copy of ``path`` from before patching is kept."""
@@ -112,11 +110,16 @@ class Installation:
                     f"{self.distribution}=={self.version}"
                 )
             return None
-        try:
-            data = json.loads(path.read_bytes())
-        except (OSError, ValueError) as error:
-            raise PatcherError(f"{path}: unreadable provenance ({error})") from error
-        return Provenance.from_json(data, str(path))
+        data = read_json(path, "provenance")
+        provenance = Provenance.from_json(data, str(path))
+        self.refuse_outside(provenance)
+        return provenance
+
+    def refuse_outside(self, provenance: Provenance) -> None:
+        """Every path the provenance names, and its kept copy, inside site-packages."""
+        for member in [f.path for f in provenance.files] + [r.path for r in provenance.moved]:
+            inside(self.root, member, "provenance")
+            inside(self.root, self.original_member(member), "provenance")
 
     def patch_trace(self) -> str | None:
         """What shows a patch in place without its provenance: RECORD listing the provenance,
@@ -324,6 +327,8 @@ class InstalledSource(Source):
         self.description = installation.description
         rows = read_record(installation.record(), str(installation.record_path))
         listed = {path for path in rows if path.startswith("vllm/") and "__pycache__" not in path}
+        for path in listed:  # read from where RECORD says: never outside site-packages
+            inside(installation.root, path, "RECORD")
         # and the files RECORD does not list: a gate in one is not absent, and patching it
         # is refused for want of its row
         self._names = sorted(listed | set(walk(installation.root, "vllm")))
@@ -332,13 +337,10 @@ class InstalledSource(Source):
         return self._names
 
     def read(self, path: str) -> bytes | None:
-        file = self.installation.root / path
         try:
-            return file.read_bytes()
-        except FileNotFoundError:
+            return read_regular(inside(self.installation.root, path, "RECORD"), "vLLM file")
+        except Missing:
             return None
-        except OSError as error:
-            raise PatcherError(f"cannot read {file}: {error.strerror}") from error
 
 
 class UnpatchedSource(InstalledSource):

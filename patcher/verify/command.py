@@ -49,7 +49,7 @@ def verify_release(
     )
     proofs.keep(
         ProofKind.VERIFY,
-        patchset.name,
+        patchset,
         str(result.version),
         result.distribution,
         report.ok,
