@@ -94,6 +94,9 @@ class IndexEntry:
     url: str
     sha256: str
     size: int | None
+    upload_time: str | None = None
+    """PEP 700's ``upload-time``, where the index gives it: what a resolution "as of the
+    release" means."""
 
     @property
     def platform_tags(self) -> frozenset[str]:
@@ -397,6 +400,7 @@ class PackageIndex:
                     url=requests.compat.urljoin(f"{self.url}/{self.distribution}/", entry["url"]),
                     sha256=entry.get("hashes", {}).get("sha256", "").lower(),
                     size=entry.get("size"),
+                    upload_time=upload_time(entry),
                 )
                 by_version.setdefault(version, []).append(wheel)
             self._releases = {
@@ -442,6 +446,16 @@ class PackageIndex:
                 continue
             if since is None or version >= since:
                 yield release
+
+
+def upload_time(entry: dict) -> str | None:
+    """The entry's upload time if it is an ISO 8601 string, else None."""
+    value = entry.get("upload-time")
+    return (
+        value
+        if isinstance(value, str) and re.fullmatch(r"\d{4}-\d\d-\d\dT[\d:.]+Z?", value)
+        else None
+    )
 
 
 def entry_problem(entry: object) -> str | None:

@@ -54,6 +54,7 @@ LAYERS: dict[str, int] = {
     # 3: the engine runs a patchset over a source; the matrix over every release
     "patcher.engine": 3,
     "patcher.matrix": 3,
+    "patcher.bundling": 3,
     "patcher.doctor": 3,
     "patcher.scan": 3,
     # 4: what runs vLLM: verify on CPU, serving, the benchmarks

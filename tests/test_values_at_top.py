@@ -49,7 +49,15 @@ def test_no_module_below_the_command_line_takes_a_namespace():
     assert offenders == []
 
 
-SCRIPTS = {"verify/probe.py", "verify/aux_reference.py", "replica/seeded.py", "acceptance/train.py"}
+SCRIPTS = {
+    "verify/probe.py",
+    "verify/aux_reference.py",
+    "replica/seeded.py",
+    "acceptance/train.py",
+    "acceptance/train_gpu.py",
+    "acceptance/gpu_proof.py",
+    "outputs/bundle_install.py",
+}
 """Files another interpreter runs as scripts (``<venv>/bin/python -I FILE``): patcher is not
 installed there, so each reads its own few arguments."""
 

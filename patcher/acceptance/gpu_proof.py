@@ -31,6 +31,7 @@ import os
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +41,19 @@ BARRIER_3 = "Model does not support EAGLE3 interface"
 RESULT = "proof.json"
 NEAR_TIE = 0.1
 """A divergence whose baseline top-2 logprob margin is under this is a near-tie of bf16."""
+
+
+@dataclass(frozen=True)
+class Options:
+    """The command line's values, resolved once in ``main``."""
+
+    bundle: Path
+    tiny: Path
+    big: Path | None
+    out: Path
+    big_tokens: int
+    tiny_eager: bool
+    dry_run: bool
 
 
 class Report:
@@ -150,7 +164,7 @@ def stand_in(spec: dict[str, Any]) -> dict[str, Any]:
         "load_s": 0.0,
     }
     if spec.get("expect_refusal"):
-        return {"outcome": "refused", "stand_in": True, "vllm_said": spec["expect_refusal"]}
+        return {"outcome": "died", "stand_in": True, "vllm_said": spec["expect_refusal"]}
     result["timed"] = {"tokens": count * spec["max_tokens"], "seconds": 1.0}
     if spec.get("drafter"):
         result["spec_decode"] = {
@@ -199,7 +213,7 @@ def engine_main(spec_file: Path, result_file: Path) -> int:
             if line.strip() and "errors.pydantic.dev" not in line  # pydantic's pointer, no cause
         ]
         result_file.write_text(
-            json.dumps({"outcome": "refused", "error": (said[-1] if said else repr(error))[:400]})
+            json.dumps({"outcome": "died", "error": (said[-1] if said else repr(error))[:400]})
         )
         raise
     load_s = time.monotonic() - started
@@ -321,9 +335,7 @@ def prompts_of(folder: Path) -> list[list[int]]:
     return json.loads((folder / "prompts.json").read_text())
 
 
-def chain(
-    args: argparse.Namespace, report: Report, manifest: dict[str, Any], forces: dict[str, str]
-) -> None:
+def chain(args: Options, report: Report, manifest: dict[str, Any], forces: dict[str, str]) -> None:
     order = [entry["label"] for entry in manifest["states"]["order"]]
     tiny = args.tiny
     prompts = prompts_of(tiny)
@@ -351,7 +363,7 @@ def chain(
         report.step(label, result)
 
 
-def tiny_patched(args: argparse.Namespace, report: Report, forces: dict[str, str]) -> None:
+def tiny_patched(args: Options, report: Report, forces: dict[str, str]) -> None:
     swap(args.bundle, "patched", args.dry_run)
     tiny = args.tiny
     base = {
@@ -389,9 +401,11 @@ def tiny_patched(args: argparse.Namespace, report: Report, forces: dict[str, str
     report.step("tiny-patched", result)
 
 
-def big(args: argparse.Namespace, report: Report, forces: dict[str, str]) -> None:
+def big(args: Options, report: Report, forces: dict[str, str]) -> None:
     folder = args.big
+    assert folder is not None  # main adds the step only with --big
     started = time.monotonic()
+    trained: dict[str, Any]
     if args.dry_run:
         trained = {"stand_in": True}
     else:
@@ -506,9 +520,18 @@ def main(argv: list[str]) -> int:
     )
     parser.add_argument("--skip", default="", help="comma-separated: chain, tiny, big")
     parser.add_argument("--dry-run", action="store_true", help="every GPU step stood in for")
-    args = parser.parse_args(argv)
+    parsed = parser.parse_args(argv)
+    args = Options(
+        parsed.bundle,
+        parsed.tiny,
+        parsed.big,
+        parsed.out,
+        parsed.big_tokens,
+        parsed.tiny_eager,
+        parsed.dry_run,
+    )
     args.out.mkdir(parents=True, exist_ok=True)
-    report = Report(args.out, args.deadline)
+    report = Report(args.out, parsed.deadline)
     manifest = json.loads((args.bundle / "manifest.json").read_text())
     forces = dict(manifest.get("forces", {}))
     report.data.update(
@@ -518,7 +541,7 @@ def main(argv: list[str]) -> int:
         forces=forces,
         dry_run=args.dry_run,
     )
-    skip = set(filter(None, args.skip.split(",")))
+    skip = set(filter(None, parsed.skip.split(",")))
     environment(report, args.dry_run)
     steps = [
         ("chain", lambda: chain(args, report, manifest, forces)),

@@ -125,6 +125,11 @@ def parse_freeze(text: str, where: str) -> tuple[tuple[str, str], ...]:
             problems.append(f"line {number}: {specs[0].version!r} is not a version")
             continue
         pins.append((requirement.name, specs[0].version))
+    seen: dict[str, str] = {}
+    for name, version in pins:
+        key = canonicalize_name(name)
+        if seen.setdefault(key, version) != version:
+            problems.append(f"{name} pinned twice: {seen[key]} and {version}")
     if problems:
         raise PatcherError(f"{where}: " + "; ".join(problems))
     return tuple(pins)
@@ -365,7 +370,8 @@ def settle_site(site: Path, target: Target) -> dict[str, Any]:
     """Stubs out; what was kept, replaced and bundled, from the dist-infos uv left. A kept
     package whose version the release does not allow is installed beside its stub (uv does not
     uninstall from a ``--target``): the bundle's copy shadows the target's."""
-    stubs, bundled = {}, {}
+    stubs: dict[str, str] = {}
+    bundled: dict[str, str] = {}
     for folder, name, version in dist_infos(site):
         if (folder / STUB).exists():
             stubs[canonicalize_name(name)] = version
@@ -494,7 +500,7 @@ def pack(root: Path, out: Path, stem: str, plan: BundlePlan) -> list[dict[str, A
     else:
         import lzma
 
-        with lzma.open(writer, "wb", preset=plan.compression) as stream:  # type: ignore[arg-type]
+        with lzma.open(writer, "wb", preset=plan.compression) as stream:  # type: ignore[call-overload]
             write_tar(root, stream)
     writer.close()
     return parts
@@ -609,7 +615,7 @@ def build(plan: BundlePlan, out: Path, progress: Callable[[str], None]) -> dict[
             },
             "forces": forces,
             "states": states,
-            "files": file_hashes(root),
+            "files": (hashes := file_hashes(root)),
         }
         (root / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
         final = staging / "out"
@@ -622,7 +628,7 @@ def build(plan: BundlePlan, out: Path, progress: Callable[[str], None]) -> dict[
             "bundle": stem,
             "parts": parts,
             "manifest_sha256": file_sha256(root / "manifest.json"),
-            "unpacked_bytes": sum(size for _, size in manifest["files"].values()),
+            "unpacked_bytes": sum(size for _, size in hashes.values()),
         }
         (final / "parts.json").write_text(json.dumps(summary, indent=1) + "\n")
         if out.exists():

@@ -23,6 +23,7 @@ import shutil
 import sys
 import tarfile
 from pathlib import Path
+from typing import BinaryIO
 
 PIECE = 1 << 20
 
@@ -65,7 +66,7 @@ class Parts:
     def __init__(self, folder: Path, parts: list) -> None:
         self.folder = folder
         self.parts = list(parts)
-        self.handle = None
+        self.handle: BinaryIO | None = None
         self.digest = hashlib.sha256()
         self.current: dict = {}
 
@@ -114,6 +115,9 @@ def unpack(folder: Path, dest: Path) -> Path:
     missing = [p.get("name") for p in parts if not (folder / str(p.get("name"))).is_file()]
     if missing:
         raise Failed(f"missing parts: {', '.join(map(str, missing))}")
+    for part in parts:  # every part whole before any is unpacked: a bad one is named
+        if sha256_of(folder / str(part.get("name"))) != part.get("sha256"):
+            raise Failed(f"part {part.get('name')} is not the bytes parts.json lists")
     root = dest / name
     if root.exists():
         raise Refused(f"{root} exists already: unpack into another folder")
@@ -123,7 +127,7 @@ def unpack(folder: Path, dest: Path) -> Path:
     staging.mkdir()
     stream = Parts(folder, parts)
     try:
-        with lzma.open(stream) as xz, tarfile.open(fileobj=xz, mode="r|") as tar:
+        with lzma.open(stream) as xz, tarfile.open(fileobj=xz, mode="r|") as tar:  # type: ignore[call-overload]
             for member in tar:
                 target = safe_target(staging, member)
                 if member.isdir():

@@ -1,0 +1,98 @@
+"""``patcher bundle``: its option values resolved, then the bundle built below the CLI."""
+
+from __future__ import annotations
+
+import argparse
+import re
+import shutil
+import tempfile
+from pathlib import Path
+
+from patcher import patchset as patchsets
+from patcher.bundling import chain_states
+from patcher.cli.patching import refuse_harness, status_table
+from patcher.cli.terminal import context, err, out
+from patcher.cli.wheels import first_run, open_named_wheel, settled_on_disk
+from patcher.codemods.base import Verdict
+from patcher.errors import PatcherError
+from patcher.files import read_regular
+from patcher.outputs import bundle
+from patcher.outputs.wheel import WheelPlan, local_version, repack
+from patcher.sources.wheel import WheelSource
+
+UNITS = {"": 1, "b": 1, "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30}
+SIZE = re.compile(r"(\d+)\s*([kmg]i?b?|b)?", re.IGNORECASE)
+
+
+def part_size(text: str) -> int:
+    match = SIZE.fullmatch(text.strip())
+    unit = (match.group(2) or "").lower() if match else ""
+    unit = {"k": "kib", "m": "mib", "g": "gib", "kb": "kib", "mb": "mib", "gb": "gib"}.get(
+        unit, unit
+    )
+    if not match or unit not in UNITS:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a size like 55MiB or 57671680")
+    size = int(match.group(1)) * UNITS[unit]
+    if size < bundle.MIN_PART:
+        raise argparse.ArgumentTypeError(f"{text!r} is under 1 MiB: a part that small is no use")
+    return size
+
+
+def progress(message: str) -> None:
+    if not err.quiet:
+        err.print(message, markup=False, soft_wrap=True)
+
+
+def command_bundle(args: argparse.Namespace) -> int:
+    patchset = refuse_harness(patchsets.load(args.patchset))
+    freeze: tuple[tuple[str, str], ...] = ()
+    if args.target_freeze:
+        text = read_regular(args.target_freeze, "--target-freeze").decode("utf-8", "replace")
+        freeze = bundle.parse_freeze(text, str(args.target_freeze))
+    target = bundle.Target(args.target_python, args.target_platform, freeze)
+    leave_out = bundle.leave_outs([n for n in args.leave_out.split(",") if n])
+    if args.wheel and not args.as_of:
+        raise PatcherError("--wheel needs --as-of DATE: a wheel file says not when it was released")
+    if args.out.exists() and (not args.out.is_dir() or any(args.out.iterdir())):
+        raise PatcherError(f"--out {args.out} exists and is not an empty folder")
+    with open_named_wheel(args) as named:
+        first = first_run(named, patchset)
+        context(status_table(first))
+        if first.verdict is not Verdict.NEEDS_PATCH:
+            raise PatcherError(
+                f"{first.distribution} {first.version} is {first.verdict} for {patchset.name}: "
+                "a bundle carries a patched wheel, and there is nothing to patch"
+            )
+        as_of = args.as_of or (None if isinstance(named, WheelSource) else named.entry.upload_time)
+        if not as_of:
+            raise PatcherError("the index gives no upload time for this release: give --as-of")
+        official, sha256, result = settled_on_disk(named, patchset, first)
+    version = local_version(result.version, patchset.local_label)
+    scratch = Path(tempfile.mkdtemp(prefix=".patcher-bundle-", dir=args.out.parent))
+    try:
+        with WheelSource(official, sha256) as wheel:
+            patched = repack(WheelPlan(official, sha256, result, version), wheel.zip, scratch)
+        plan = bundle.BundlePlan(
+            release=str(result.version),
+            distribution=result.distribution,
+            patchset=patchset.name,
+            official_wheel=official,
+            patched_wheel=patched,
+            states=chain_states(patchset, official, sha256),
+            target=target,
+            as_of=as_of,
+            leave_out=leave_out,
+            part_size=args.part_size,
+            compression=args.compression,
+        )
+        built = bundle.build(plan, args.out, progress)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    parts = built["parts"]
+    total = sum(part["size"] for part in parts)
+    progress(
+        f"{len(parts)} part(s), {total / (1 << 20):.1f} MiB packed, "
+        f"{built['unpacked_bytes'] / (1 << 20):.1f} MiB unpacked"
+    )
+    out.print(str(args.out), markup=False, soft_wrap=True)
+    return 0

@@ -1,0 +1,65 @@
+"""a patched vLLM with its wheels, offline
+
+patcher bundle --vllm 0.20.0 --patchset glm4-moe-eagle3 --target-python 3.12 --out bundle
+patcher bundle --vllm 0.16.0 --target-python 3.12 --target-freeze freeze.txt --out bundle
+patcher bundle --vllm 0.16.0 --target-python 3.11 --leave-out fa2,numba --part-size 50MiB --out b
+"""
+
+
+def arguments(parser) -> None:
+    from patcher.cli.bundle import command_bundle, part_size
+    from patcher.cli.patching import add_source_options
+    from patcher.cli.terminal import path_argument
+
+    add_source_options(parser, source_dir=False)
+    parser.add_argument(
+        "--target-python",
+        required=True,
+        metavar="3.N",
+        help="the target machine's Python, major and minor (the bundle holds its wheels)",
+    )
+    parser.add_argument(
+        "--target-platform",
+        default="manylinux_2_35_x86_64",
+        metavar="TAG",
+        help="the newest manylinux tag the target's glibc supports (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--target-freeze",
+        type=path_argument,
+        metavar="FILE",
+        help="the target's `pip freeze`: what it has at a version the release allows stays out",
+    )
+    parser.add_argument(
+        "--leave-out",
+        default="",
+        metavar="NAME,...",
+        help="declared parts to drop (patcher/outputs/leave_outs.toml): "
+        "fa2, fa3, deep-gemm, xgrammar-static, mistral-tokenizers, flashinfer, cutlass-dsl, "
+        "tilelang, cudnn-frontend, fastsafetensors, numba; the manifest records what each "
+        "removes and the settings it forces",
+    )
+    parser.add_argument(
+        "--part-size",
+        type=part_size,
+        default=55 << 20,
+        metavar="SIZE",
+        help="the largest part, in bytes or with KiB, MiB or GiB (default: 55MiB)",
+    )
+    parser.add_argument(
+        "--compression",
+        type=int,
+        default=6,
+        metavar="0-9",
+        help="xz's preset (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--as-of",
+        metavar="DATE",
+        help="resolve nothing newer than this ISO 8601 time (default: the release's upload "
+        "time on the index; needed with --wheel)",
+    )
+    parser.add_argument(
+        "--out", type=path_argument, required=True, metavar="DIR", help="a new or empty folder"
+    )
+    parser.set_defaults(run=command_bundle)
