@@ -169,6 +169,27 @@ def build_wheel(session: nox.Session) -> None:
     session.run("patcher", "build-wheel", *(session.posargs or ["--vllm", DEFAULT_VLLM]))
 
 
+BUNDLE = [
+    "--vllm", "0.20.0", "--patchset", "glm4-moe-eagle3", "--target-python", "3.12",
+    "--target-platform", "manylinux_2_35_x86_64",
+    "--leave-out", "fa2,deep-gemm,xgrammar-static,mistral-tokenizers,flashinfer,cutlass-dsl,"
+    "tilelang,cudnn-frontend,fastsafetensors,numba",
+    "--part-size", "55MiB",
+]  # fmt: skip
+"""The bundle the H200 proof ran from (docs/airgapped.md); the freeze is the shared H200 one."""
+
+
+@nox.session(default=False)
+def bundle(session: nox.Session) -> None:
+    """An offline bundle for the H200 machine into bundle/ (other arguments after --)."""
+    install_patcher(session)
+    freeze = Path(__file__).parent.parent / "shared" / "gpu" / "h200-freeze.txt"
+    default = [*BUNDLE, "--out", "bundle"]
+    if freeze.is_file():
+        default += ["--target-freeze", str(freeze)]
+    session.run("patcher", "-v", "bundle", *(session.posargs or default))
+
+
 PATCHSET_FILES = {
     path.name: tomllib.loads(path.read_text(encoding="utf-8"))
     for path in sorted(Path(__file__).parent.joinpath("patchsets").glob("*.toml"))
