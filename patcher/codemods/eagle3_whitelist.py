@@ -168,7 +168,7 @@ class Eagle3Whitelist(FileCodemod):
             where = f"{path}:{before[rejected[0]].lines[0]}"
             module = tree.module(path)
             assert module is not None
-            gates, unresolved = find_gates(module)
+            gates, _ = find_gates(module)
             additions: dict[int, list[str]] = {}
             for i, gate in enumerate(gates):
                 substrings = string_values(gate.literal) if gate.literal is not None else []
@@ -176,15 +176,10 @@ class Eagle3Whitelist(FileCodemod):
                 if missing:
                     additions[i] = missing
             if not additions:
-                nearest = (
-                    f"; nearest candidate: {describe(module, path, unresolved[0])}"
-                    if unresolved
-                    else ""
-                )
                 raise ShapeError(
                     f"{where}: the EAGLE-3 model-type check rejects {', '.join(rejected)} here, "
                     f"and no list of model-type substrings it iterates over would let them "
-                    f"through{nearest}"
+                    f"through"
                 )
             patched = module.visit(WhitelistExtender(gates, additions))
             after = self.decisions(path, patched.code, rejected)

@@ -199,6 +199,9 @@ def gate_sites(function: ast.FunctionDef | ast.AsyncFunctionDef) -> list[int]:
         if isinstance(node, ast.If | ast.While) and depends(node.test, tainted):
             if guards_raise(node.body) or guards_raise(node.orelse):
                 sites.append(node.lineno)
+        elif isinstance(node, ast.For | ast.AsyncFor) and depends(node, tainted):
+            if guards_raise([node]):
+                sites.append(node.lineno)
         elif isinstance(node, ast.Assert) and depends(node.test, tainted):
             sites.append(node.lineno)
         elif isinstance(node, ast.Match) and depends(node.subject, tainted):
@@ -814,17 +817,25 @@ COMPARE: dict[type, Any] = {
 }
 
 
+@functools.lru_cache(maxsize=16)
+def read_module(text: str) -> tuple[Module, tuple[ast.FunctionDef | ast.AsyncFunctionDef, ...]]:
+    """The module of ``text`` and its entry functions, worked out once per text."""
+    module = Module(ast.parse(text))
+    return module, tuple(module.entries())
+
+
 @functools.lru_cache(maxsize=64)
 def decide(text: str, model_type: str) -> Decision:
     """What the gates of the module ``text`` decide for ``model_type`` under EAGLE-3."""
     try:
-        tree = ast.parse(text)
+        module, entries = read_module(text)
     except (SyntaxError, ValueError) as error:
         return Decision("undecidable", (getattr(error, "lineno", 1) or 1,), "not valid Python")
-    module = Module(tree)
+    except RecursionError:
+        return Decision("undecidable", (1,), "nested too deep to parse")
     rejects: list[int] = []
     gates: list[int] = []
-    for function in module.entries():
+    for function in entries:
         interpreter = Interpreter(module, model_type)
         try:
             interpreter.run(function)
