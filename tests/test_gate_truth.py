@@ -136,8 +136,15 @@ LOCAL_HELPER = "\ndef _refuse_target(target):\n    raise ValueError(f'Eagle3 not
 EAGLE3_CONSTANT = 'EAGLE3_METHOD = "eagle3"\n'
 
 
-def proposer_copy(listing: str) -> Callable[[str], str]:
+def proposer_copy(listing: str, guarded: bool = False) -> Callable[[str], str]:
     def change(text: str) -> str:
+        if guarded:  # a guard clause: no test in it names both EAGLE-3 and the model type
+            return text + (
+                "\n\ndef check_eagle3_target(method, target_model):\n"
+                '    if method != "eagle3":\n        return\n'
+                f"    if not any(s in target_model.config.model_type for s in {listing}):\n"
+                '        raise ValueError("Eagle3 is not supported for this target")\n'
+            )
         copy = (
             "\n\ndef check_eagle3_target(method, target_model):\n"
             f'    if method == "eagle3" and not any(\n'
@@ -302,6 +309,19 @@ def cases() -> Iterator[Case]:
     yield Case("moved-to-proposer", "", "undecidable", proposer=proposer_copy(WITHOUT))
     yield Case(
         "copied-to-proposer", allow(WITHOUT), "ambiguous", True, proposer=proposer_copy(WITHOUT)
+    )
+    yield Case(
+        "moved-to-proposer-guarded",
+        "",
+        "undecidable",
+        proposer=proposer_copy(WITHOUT, guarded=True),
+    )
+    yield Case(
+        "copied-to-proposer-guarded",
+        allow(WITHOUT),
+        "ambiguous",
+        True,
+        proposer=proposer_copy(WITHOUT, guarded=True),
     )
     yield Case(
         "present-and-copy-accepting",

@@ -850,3 +850,26 @@ def decide(text: str, model_type: str) -> Decision:
     if gates:
         return Decision("accept", tuple(sorted(set(gates))))
     return Decision("absent")
+
+
+PROBE = "\0any model type"
+"""A model type no list holds: what the gates decide for it does not matter, only where."""
+
+
+def decision_sites(tree: ast.Module) -> Iterator[int]:
+    """Where the EAGLE-3 path of ``tree`` meets a decision on the target's model type that
+    guards a raise, whatever it decides; or where it cannot follow one. The signature behind
+    ``not-needed`` and ``ambiguous`` searches the whole tree with this."""
+    module = Module(tree)
+    for function in module.entries():
+        interpreter = Interpreter(module, PROBE)
+        try:
+            interpreter.run(function)
+        except Undecidable as error:
+            yield error.line
+            continue
+        except RecursionError:
+            yield function.lineno
+            continue
+        yield from interpreter.findings.gates
+        yield from interpreter.findings.rejects

@@ -12,6 +12,7 @@ import ast
 from collections.abc import Iterator
 
 from patcher.codemods.base import Signature
+from patcher.codemods.gate_decision import decision_sites
 
 FUNCTIONS = ast.FunctionDef | ast.AsyncFunctionDef
 
@@ -135,6 +136,7 @@ def eagle3_model_type_checks(module: ast.Module) -> Iterator[int]:
                     yield from visit(getattr(statement, field, []), under_eagle3)
 
     yield from visit(module.body, False)
+    yield from decision_sites(module)  # by meaning: guard clauses, elif, match, assert, loops
 
 
 def image_token_index_reads(module: ast.Module) -> Iterator[int]:
