@@ -141,7 +141,8 @@ def eagle3_model_type_checks(module: ast.Module) -> Iterator[int]:
 
 def image_token_index_reads(module: ast.Module) -> Iterator[int]:
     """Where a module that defines a proposer (a ``...Proposer`` class) reads
-    ``image_token_index``: as an attribute, or with ``getattr``."""
+    ``image_token_index``: as an attribute, or names it as a string (``getattr``, a dict
+    lookup falling back to it)."""
     if not any(
         isinstance(node, ast.ClassDef) and node.name.endswith("Proposer")
         for node in ast.walk(module)
@@ -152,15 +153,8 @@ def image_token_index_reads(module: ast.Module) -> Iterator[int]:
             isinstance(node, ast.Attribute)
             and node.attr == "image_token_index"
             and isinstance(node.ctx, ast.Load)
-        ) or (
-            isinstance(node, ast.Call)
-            and isinstance(node.func, ast.Name)
-            and node.func.id in ("getattr", "hasattr")
-            and len(node.args) >= 2
-            and isinstance(node.args[1], ast.Constant)
-            and node.args[1].value == "image_token_index"
-        ):
-            yield node.lineno
+        ) or (isinstance(node, ast.Constant) and node.value == "image_token_index"):
+            yield node.lineno  # the name as a string: getattr, a dict's fallback, a lookup
 
 
 def target_backbone_reads(module: ast.Module) -> Iterator[int]:
