@@ -193,8 +193,9 @@ class GPUModelRunner:
     assert found == {"a.py": [1], "b.py": [], "c.py": [], "d.py": [1], "e.py": []}
 
 
-
-FINAL_RETURN = "    if layer_ids and isinstance(layer_ids, (list, tuple)):\n        return tuple(layer_ids)"
+FINAL_RETURN = (
+    "    if layer_ids and isinstance(layer_ids, (list, tuple)):\n        return tuple(layer_ids)"
+)
 
 
 def test_the_key_read_out_of_another_dict_is_not_eagle_configs_ids():
@@ -204,7 +205,8 @@ def test_the_key_read_out_of_another_dict_is_not_eagle_configs_ids():
         FINAL_RETURN,
         "    if not layer_ids:\n"
         '        dflash_config = getattr(hf_config, "dflash_config", None) or {}\n'
-        '        layer_ids = dflash_config.get("eagle_aux_hidden_state_layer_ids")\n' + FINAL_RETURN,
+        '        layer_ids = dflash_config.get("eagle_aux_hidden_state_layer_ids")\n'
+        + FINAL_RETURN,
     )
     patched = other.replace(
         FINAL_RETURN,

@@ -151,11 +151,12 @@ def test_a_dict_lookup_falling_back_to_image_token_index_is_not_not_needed():
     class EagleProposer:
         def load_model(self, target_model):
             if supports_multimodal(target_model):
-                attribute = TOKEN_ATTRIBUTES.get(self.get_model_name(target_model), "image_token_index")
+                name = self.get_model_name(target_model)
+                attribute = TOKEN_ATTRIBUTES.get(name, "image_token_index")
                 self.model.config.image_token_index = getattr(target_model.config, attribute)
     """
     outcome = assert_codemod(MmImageToken, {PATH: before}, UNCHANGED, Status.FAILED)
-    assert f"{PATH}:4:" in outcome.detail
+    assert f"{PATH}:5:" in outcome.detail
 
 
 def test_an_architecture_named_in_a_dead_branch_is_not_mapped():
@@ -174,4 +175,3 @@ def test_an_architecture_named_in_a_dead_branch_is_not_mapped():
                 self.model.config.image_token_index = (""",
     )
     assert_codemod(MmImageToken, {PATH: before}, {PATH: after}, Status.APPLIED)
-

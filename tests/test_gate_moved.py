@@ -213,7 +213,9 @@ def test_a_gate_of_another_shape_is_decided_by_meaning(tree, shape):
     done = apply(tree)
     output = done.stdout + done.stderr
     assert done.returncode == 0, output
-    assert re.search(r"eagle3-whitelist\s+applied\s+.*kimi_k2, deepseek_v3 rejected -> accepted", output)
+    assert re.search(
+        r"eagle3-whitelist\s+applied\s+.*kimi_k2, deepseek_v3 rejected -> accepted", output
+    )
 
 
 def test_a_gate_really_gone_is_still_not_needed(tree):

@@ -94,7 +94,8 @@ def control_shapes(listing: str) -> Iterator[tuple[str, str, bool]]:
     )
     yield (
         "elif-chain",
-        head + f'if self.method != "eagle3":\n    pass\nelif {check}:\n    raise ValueError("no")\n',
+        head
+        + f'if self.method != "eagle3":\n    pass\nelif {check}:\n    raise ValueError("no")\n',
         True,
     )
     yield (
@@ -192,7 +193,8 @@ def cases() -> Iterator[Case]:
     )
     yield Case(
         "exact-membership-with",
-        f'supported = ("kimi_k2", "deepseek_v3")\nif self.method == "eagle3" and {TYPE} not in supported:\n'
+        'supported = ("kimi_k2", "deepseek_v3")\n'
+        f'if self.method == "eagle3" and {TYPE} not in supported:\n'
         "    raise ValueError('no')\n",
         "accept",
     )
@@ -251,7 +253,7 @@ def cases() -> Iterator[Case]:
     )
     yield Case(
         "built-by-concatenation",
-        allow(f'BASE + ["kimi_k2", "deepseek_v3"]'),
+        allow('BASE + ["kimi_k2", "deepseek_v3"]'),
         "accept",
         module_prefix='BASE = ["llama"]\n',
     )
@@ -259,7 +261,8 @@ def cases() -> Iterator[Case]:
         "if-else-lists-unknown-condition",
         allow(WITHOUT).replace(
             f"supported = {WITHOUT}\n",
-            f"if self.disable_log_stats:\n    supported = {WITH}\nelse:\n    supported = {WITHOUT}\n",
+            f"if self.disable_log_stats:\n    supported = {WITH}\n"
+            f"else:\n    supported = {WITHOUT}\n",
         ),
         "undecidable",
     )
@@ -267,13 +270,14 @@ def cases() -> Iterator[Case]:
         "if-else-lists-on-method",
         allow(WITHOUT).replace(
             f"supported = {WITHOUT}\n",
-            f'if self.method == "eagle3":\n    supported = {WITH}\nelse:\n    supported = {WITHOUT}\n',
+            f'if self.method == "eagle3":\n    supported = {WITH}\n'
+            f"else:\n    supported = {WITHOUT}\n",
         ),
         "accept",
     )
     yield Case(
         "imported-tuple",
-        f"from vllm.config.eagle3_targets import EAGLE3_TARGETS\n"
+        "from vllm.config.eagle3_targets import EAGLE3_TARGETS\n"
         + allow(WITHOUT).split("\n", 1)[1].replace("for s in supported", "for s in EAGLE3_TARGETS"),
         "undecidable",
         helpers=f"EAGLE3_TARGETS = {WITH}\n",
@@ -378,9 +382,11 @@ class Files(Source):
 def mutate(release: str, speculative: str, proposer: str, case: Case) -> dict[str, str]:
     if release == "0.16.0":
         start = speculative.index("        eagle3_target_supported = [")
-        end = speculative.index("        self.verify_equal_vocab_size_if_draft_model()\n        return")
+        end = speculative.index(
+            "        self.verify_equal_vocab_size_if_draft_model()\n        return"
+        )
     else:
-        start = end = speculative.index("        if self.rejection_sample_method == \"synthetic\":")
+        start = end = speculative.index('        if self.rejection_sample_method == "synthetic":')
     body = speculative[:start] + indent(case.gate) + speculative[end:]
     if case.module_prefix:
         at = body.index("\nlogger = ")

@@ -34,7 +34,9 @@ OVER_LAYERS = m.For(iter=m.MatchIfTrue(lambda node: bool(m.findall(node, SELF_LA
 
 
 APPENDS_AUX = m.Call(func=m.Attribute(value=m.Name(AUX), attr=m.Name("append")))
-RETURNS_AUX = m.Return(value=m.MatchIfTrue(lambda v: v is not None and bool(m.findall(v, m.Name(AUX)))))
+RETURNS_AUX = m.Return(
+    value=m.MatchIfTrue(lambda v: v is not None and bool(m.findall(v, m.Name(AUX))))
+)
 
 
 def captures(forward: cst.FunctionDef) -> bool:

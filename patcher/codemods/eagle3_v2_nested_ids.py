@@ -62,7 +62,9 @@ def is_eagle_config(node: cst.BaseExpression, names: set[str]) -> bool:
     if isinstance(node, cst.Attribute):
         return node.attr.value == "eagle_config"
     if isinstance(node, cst.Call):
-        key = node.args[1].value if isinstance(node.func, cst.Name) and len(node.args) >= 2 else None
+        key = (
+            node.args[1].value if isinstance(node.func, cst.Name) and len(node.args) >= 2 else None
+        )
         if isinstance(node.func, cst.Attribute) and node.func.attr.value == "get" and node.args:
             key = node.args[0].value
         return isinstance(key, cst.SimpleString) and key.evaluated_value == "eagle_config"

@@ -16,7 +16,7 @@ import libcst as cst
 import libcst.matchers as m
 
 from patcher.codemods import signatures
-from patcher.codemods._cst import ExtendLiterals, code, describe, string_values
+from patcher.codemods._cst import ExtendLiterals, code, string_values
 from patcher.codemods.base import BOM, FileCodemod, Outcome, ShapeError, Tree, summarize
 from patcher.codemods.gate_decision import Decision, decide
 
@@ -187,9 +187,10 @@ class Eagle3Whitelist(FileCodemod):
             if still:
                 decision = after[still[0]]
                 line = decision.lines[0] if decision.lines else before[still[0]].lines[0]
+                why = f": {decision.why}" if decision.why else ""
                 raise ShapeError(
                     f"{path}:{line}: extending the list does not make the check accept "
-                    f"{', '.join(still)} ({decision.verdict}{': ' + decision.why if decision.why else ''})"
+                    f"{', '.join(still)} ({decision.verdict}{why})"
                 )
             tree.update(path, patched)
             added = sorted({t for values in additions.values() for t in values})
@@ -211,7 +212,9 @@ class Eagle3Whitelist(FileCodemod):
         for model_type, decision in decided.items():
             if decision.verdict == "undecidable":
                 line = decision.lines[0]
-                source = text.splitlines()[line - 1].strip() if 0 < line <= text.count("\n") + 1 else ""
+                source = (
+                    text.splitlines()[line - 1].strip() if 0 < line <= text.count("\n") + 1 else ""
+                )
                 raise ShapeError(
                     f"{path}:{line}: cannot decide what the EAGLE-3 model-type check does for "
                     f"{model_type}: {decision.why}; nearest candidate: {path}:{line} `{source}`"

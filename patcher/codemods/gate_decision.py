@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import ast
 import functools
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -116,12 +116,15 @@ class Findings:
 def mentions_target_type(node: ast.AST) -> bool:
     """Whether ``node`` reads a ``model_type`` (an attribute, or with getattr) not of a draft."""
     for child in ast.walk(node):
-        if isinstance(child, ast.Attribute) and child.attr == "model_type":
-            if not any(
+        if (
+            isinstance(child, ast.Attribute)
+            and child.attr == "model_type"
+            and not any(
                 "draft" in (getattr(n, "id", None) or getattr(n, "attr", "") or "").lower()
                 for n in ast.walk(child.value)
-            ):
-                return True
+            )
+        ):
+            return True
         if (
             isinstance(child, ast.Call)
             and isinstance(child.func, ast.Name)
@@ -186,28 +189,40 @@ def gate_sites(function: ast.FunctionDef | ast.AsyncFunctionDef) -> list[int]:
         changed = False
         for node in nodes:
             value = getattr(node, "value", None)
-            if isinstance(node, ast.Assign | ast.AnnAssign | ast.AugAssign) and value is not None:
-                if depends(value, tainted):
-                    targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-                    for target in targets:
-                        for name in ast.walk(target):
-                            if isinstance(name, ast.Name) and name.id not in tainted:
-                                tainted.add(name.id)
-                                changed = True
+            if (
+                isinstance(node, ast.Assign | ast.AnnAssign | ast.AugAssign)
+                and value is not None
+                and depends(value, tainted)
+            ):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                for target in targets:
+                    for name in ast.walk(target):
+                        if isinstance(name, ast.Name) and name.id not in tainted:
+                            tainted.add(name.id)
+                            changed = True
     sites = []
     for node in nodes:
-        if isinstance(node, ast.If | ast.While) and depends(node.test, tainted):
-            if guards_raise(node.body) or guards_raise(node.orelse):
-                sites.append(node.lineno)
-        elif isinstance(node, ast.For | ast.AsyncFor) and depends(node, tainted):
-            if guards_raise([node]):
-                sites.append(node.lineno)
-        elif isinstance(node, ast.Assert) and depends(node.test, tainted):
+        if isinstance(node, ast.stmt) and is_site(node, tainted):
             sites.append(node.lineno)
-        elif isinstance(node, ast.Match) and depends(node.subject, tainted):
-            if any(guards_raise(case.body) for case in node.cases):
-                sites.append(node.lineno)
     return sites
+
+
+def is_site(node: ast.AST, tainted: set[str]) -> bool:
+    """Whether ``node`` decides on the model type (or a name computed from it) and raises, or
+    calls what may, on some outcome: an if, a loop, an assert, a match."""
+    if isinstance(node, ast.If | ast.While):
+        return depends(node.test, tainted) and (
+            guards_raise(node.body) or guards_raise(node.orelse)
+        )
+    if isinstance(node, ast.For | ast.AsyncFor):
+        return depends(node, tainted) and guards_raise([node])
+    if isinstance(node, ast.Assert):
+        return depends(node.test, tainted)
+    if isinstance(node, ast.Match):
+        return depends(node.subject, tainted) and any(
+            guards_raise(case.body) for case in node.cases
+        )
+    return False
 
 
 def depends(node: ast.AST, tainted: set[str]) -> bool:
@@ -218,13 +233,19 @@ def depends(node: ast.AST, tainted: set[str]) -> bool:
 
 def mentions_eagle3(function: ast.AST, aliases: frozenset[str]) -> bool:
     for node in ast.walk(function):
-        if isinstance(node, ast.Constant) and isinstance(node.value, str):
-            if "eagle3" in node.value.lower():
-                return True
+        if (
+            isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and "eagle3" in node.value.lower()
+        ):
+            return True
         name = node.id if isinstance(node, ast.Name) else getattr(node, "attr", None)
-        if isinstance(name, str) and isinstance(node, ast.Name | ast.Attribute):
-            if name.lower() in aliases or ("EAGLE3" in name.upper() and name.isupper()):
-                return True
+        if (
+            isinstance(name, str)
+            and isinstance(node, ast.Name | ast.Attribute)
+            and (name.lower() in aliases or ("EAGLE3" in name.upper() and name.isupper()))
+        ):
+            return True
     return False
 
 
@@ -265,9 +286,12 @@ class Module:
                 for target in targets:
                     if isinstance(target, ast.Name):
                         self.globals[target.id] = value
-                        if value.known and isinstance(value.value, str):
-                            if "eagle3" in value.value.lower():
-                                self.aliases.add(target.id.lower())
+                        if (
+                            value.known
+                            and isinstance(value.value, str)
+                            and "eagle3" in value.value.lower()
+                        ):
+                            self.aliases.add(target.id.lower())
             elif isinstance(node, ast.Import | ast.ImportFrom):
                 for alias in node.names:
                     self.globals[(alias.asname or alias.name).split(".")[0]] = UNKNOWN
@@ -278,9 +302,8 @@ class Module:
         aliases = frozenset(self.aliases)
         found = []
         for node in ast.walk(self.tree):
-            if isinstance(node, FUNCTIONS) and gate_sites(node):
-                if mentions_eagle3(node, aliases):
-                    found.append(node)
+            if isinstance(node, FUNCTIONS) and gate_sites(node) and mentions_eagle3(node, aliases):
+                found.append(node)
         return found
 
 
@@ -344,7 +367,9 @@ class Interpreter:
                 self.assign(node.target, self.eval(node.value, state), state)
             return state
         if isinstance(node, ast.AugAssign):
-            current = self.eval(node.target, state) if isinstance(node.target, ast.Name) else UNKNOWN
+            current = (
+                self.eval(node.target, state) if isinstance(node.target, ast.Name) else UNKNOWN
+            )
             value = self.binop(node.op, current, self.eval(node.value, state))
             self.assign(node.target, value, state)
             return state
@@ -368,7 +393,9 @@ class Interpreter:
                     self.findings.rejects.append(node.lineno)
                 return None
             if not test.known and region:
-                raise Undecidable(node.lineno, "an assert it cannot evaluate, under a decision on the model type")
+                raise Undecidable(
+                    node.lineno, "an assert it cannot evaluate, under a decision on the model type"
+                )
             return state
         if isinstance(node, ast.With | ast.AsyncWith):
             for item in node.items:
@@ -390,10 +417,10 @@ class Interpreter:
         """A statement not interpreted: fine where it neither reads the model type nor raises
         under a decision on it; its assigned names become unknown."""
         inner = list(walk_body([node]))
-        reads = any(
-            isinstance(n, ast.Attribute) and n.attr == "model_type" for n in inner
-        ) or any(
-            isinstance(n, ast.Name) and (v := state.env.get(n.id)) is not None and (v.dep or v.murky)
+        reads = any(isinstance(n, ast.Attribute) and n.attr == "model_type" for n in inner) or any(
+            isinstance(n, ast.Name)
+            and (v := state.env.get(n.id)) is not None
+            and (v.dep or v.murky)
             for n in inner
         )
         if reads or (region and guards_raise([node])):
@@ -401,9 +428,13 @@ class Interpreter:
         for n in inner:
             if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
                 state.env[n.id] = UNKNOWN
-            if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute):
-                if isinstance(n.func.value, ast.Name) and n.func.attr in MUTATORS:
-                    state.env[n.func.value.id] = UNKNOWN
+            if (
+                isinstance(n, ast.Call)
+                and isinstance(n.func, ast.Attribute)
+                and isinstance(n.func.value, ast.Name)
+                and n.func.attr in MUTATORS
+            ):
+                state.env[n.func.value.id] = UNKNOWN
         return state
 
     def branch(self, node: ast.If, state: State, region: bool) -> State | None:
@@ -531,7 +562,9 @@ class Interpreter:
                 if operand.kind:
                     return UNKNOWN
                 return Val(dep=operand.dep, murky=operand.murky)
-            return self.compute(lambda: {ast.USub: lambda v: -v}[type(node.op)](operand.value), operand)
+            if isinstance(node.op, ast.USub):
+                return self.compute(lambda: -operand.value, operand)
+            return unknown(operand)
         if isinstance(node, ast.Compare):
             return self.compare(node, state)
         if isinstance(node, ast.BinOp):
@@ -564,6 +597,8 @@ class Interpreter:
                 return state.env[key]
             if attr == "method":
                 return known("eagle3")
+            if attr == "model":  # EAGLE-3 always names its drafter
+                return known("<the EAGLE-3 drafter>")
             if is_target_word(attr):
                 return TARGET
             return UNKNOWN
@@ -606,10 +641,16 @@ class Interpreter:
             if isinstance(op, ast.Is | ast.IsNot) and (left.kind or right.kind):
                 value = unknown(left, right)
             else:
-                value = self.compute(lambda: COMPARE[type(op)](left.value, right.value), left, right)
+                value = self.compute(
+                    functools.partial(COMPARE[type(op)], left.value, right.value), left, right
+                )
             if value.known and not value.value:
                 return value
-            result = value if not result.known or not value.known else known(True, result.dep or value.dep)
+            result = (
+                value
+                if not result.known or not value.known
+                else known(True, result.dep or value.dep)
+            )
             if not value.known:
                 result = Val(dep=result.dep or value.dep, murky=result.murky or value.murky)
             left = right
@@ -638,7 +679,9 @@ class Interpreter:
                 return unknown(*parts)
         return unknown(*parts)
 
-    def comprehension(self, node: ast.ListComp | ast.SetComp | ast.GeneratorExp, state: State) -> Val:
+    def comprehension(
+        self, node: ast.ListComp | ast.SetComp | ast.GeneratorExp, state: State
+    ) -> Val:
         if len(node.generators) != 1 or node.generators[0].is_async:
             return unknown(known(0, mentions_target_type(node)))
         generator = node.generators[0]
@@ -684,12 +727,9 @@ class Interpreter:
                 if attribute.known and isinstance(attribute.value, str):
                     return self.attribute(args[0], attribute.value, node, state)
                 return unknown(*args)
-            if name in ("list", "tuple", "set", "sorted", "frozenset") and len(args) == 1:
-                builder = {"list": list, "tuple": tuple, "set": set, "sorted": sorted, "frozenset": frozenset}[name]
+            if name in BUILDERS and len(args) == 1:
+                builder = BUILDERS[name]
                 return self.compute(lambda: builder(args[0].value), args[0])
-            if name in ("len", "str", "bool") and len(args) == 1:
-                builder2 = {"len": len, "str": str, "bool": bool}[name]
-                return self.compute(lambda: builder2(args[0].value), args[0])
             if name in HARMLESS_CALLS or name == "hasattr":
                 return unknown(*everything)
             if name in self.module.functions:
@@ -704,15 +744,23 @@ class Interpreter:
                     current = self.module.globals[func.value.id]
                 if current is not None and current.known and isinstance(current.value, list):
                     updated = list(current.value)
-                    result = self.compute(lambda: MUTATORS[func.attr](updated, *[a.value for a in args]), current, *args)
+                    result = self.compute(
+                        lambda: MUTATORS[func.attr](updated, *[a.value for a in args]),
+                        current,
+                        *args,
+                    )
                     if result.known or not current.known:
-                        state.env[func.value.id] = known(updated, current.dep or any(a.dep for a in args))
+                        state.env[func.value.id] = known(
+                            updated, current.dep or any(a.dep for a in args)
+                        )
                         return known(None)
                 if current is not None:
                     state.env[func.value.id] = unknown(current, *args)
                     return UNKNOWN
             if base.known and isinstance(base.value, str) and func.attr in STRING_METHODS:
-                return self.compute(lambda: getattr(base.value, func.attr)(*[a.value for a in args]), base, *args)
+                return self.compute(
+                    lambda: getattr(base.value, func.attr)(*[a.value for a in args]), base, *args
+                )
             root = func.value
             while isinstance(root, ast.Attribute):
                 root = root.value
@@ -802,6 +850,17 @@ MUTATORS: dict[str, Any] = {
     "pop": lambda values, *index: values.pop(*index),
     "clear": lambda values: values.clear(),
 }
+BUILDERS: dict[str, Callable[[Any], Any]] = {
+    "list": list,
+    "tuple": tuple,
+    "set": set,
+    "sorted": sorted,
+    "frozenset": frozenset,
+    "len": len,
+    "str": str,
+    "bool": bool,
+}
+"""Builtins worked out on known values."""
 STRING_METHODS = frozenset({"lower", "upper", "startswith", "endswith", "strip", "replace"})
 COMPARE: dict[type, Any] = {
     ast.Eq: lambda a, b: a == b,
