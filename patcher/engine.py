@@ -32,7 +32,9 @@ def needed_paths(patchset: Patchset, tree: Tree) -> list[str]:
 def run_patchset(patchset: Patchset, source: Source, memo: bool = True) -> PatchResult:
     """Apply every patch in order, each seeing the ones before it, all in memory.
 
-    With ``memo``, a codemod whose input texts were seen before replays its cached run.
+    With ``memo``, a codemod whose input texts were seen before replays its cached run. Where
+    a codemod could not search a source read by range (``unknown``), the source is settled
+    (every Python member read) and the run repeated.
     """
     tree = Tree(source)
     source.prefetch(needed_paths(patchset, tree))
@@ -53,6 +55,10 @@ def run_patchset(patchset: Patchset, source: Source, memo: bool = True) -> Patch
     outcomes = {}
     for codemod in patchset.codemods():
         outcomes[codemod.name] = run_codemod(codemod, tree) if memo else run_fresh(codemod, tree)
+    if any(o.status is Status.UNKNOWN for o in outcomes.values()) and (
+        not source.searchable and source.settle()
+    ):
+        return run_patchset(patchset, source, memo)  # settled: searched, not unknown
     originals = {path: tree_text_original(source, path) for path in tree.overlay}
     laid_out = {p: keep_layout(originals[p], t) for p, t in tree.overlay.items()}
     changed = {p: t for p, t in laid_out.items() if t != originals[p]}

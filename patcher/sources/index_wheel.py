@@ -26,7 +26,7 @@ LOCAL_HEADER_SLACK = 30 + 1024  # fixed local header plus room for the name and 
 
 
 class IndexWheelSource(Source):
-    searchable = False  # each member is a range request: the whole tree is too many
+    searchable = False  # each member is a range request: read them all only to settle
 
     def __init__(self, release: Release, wheel: IndexEntry, client: HttpClient) -> None:
         if not wheel.sha256:
@@ -123,6 +123,15 @@ class IndexWheelSource(Source):
                 self._download()
         for path in wanted:
             self._store(path)
+
+    def settle(self) -> bool:
+        """Every Python member read by range (4 MiB for 0.18.0's 1,508 files, 11 MiB for
+        0.33.0's 3,231), cached like any member: then an absence can be searched for, and no
+        codemod needs to say ``unknown``. A server that refuses ranges gets the whole wheel
+        downloaded instead (``prefetch``)."""
+        self.prefetch([n for n in self.names() if n.endswith(".py")])
+        self.searchable = True
+        return True
 
     def _store(self, path: str) -> bytes:
         try:
