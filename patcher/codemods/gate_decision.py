@@ -167,6 +167,7 @@ def harmless_call(call: ast.Call) -> bool:
 
 
 def walk_body(statements: list[ast.stmt]) -> Iterator[ast.AST]:
+    """Every node under ``statements``, without entering nested functions or classes."""
     pending: list[ast.AST] = list(statements)
     while pending:
         node = pending.pop()

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 
 from patcher.codemods.base import Signature
 from patcher.codemods.gate_decision import decision_sites
+from patcher.codemods.gate_decision import walk_body as body_nodes
 
 FUNCTIONS = ast.FunctionDef | ast.AsyncFunctionDef
 
@@ -44,19 +45,6 @@ def string_aliases(module: ast.Module, word: str) -> frozenset[str]:
                 targets = node.targets if isinstance(node, ast.Assign) else [node.target]
                 found.update(t.id.lower() for t in targets if isinstance(t, ast.Name))
     return frozenset(found)
-
-
-def body_nodes(statements: list[ast.stmt]) -> Iterator[ast.AST]:
-    """Every node under ``statements``, without entering nested functions or classes."""
-    pending: list[ast.AST] = list(statements)
-    while pending:
-        node = pending.pop()
-        yield node
-        pending += [
-            child
-            for child in ast.iter_child_nodes(node)
-            if not isinstance(child, FUNCTIONS | ast.ClassDef | ast.Lambda)
-        ]
 
 
 def called_names(statements: list[ast.stmt]) -> set[str]:

@@ -42,6 +42,7 @@ class IndexWheelSource(Source):
         self._fallback: WheelSource | None = None
         self._names: list[str] | None = None
         self._known: frozenset[str] = frozenset()
+        self._held: dict[str, bytes] = {}  # members kept in memory once the tree is settled
 
     @property
     def identity(self) -> str:
@@ -147,5 +148,11 @@ class IndexWheelSource(Source):
         self.names()
         if path not in self._known:
             return None
+        held = self._held.get(path)
+        if held is not None:
+            return held
         cached = read_checked(self._cached(path))
-        return self._store(path) if cached is None else cached
+        data = self._store(path) if cached is None else cached
+        if self.searchable:  # settled: each search of the whole tree reads every member
+            self._held[path] = data
+        return data
