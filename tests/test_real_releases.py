@@ -87,11 +87,14 @@ def test_mla_drafter_detection_is_patched_on_every_release_with_the_drafter(rele
 
 @pytest.mark.parametrize("version", ["0.18.0", "0.33.0"])
 def test_fixed_upstream(release, version):
-    """Read by range, a patch with nothing to do cannot search the rest of the tree: unknown,
-    which the declared upstream does not count as drift."""
-    result = run_patchset(patchsets.load("kimi-k2.5-eagle3"), release(version))
-    assert result.verdict == "unknown", result.outcomes
-    assert {o.status for o in result.outcomes.values()} == {Status.PRESENT, Status.UNKNOWN}
+    """Read by range, a patch with nothing to do settles the release (every Python member read
+    by range, issue 28) and searches the whole tree: upstream, proven, not unknown."""
+    source = release(version)
+    result = run_patchset(patchsets.load("kimi-k2.5-eagle3"), source)
+    assert result.verdict == "upstream", result.outcomes
+    assert source.searchable
+    assert {o.status for o in result.outcomes.values()} <= {Status.PRESENT, Status.NOT_NEEDED}
+    assert result.outcomes["eagle-target-backbone"].status is Status.NOT_NEEDED
     assert not result.drift
     assert not result.changed
 
