@@ -251,3 +251,23 @@ def test_installed_file_without_its_record_row_is_not_a_gate_gone(tmp_path, rele
     assert not re.search(r"eagle3-whitelist\s+not-needed", output), output
     assert f"error: {SPECULATIVE} is not listed in {record}" in done.stderr, output
     assert state(tmp_path / "site") == before
+
+
+def test_a_second_gate_in_the_proposer_is_ambiguous_and_nothing_is_written(tree):
+    """The check copied into the proposer module beside the real one (issue 28): the first is
+    patchable, but apply must not say applied while the copy still refuses Kimi."""
+    with (tree / PROPOSER).open("a") as module:
+        module.write(
+            "\n\ndef check_eagle3_target(method, target_model):\n"
+            '    if method != "eagle3":\n        return\n'
+            '    if not any(s in target_model.config.model_type for s in ["llama"]):\n'
+            '        raise ValueError("Eagle3 is not supported for this target")\n'
+        )
+    before = files(tree)
+    done = apply(tree)
+    output = done.stdout + done.stderr
+    assert done.returncode != 0, output
+    assert re.search(rf"error: eagle3-whitelist ambiguous: .*{PROPOSER}:\d+", done.stderr), output
+    assert SPECULATIVE in done.stderr
+    assert "Traceback" not in output
+    assert files(tree) == before
