@@ -7,7 +7,7 @@ import multiprocessing
 import os
 import signal
 import threading
-from collections.abc import Iterable, Mapping, Sequence, Set
+from collections.abc import Iterable, Iterator, Mapping, Sequence, Set
 from concurrent.futures import (
     Executor,
     Future,
@@ -15,6 +15,7 @@ from concurrent.futures import (
     ThreadPoolExecutor,
     as_completed,
 )
+from contextlib import contextmanager
 from dataclasses import dataclass
 from multiprocessing import forkserver
 
@@ -153,6 +154,22 @@ def process_pool() -> Executor:
     return ProcessPoolExecutor(workers, mp_context=context)
 
 
+@contextmanager
+def stopped_at_once(cores: Executor, network: ThreadPoolExecutor) -> Iterator[None]:
+    """On an interrupt (Ctrl-C, or SIGTERM as the CLI raises it) the pools stop now: nothing
+    queued starts, and the worker processes, which may be reading a whole release by range
+    (a settle), are terminated rather than waited for."""
+    try:
+        yield
+    except BaseException:
+        network.shutdown(wait=False, cancel_futures=True)
+        cores.shutdown(wait=False, cancel_futures=True)
+        processes = getattr(cores, "_processes", None) or {}  # None for a thread pool
+        for process in list(processes.values()):
+            process.terminate()
+        raise
+
+
 def build_matrix(
     patchsets: Sequence[Patchset], index: PackageIndex, releases: Sequence[Release], arch: str
 ) -> dict[str, list[Row]]:
@@ -160,7 +177,11 @@ def build_matrix(
     soon as its files are in."""
     found: dict[tuple[str, Version], dict[str, Outcome]] = {}
     patching: dict[Future, Fetched] = {}
-    with process_pool() as cores, ThreadPoolExecutor(PARALLEL_RELEASES) as network:
+    with (
+        process_pool() as cores,
+        ThreadPoolExecutor(PARALLEL_RELEASES) as network,
+        stopped_at_once(cores, network),
+    ):
         fetches = [network.submit(fetch, patchsets, index, r, arch) for r in releases]
         for future in as_completed(fetches):
             job = future.result()

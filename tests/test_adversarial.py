@@ -425,6 +425,7 @@ def cases() -> list[Case]:
     found += drift_cases()
     found += config_cases()
     found += stream_cases()
+    found += bundle_cases()
     found += doctor_cases()
     found += scan_cases()
     ids = [c.id for c in found]
@@ -1305,6 +1306,34 @@ def _written_small(key: str) -> Claim:
         return None if isinstance(value, int) and value < 10**7 else f"{key} written as {value}"
 
     return check
+
+
+BUNDLE = (
+    "bundle", "--wheel", "{wheel}", "--patchset", "{patchset}", "--target-python", "3.12",
+    "--as-of", "2026-04-27T11:07:48Z", "--out", "{work}/bundle",
+)  # fmt: skip
+
+
+def bundle_cases() -> list[Case]:
+    """``bundle``'s own values: each refused in one line before a resolution, nothing written."""
+    bad = {
+        "--target-python": {"major-only": "3", "words": "three", "two": "2.7", "empty": ""},
+        "--target-platform": {
+            "plain-linux": "linux_x86_64",
+            "riscv": "manylinux_2_35_riscv64",
+            "empty": "",
+        },
+        "--part-size": {"zero": "0", "negative": "-1", "bytes": "10", "words": "big"},
+        "--compression": {"ten": "10", "negative": "-1", "words": "max"},
+        "--leave-out": {"unknown": "nope", "both-flash": "fa2,fa3", "commas": ",,x"},
+        "--as-of": {"empty": ""},
+    }
+    found = []
+    for option, values in bad.items():
+        for kind, value in values.items():
+            found.append(Case(f"bundle{option}={kind}", "bundle", (*BUNDLE, f"{option}={value}")))
+    found.append(Case("bundle--out=not-empty", "bundle", (*BUNDLE[:-1], "{tree}")))
+    return found
 
 
 def stream_cases() -> list[Case]:

@@ -28,7 +28,7 @@ from commandline import PATCHER
 from conftest import one_error_line
 from test_apply_installed import INFO, PATCHED, bad_rows, purelib, state, synthetic
 
-from patcher.cli import main
+from patcher.cli.parser import main
 
 official_wheel = installed.official_wheel  # the fixtures: the official 0.16.0 wheel,
 pristine = installed.pristine  # pip-installed --no-deps in a venv,

@@ -175,7 +175,7 @@ def test_doctor_fix_writes_only_ids_the_release_collects(
     """issue 28: with --trained-with sglang on a 61-layer target on 0.16.0, --fix wrote
     [2, 31, 61]; 0.16.0's DeepSeek forward never collects id 61 (the last layer's output), and
     doctor run on its own output then reported an error."""
-    from patcher.cli import main
+    from patcher.cli.parser import main
 
     drafter = folder_with(
         tmp_path / "drafter", {**MLA_DRAFTER, "eagle_aux_hidden_state_layer_ids": ids}
@@ -206,7 +206,7 @@ def test_doctor_fix_writes_only_ids_the_release_collects(
 )
 def test_doctor_with_ids_that_are_not_numbers_is_one_line(tmp_path, capsys, ids):
     """issue 28: ids given as strings ended in a TypeError traceback."""
-    from patcher.cli import main
+    from patcher.cli.parser import main
 
     drafter = folder_with(
         tmp_path / "drafter", {**MLA_DRAFTER, "eagle_aux_hidden_state_layer_ids": ids}

@@ -38,6 +38,12 @@ def part_size(text: str) -> int:
     return size
 
 
+def compression(text: str) -> int:
+    if not (text.isascii() and text.isdigit()) or int(text) > 9:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an xz preset from 0 to 9")
+    return int(text)
+
+
 def progress(message: str) -> None:
     if not err.quiet:
         err.print(message, markup=False, soft_wrap=True)

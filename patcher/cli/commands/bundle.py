@@ -7,7 +7,7 @@ patcher bundle --vllm 0.16.0 --target-python 3.11 --leave-out fa2,numba --part-s
 
 
 def arguments(parser) -> None:
-    from patcher.cli.bundle import command_bundle, part_size
+    from patcher.cli.bundle import command_bundle, compression, part_size
     from patcher.cli.patching import add_source_options
     from patcher.cli.terminal import path_argument
 
@@ -48,7 +48,7 @@ def arguments(parser) -> None:
     )
     parser.add_argument(
         "--compression",
-        type=int,
+        type=compression,
         default=6,
         metavar="0-9",
         help="xz's preset (default: %(default)s)",
