@@ -326,6 +326,15 @@ def identity(baseline: dict[str, Any], eagle: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def compared(baseline: dict[str, Any], eagle: dict[str, Any]) -> dict[str, Any]:
+    """The EAGLE-3 run's result; where both served, its acceptance and identity beside."""
+    result = {k: v for k, v in eagle.items() if k not in ("token_ids", "spec_decode")}
+    if eagle.get("outcome") == "served" and baseline.get("outcome") == "served":
+        result.update(acceptance(eagle))
+        result.update(identity(baseline, eagle))
+    return result
+
+
 def tokens_per_second(result: dict[str, Any]) -> float | None:
     timed = result.get("timed")
     return round(timed["tokens"] / timed["seconds"], 1) if timed and timed["seconds"] else None
@@ -387,12 +396,10 @@ def tiny_patched(args: Options, report: Report, forces: dict[str, str]) -> None:
         min(240.0, report.left()),
         args.dry_run,
     )
-    result = {k: v for k, v in eagle.items() if k not in ("token_ids", "spec_decode")}
-    if eagle.get("outcome") == "served" and baseline.get("outcome") == "served":
-        result.update(acceptance(eagle))
+    result = compared(baseline, eagle)
+    if "identical" in result:
         result["float32"] = True
         result["cuda_graphs"] = not args.tiny_eager
-        result.update(identity(baseline, eagle))
         result["passed"] = (result["acceptance_length"] or 0) >= 3.0 and result["identical"].split(
             "/"
         )[0] == result["identical"].split("/")[1]
@@ -468,10 +475,8 @@ def big(args: Options, report: Report, forces: dict[str, str]) -> None:
         min(200.0, report.left()),
         args.dry_run,
     )
-    result = {k: v for k, v in eagle.items() if k not in ("token_ids", "spec_decode")}
-    if eagle.get("outcome") == "served" and baseline.get("outcome") == "served":
-        result.update(acceptance(eagle))
-        result.update(identity(baseline, eagle))
+    result = compared(baseline, eagle)
+    if "identical" in result:
         result["cuda_graphs"] = True
         result["tokens_per_s"] = tokens_per_second(eagle)
         result["baseline_tokens_per_s"] = tokens_per_second(baseline)

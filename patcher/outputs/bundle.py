@@ -387,14 +387,18 @@ def settle_site(site: Path, target: Target) -> dict[str, Any]:
     return {"kept": kept, "replaced": replaced, "bundled": bundled}
 
 
+def record_path(line: str) -> str:
+    """The path a RECORD line names (its last two fields are the hash and the size)."""
+    return (line.rsplit(",", 2)[0] if line.count(",") >= 2 else line).strip('"')
+
+
 def owners(site: Path) -> dict[str, Path]:
     """Each installed file (relative to ``site``) to the RECORD that lists it."""
     found = {}
     for folder, _, _ in dist_infos(site):
         record = folder / "RECORD"
         for line in record.read_text(errors="replace").splitlines():
-            path = line.rsplit(",", 2)[0] if line.count(",") >= 2 else line
-            found[path.strip('"')] = record
+            found[record_path(line)] = record
     return found
 
 
@@ -418,11 +422,7 @@ def drop_members(site: Path, leave_out: tuple[LeaveOut, ...]) -> dict[str, list[
     prune_empty_folders(site)
     for record, paths in struck.items():
         lines = record.read_text().splitlines(keepends=True)
-        kept = [
-            line
-            for line in lines
-            if (line.rsplit(",", 2)[0] if line.count(",") >= 2 else line).strip('"') not in paths
-        ]
+        kept = [line for line in lines if record_path(line) not in paths]
         record.write_text("".join(kept))
     return dropped
 
