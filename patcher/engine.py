@@ -7,6 +7,7 @@ import difflib
 from patcher import results_cache
 from patcher.codemods.base import (
     BOM,
+    FAILING,
     Codemod,
     Outcome,
     ShapeError,
@@ -31,7 +32,9 @@ def needed_paths(patchset: Patchset, tree: Tree) -> list[str]:
 def run_patchset(patchset: Patchset, source: Source, memo: bool = True) -> PatchResult:
     """Apply every patch in order, each seeing the ones before it, all in memory.
 
-    With ``memo``, a codemod whose input texts were seen before replays its cached run.
+    With ``memo``, a codemod whose input texts were seen before replays its cached run. Where
+    a codemod could not search a source read by range (``unknown``), the source is settled
+    (every Python member read) and the run repeated.
     """
     tree = Tree(source)
     source.prefetch(needed_paths(patchset, tree))
@@ -52,6 +55,10 @@ def run_patchset(patchset: Patchset, source: Source, memo: bool = True) -> Patch
     outcomes = {}
     for codemod in patchset.codemods():
         outcomes[codemod.name] = run_codemod(codemod, tree) if memo else run_fresh(codemod, tree)
+    if any(o.status is Status.UNKNOWN for o in outcomes.values()) and (
+        not source.searchable and source.settle()
+    ):
+        return run_patchset(patchset, source, memo)  # settled: searched, not unknown
     originals = {path: tree_text_original(source, path) for path in tree.overlay}
     laid_out = {p: keep_layout(originals[p], t) for p, t in tree.overlay.items()}
     changed = {p: t for p, t in laid_out.items() if t != originals[p]}
@@ -59,32 +66,42 @@ def run_patchset(patchset: Patchset, source: Source, memo: bool = True) -> Patch
 
 
 def run_codemod(codemod: Codemod, tree: Tree) -> Outcome:
-    """Run one codemod, or replay its cached run on the same input texts. A ``not-needed`` is
-    proven afresh: the search behind it reads files beyond the inputs the cache is keyed by."""
+    """Run one codemod, or replay its cached run on the same input texts. A ``not-needed`` or
+    an ``applied``/``present`` is proven afresh: the search behind it reads files beyond the
+    inputs the cache is keyed by."""
     try:
         key = results_cache.codemod_key(codemod, tree)
     except ShapeError as error:  # an input it cannot even read
         return Outcome(Status.FAILED, str(error))
+    before = tree.snapshot()
     cached = results_cache.load_codemod(key)
     if cached is not None:
         outcome, changed = cached
         tree.replay(changed)
-        return codemod.prove_absent(tree, outcome)
-    before = tree.snapshot()
-    outcome = attempt(codemod, tree)
-    changed = {p: t for p, t in tree.overlay.items() if before.get(p) != t}
-    results_cache.store_codemod(key, outcome, changed)
-    return codemod.prove_absent(tree, outcome)
+    else:
+        outcome = attempt(codemod, tree)
+        changed = {p: t for p, t in tree.overlay.items() if before.get(p) != t}
+        results_cache.store_codemod(key, outcome, changed)
+    return proven(codemod, tree, outcome, before)
 
 
 def run_fresh(codemod: Codemod, tree: Tree) -> Outcome:
-    return codemod.prove_absent(tree, attempt(codemod, tree))
+    before = tree.snapshot()
+    return proven(codemod, tree, attempt(codemod, tree), before)
+
+
+def proven(codemod: Codemod, tree: Tree, outcome: Outcome, before: dict[str, str]) -> Outcome:
+    """The outcome after its proof over the whole tree; one that fails leaves no change."""
+    outcome = codemod.prove_absent(tree, outcome)
+    if outcome.status in FAILING:
+        tree.restore(before)
+    return outcome
 
 
 def attempt(codemod: Codemod, tree: Tree) -> Outcome:
     before = tree.snapshot()
     outcome = codemod.attempt(tree)
-    if outcome.status is Status.FAILED:
+    if outcome.status in FAILING:
         tree.restore(before)  # a failed patch leaves nothing half-done behind
     return outcome
 

@@ -45,7 +45,10 @@ def load(patchset_digest: str, identity: str) -> dict[str, Outcome] | None:
     if payload is None:
         return None
     data = json.loads(payload)
-    return {name: outcome_from_json(o) for name, o in data.items()}
+    outcomes = {name: outcome_from_json(o) for name, o in data.items()}
+    if any(o.status is Status.UNKNOWN for o in outcomes.values()):
+        return None  # not settled (stored before sources settled): run again, and settle
+    return outcomes
 
 
 def store(patchset_digest: str, identity: str, outcomes: dict[str, Outcome]) -> None:

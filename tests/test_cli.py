@@ -200,9 +200,10 @@ def test_an_empty_diff_says_why_on_stderr(tmp_path, capsys):
     )
     assert main(["diff", "--vllm", "0.18.0"]) == 0
     out, err = capsys.readouterr()
-    assert out == "" and "no patch of kimi-k2.5-eagle3 applies to vllm 0.18.0" in err
-    assert "eagle3-whitelist present" in err and "eagle-target-backbone unknown" in err
-    assert "read by range, the rest of the tree was not searched for the gates" in err
+    # issue 28: read by range, the release settles: every absence searched for, none unknown
+    assert out == "" and "vllm 0.18.0 needs no patch for kimi-k2.5-eagle3" in err
+    assert "eagle3-whitelist present" in err and "eagle-target-backbone not-needed" in err
+    assert "unknown" not in err
     empty = tmp_path / "empty.toml"
     empty.write_text('name = "empty"\npatches = []\n\n[model]\ntypes = ["kimi_k2"]\n')
     assert main(["diff", "--vllm", "0.16.0", "--patchset", str(empty)]) == 0

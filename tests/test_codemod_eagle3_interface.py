@@ -211,3 +211,21 @@ def test_unknown_loop_shape_fails_and_changes_nothing():
     before = {TEXT: text, WRAPPER: KIMI, INTERFACES: PROTOCOL}
     outcome = assert_codemod(Eagle3Interface, before, UNCHANGED, Status.FAILED, options=OPTIONS)
     assert TEXT in outcome.detail and "nearest candidate" in outcome.detail
+
+
+def test_forward_that_only_names_aux_hidden_states_is_not_taken_as_patched():
+    """``forward`` mentions ``aux_hidden_states`` but neither collects nor returns them: the
+    other edits alone would be a false ``applied`` (issue 28). Failed, nothing written."""
+    decoder = DECODER.replace(
+        "        hidden_states, residual = self.embed(input_ids), None\n",
+        "        hidden_states, residual = self.embed(input_ids), None\n"
+        "        aux_hidden_states = None  # not collected here\n",
+    )
+    outcome = assert_codemod(
+        Eagle3Interface,
+        {TEXT: decoder, WRAPPER: KIMI, INTERFACES: PROTOCOL},
+        UNCHANGED,
+        Status.FAILED,
+        options=OPTIONS,
+    )
+    assert "uses the name aux_hidden_states but does not both append" in outcome.detail

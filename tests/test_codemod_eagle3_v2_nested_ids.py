@@ -191,3 +191,32 @@ class GPUModelRunner:
     find = signatures.V2_NESTED_IDS_UNREAD.find
     found = {p: list(find(python_ast(texts.files[p]))) for p in texts.files}
     assert found == {"a.py": [1], "b.py": [], "c.py": [], "d.py": [1], "e.py": []}
+
+
+FINAL_RETURN = (
+    "    if layer_ids and isinstance(layer_ids, (list, tuple)):\n        return tuple(layer_ids)"
+)
+
+
+def test_the_key_read_out_of_another_dict_is_not_eagle_configs_ids():
+    """The reader takes ``eagle_aux_hidden_state_layer_ids`` out of ``dflash_config``: the
+    key, but not eagle_config's. Not ``present`` (issue 28): the nested read is added."""
+    other = READER.replace(
+        FINAL_RETURN,
+        "    if not layer_ids:\n"
+        '        dflash_config = getattr(hf_config, "dflash_config", None) or {}\n'
+        '        layer_ids = dflash_config.get("eagle_aux_hidden_state_layer_ids")\n'
+        + FINAL_RETURN,
+    )
+    patched = other.replace(
+        FINAL_RETURN,
+        "    if not layer_ids:\n"
+        '        eagle_config = getattr(hf_config, "eagle_config", None)\n'
+        "        if eagle_config and isinstance(eagle_config, dict):\n"
+        '            nested_ids = eagle_config.get("eagle_aux_hidden_state_layer_ids")\n'
+        "            if nested_ids and isinstance(nested_ids, (list, tuple)):\n"
+        "                return tuple(nested_ids)\n" + FINAL_RETURN,
+    )
+    assert other != READER
+    outcome = assert_codemod(Eagle3V2NestedIds, {PATH: other}, {PATH: patched}, Status.APPLIED)
+    assert "falls back to eagle_config's" in outcome.detail

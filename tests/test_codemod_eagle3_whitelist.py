@@ -138,7 +138,7 @@ def test_of_two_gates_only_the_one_missing_the_types_is_extended():
         ):
             raise ValueError("nope")
         if self.method == "eagle3" and not any(
-            s in self.draft.model_type for s in ("llama",)
+            s in self.target.model_type for s in ("llama",)
         ):
             raise ValueError("nope")
     """
@@ -149,7 +149,7 @@ def test_of_two_gates_only_the_one_missing_the_types_is_extended():
         ):
             raise ValueError("nope")
         if self.method == "eagle3" and not any(
-            s in self.draft.model_type for s in ("llama", "kimi_k2", "deepseek_v3",)
+            s in self.target.model_type for s in ("llama", "kimi_k2", "deepseek_v3",)
         ):
             raise ValueError("nope")
     """

@@ -127,3 +127,51 @@ def test_unconditional_fallback_is_unsupported_with_the_candidate():
 def test_patchset_without_an_image_token_attribute_fails():
     kimi_k2 = Model(types=("kimi_k2",))
     assert_codemod(MmImageToken, {PATH: CHAIN}, UNCHANGED, Status.FAILED, model=kimi_k2)
+
+
+def test_a_read_bound_only_in_the_else_is_not_copied_into_a_new_branch():
+    """``target_config`` is bound in the ``else`` alone: an ``elif`` reading it would raise
+    UnboundLocalError for Kimi (issue 28). Failed, at the fallback, and nothing written."""
+    before = CHAIN.replace(
+        """            else:
+                self.model.config.image_token_index = (
+                    target_model.config.image_token_index
+                )""",
+        """            else:
+                target_config = target_model.config
+                self.model.config.image_token_index = target_config.image_token_index""",
+    )
+    outcome = assert_codemod(MmImageToken, {PATH: before}, UNCHANGED, Status.FAILED)
+    assert "target_config is not bound ahead of the chain" in outcome.detail
+    assert f"{PATH}:" in outcome.detail
+
+
+def test_a_dict_lookup_falling_back_to_image_token_index_is_not_not_needed():
+    before = """
+    class EagleProposer:
+        def load_model(self, target_model):
+            if supports_multimodal(target_model):
+                name = self.get_model_name(target_model)
+                attribute = TOKEN_ATTRIBUTES.get(name, "image_token_index")
+                self.model.config.image_token_index = getattr(target_model.config, attribute)
+    """
+    outcome = assert_codemod(MmImageToken, {PATH: before}, UNCHANGED, Status.FAILED)
+    assert f"{PATH}:5:" in outcome.detail
+
+
+def test_an_architecture_named_in_a_dead_branch_is_not_mapped():
+    before = CHAIN.replace(
+        '== "PixtralForConditionalGeneration":',
+        '== "KimiK25ForConditionalGeneration" and False:',
+    )
+    after = before.replace(
+        """            else:
+                self.model.config.image_token_index = (""",
+        """            elif self.get_model_name(target_model) == "KimiK25ForConditionalGeneration":
+                self.model.config.image_token_index = (
+                    target_model.config.media_placeholder_token_id
+                )
+            else:
+                self.model.config.image_token_index = (""",
+    )
+    assert_codemod(MmImageToken, {PATH: before}, {PATH: after}, Status.APPLIED)

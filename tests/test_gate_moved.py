@@ -185,8 +185,6 @@ def test_a_class_in_another_module_is_failed_not_unsupported(tree, shape, patch,
     ("shape", "patch"),
     [
         (renamed, "eagle3-whitelist"),
-        (against_a_constant, "eagle3-whitelist"),
-        (raise_in_a_helper, "eagle3-whitelist"),
         (image_token_by_getattr, "mm-image-token"),
         (emptied, "eagle3-whitelist"),
         (dangling_symlink, "eagle3-whitelist"),
@@ -204,6 +202,20 @@ def test_a_gate_still_in_the_tree_fails_at_its_line_and_nothing_is_written(tree,
     assert re.search(rf"error: {patch} failed: {where}", done.stderr), output
     assert "Traceback" not in output
     assert files(tree) == before
+
+
+@pytest.mark.parametrize("shape", [against_a_constant, raise_in_a_helper], ids=lambda f: f.__name__)
+def test_a_gate_of_another_shape_is_decided_by_meaning(tree, shape):
+    """``self.method == EAGLE3`` with ``EAGLE3 = "eagle3"`` at module level, or the raise in a
+    helper of the same module, is the same check: patched, and shown as the decision it changed
+    (issue 28); test_gate_truth has a helper from another module, which is failed."""
+    shape(tree)
+    done = apply(tree)
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, output
+    assert re.search(
+        r"eagle3-whitelist\s+applied\s+.*kimi_k2, deepseek_v3 rejected -> accepted", output
+    )
 
 
 def test_a_gate_really_gone_is_still_not_needed(tree):
@@ -239,3 +251,23 @@ def test_installed_file_without_its_record_row_is_not_a_gate_gone(tmp_path, rele
     assert not re.search(r"eagle3-whitelist\s+not-needed", output), output
     assert f"error: {SPECULATIVE} is not listed in {record}" in done.stderr, output
     assert state(tmp_path / "site") == before
+
+
+def test_a_second_gate_in_the_proposer_is_ambiguous_and_nothing_is_written(tree):
+    """The check copied into the proposer module beside the real one (issue 28): the first is
+    patchable, but apply must not say applied while the copy still refuses Kimi."""
+    with (tree / PROPOSER).open("a") as module:
+        module.write(
+            "\n\ndef check_eagle3_target(method, target_model):\n"
+            '    if method != "eagle3":\n        return\n'
+            '    if not any(s in target_model.config.model_type for s in ["llama"]):\n'
+            '        raise ValueError("Eagle3 is not supported for this target")\n'
+        )
+    before = files(tree)
+    done = apply(tree)
+    output = done.stdout + done.stderr
+    assert done.returncode != 0, output
+    assert re.search(rf"error: eagle3-whitelist ambiguous: .*{PROPOSER}:\d+", done.stderr), output
+    assert SPECULATIVE in done.stderr
+    assert "Traceback" not in output
+    assert files(tree) == before

@@ -6,6 +6,7 @@ import ast
 from types import SimpleNamespace
 
 import pytest
+from packaging.version import Version
 
 from patcher import patchset as patchsets
 from patcher.codemods.base import Status
@@ -86,11 +87,14 @@ def test_mla_drafter_detection_is_patched_on_every_release_with_the_drafter(rele
 
 @pytest.mark.parametrize("version", ["0.18.0", "0.33.0"])
 def test_fixed_upstream(release, version):
-    """Read by range, a patch with nothing to do cannot search the rest of the tree: unknown,
-    which the declared upstream does not count as drift."""
-    result = run_patchset(patchsets.load("kimi-k2.5-eagle3"), release(version))
-    assert result.verdict == "unknown", result.outcomes
-    assert {o.status for o in result.outcomes.values()} == {Status.PRESENT, Status.UNKNOWN}
+    """Read by range, a patch with nothing to do settles the release (every Python member read
+    by range, issue 28) and searches the whole tree: upstream, proven, not unknown."""
+    source = release(version)
+    result = run_patchset(patchsets.load("kimi-k2.5-eagle3"), source)
+    assert result.verdict == "upstream", result.outcomes
+    assert source.searchable
+    assert {o.status for o in result.outcomes.values()} <= {Status.PRESENT, Status.NOT_NEEDED}
+    assert result.outcomes["eagle-target-backbone"].status is Status.NOT_NEEDED
     assert not result.drift
     assert not result.changed
 
@@ -120,6 +124,34 @@ def test_every_release_since_0_8_matches_the_patchset(index, cpu_index, name, pa
     assert {r.package for r in rows} == {package}
     drifted = [(str(r.version), r.verdict, r.expected) for r in rows if r.drift]
     assert drifted == []
+
+
+def test_the_matrix_settles_and_holds_every_declared_expectation(index):
+    """``patcher list``'s [[expect]] of every patchset against the matrix since 0.8.0, exactly:
+    no release left ``unknown`` (a range-read source settles by reading every Python member),
+    so a declared ``upstream`` is proven, not merely not contradicted (issue 28)."""
+    chosen = [patchsets.load(name) for name in patchsets.available()]
+    releases = select_releases(index, None, "0.8.0")
+    matrix = build_matrix(chosen, index, releases, "x86_64")
+    unknown = [
+        (name, str(r.version), n)
+        for name, rows in matrix.items()
+        for r in rows
+        for n, o in r.outcomes.items()
+        if o.status is Status.UNKNOWN
+    ]
+    assert unknown == []
+    differ = [
+        (name, str(r.version), str(r.verdict), str(r.expected))
+        for name, rows in matrix.items()
+        for r in rows
+        if r.expected is not None and r.verdict != r.expected
+    ]
+    assert differ == []
+    kimi = {str(r.version): r.verdict for r in matrix["kimi-k2.5-eagle3"]}
+    assert all(
+        v == "upstream" for version, v in kimi.items() if Version(version) >= Version("0.18.0")
+    )
 
 
 @pytest.mark.parametrize(

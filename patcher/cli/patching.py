@@ -34,7 +34,7 @@ from patcher.cli.wheels import (
     settled_on_disk,
     settled_run,
 )
-from patcher.codemods.base import Status, Verdict
+from patcher.codemods.base import FAILING, Status, Verdict
 from patcher.engine import run_patchset
 from patcher.errors import DriftError, PatcherError
 from patcher.index import PackageIndex, Release
@@ -91,6 +91,7 @@ STATUS_STYLE = {
     Status.NOT_NEEDED: "green",
     Status.UNSUPPORTED: "dim",
     Status.FAILED: "bold red",
+    Status.AMBIGUOUS: "bold red",
     Status.UNKNOWN: "magenta",
 }
 
@@ -249,7 +250,7 @@ VERDICT_STATUSES = {
     Verdict.NEEDS_PATCH: {Status.APPLIED},
     Verdict.UPSTREAM: {Status.PRESENT, Status.NOT_NEEDED},
     Verdict.UNSUPPORTED: {Status.UNSUPPORTED},
-    Verdict.BROKEN: {Status.FAILED},
+    Verdict.BROKEN: set(FAILING),
     Verdict.UNKNOWN: {Status.UNKNOWN},
 }
 """The statuses that make each verdict: the patches a drift message names."""
@@ -564,7 +565,7 @@ def command_matrix(args: argparse.Namespace) -> int:
             f"{name} {r.title}: {n} failed: {o.detail}"
             for r in rows
             for n, o in r.outcomes.items()
-            if o.status is Status.FAILED
+            if o.status in FAILING
         ]
     if args.json:
         write_file(args.json, json_report(all_rows).encode(), "--json")

@@ -16,7 +16,7 @@ from typing import Self
 from patcher import distributions
 from patcher.cli.shared import INDEX_URL, PLATFORM, PYTHON, VLLM
 from patcher.cli.terminal import path_argument
-from patcher.codemods.base import Status
+from patcher.codemods.base import FAILING, Status
 from patcher.engine import run_patchset
 from patcher.errors import PatcherError
 from patcher.index import IndexEntry, PackageIndex, Release, machine_platform
@@ -108,10 +108,10 @@ def open_release(args: argparse.Namespace) -> Source:
 
 
 def fail_on_errors(result: PatchResult) -> None:
-    failed = [n for n, o in result.outcomes.items() if o.status is Status.FAILED]
+    failed = [n for n, o in result.outcomes.items() if o.status in FAILING]
     if failed:
-        detail = result.outcomes[failed[0]].detail
-        raise PatcherError(f"{failed[0]} failed: {detail}")
+        outcome = result.outcomes[failed[0]]
+        raise PatcherError(f"{failed[0]} {outcome.status}: {outcome.detail}")
 
 
 def download_with_progress(wheel: IndexEntry, index: PackageIndex) -> Path:

@@ -11,6 +11,8 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
+from patcher.codemods._gate_decision import decision_sites
+from patcher.codemods._gate_decision import walk_body as body_nodes
 from patcher.codemods.base import Signature
 
 FUNCTIONS = ast.FunctionDef | ast.AsyncFunctionDef
@@ -43,19 +45,6 @@ def string_aliases(module: ast.Module, word: str) -> frozenset[str]:
                 targets = node.targets if isinstance(node, ast.Assign) else [node.target]
                 found.update(t.id.lower() for t in targets if isinstance(t, ast.Name))
     return frozenset(found)
-
-
-def body_nodes(statements: list[ast.stmt]) -> Iterator[ast.AST]:
-    """Every node under ``statements``, without entering nested functions or classes."""
-    pending: list[ast.AST] = list(statements)
-    while pending:
-        node = pending.pop()
-        yield node
-        pending += [
-            child
-            for child in ast.iter_child_nodes(node)
-            if not isinstance(child, FUNCTIONS | ast.ClassDef | ast.Lambda)
-        ]
 
 
 def called_names(statements: list[ast.stmt]) -> set[str]:
@@ -135,11 +124,13 @@ def eagle3_model_type_checks(module: ast.Module) -> Iterator[int]:
                     yield from visit(getattr(statement, field, []), under_eagle3)
 
     yield from visit(module.body, False)
+    yield from decision_sites(module)  # by meaning: guard clauses, elif, match, assert, loops
 
 
 def image_token_index_reads(module: ast.Module) -> Iterator[int]:
     """Where a module that defines a proposer (a ``...Proposer`` class) reads
-    ``image_token_index``: as an attribute, or with ``getattr``."""
+    ``image_token_index``: as an attribute, or names it as a string (``getattr``, a dict
+    lookup falling back to it)."""
     if not any(
         isinstance(node, ast.ClassDef) and node.name.endswith("Proposer")
         for node in ast.walk(module)
@@ -150,15 +141,8 @@ def image_token_index_reads(module: ast.Module) -> Iterator[int]:
             isinstance(node, ast.Attribute)
             and node.attr == "image_token_index"
             and isinstance(node.ctx, ast.Load)
-        ) or (
-            isinstance(node, ast.Call)
-            and isinstance(node.func, ast.Name)
-            and node.func.id in ("getattr", "hasattr")
-            and len(node.args) >= 2
-            and isinstance(node.args[1], ast.Constant)
-            and node.args[1].value == "image_token_index"
-        ):
-            yield node.lineno
+        ) or (isinstance(node, ast.Constant) and node.value == "image_token_index"):
+            yield node.lineno  # the name as a string: getattr, a dict's fallback, a lookup
 
 
 def target_backbone_reads(module: ast.Module) -> Iterator[int]:

@@ -24,6 +24,7 @@ class Status(StrEnum):
     NOT_NEEDED = "not-needed"  # the gate it lifts does not exist in this tree
     UNSUPPORTED = "unsupported"  # a prerequisite is absent
     FAILED = "failed"  # the code has a shape this codemod does not know
+    AMBIGUOUS = "ambiguous"  # it patched or found its fix, but the barrier is elsewhere too
     UNKNOWN = "unknown"  # not where it looks, and the source cannot search the rest of the tree
 
 
@@ -39,7 +40,7 @@ class Verdict(StrEnum):
     @classmethod
     def of(cls, statuses: Iterable[Status]) -> Verdict:
         found = set(statuses)
-        if Status.FAILED in found:
+        if found & FAILING:
             return cls.BROKEN
         if Status.UNSUPPORTED in found:
             return cls.UNSUPPORTED
@@ -63,6 +64,10 @@ class Verdict(StrEnum):
         if self is Verdict.UNKNOWN and expected is Verdict.UPSTREAM:
             return False
         return expected is not None and expected != self
+
+
+FAILING = frozenset({Status.FAILED, Status.AMBIGUOUS})
+"""The statuses that fail a run: nothing is written, and the exit status is not 0."""
 
 
 @dataclass(frozen=True)
@@ -417,9 +422,15 @@ class Codemod(ABC, Generic[OptionsT]):
     def prove_absent(self, tree: Tree, outcome: Outcome) -> Outcome:
         """``not-needed`` only where the barrier is nowhere in the tree: found elsewhere, or in
         an expected file in a shape the codemod does not know, it is ``failed`` at its line; a
-        source that cannot be searched gives ``unknown``."""
+        source that cannot be searched gives ``unknown``. An ``applied`` or ``present`` holds
+        only where the barrier is nowhere outside the files the codemod decided: another
+        occurrence is ``ambiguous``, naming both places."""
         signature = self.SIGNATURE
-        if outcome.status is not Status.NOT_NEEDED or signature is None:
+        if signature is None:
+            return outcome
+        if outcome.status in (Status.APPLIED, Status.PRESENT):
+            return self.prove_alone(tree, outcome, signature)
+        if outcome.status is not Status.NOT_NEEDED:
             return outcome
         try:
             for path in tree.files(self):
@@ -443,6 +454,28 @@ class Codemod(ABC, Generic[OptionsT]):
                 f"{self.name} does not patch",
             )
         return outcome
+
+    def prove_alone(self, tree: Tree, outcome: Outcome, signature: Signature) -> Outcome:
+        """``outcome`` (applied or present), or ``ambiguous`` where the whole tree has the
+        barrier in a file the codemod did not decide. A source read by range is not searched
+        (its members are too many to read); the outcome says so."""
+        if not tree.searchable:
+            return outcome
+        decided = set(tree.files(self))
+        try:
+            found = tree.sightings(signature)
+        except ShapeError as error:
+            return Outcome(Status.FAILED, str(error))
+        others = [place for place in found if place.rsplit(":", 1)[0] not in decided]
+        if not others:
+            return outcome
+        more = f" (and {len(others) - 1} more)" if len(others) > 1 else ""
+        return Outcome(
+            Status.AMBIGUOUS,
+            f"{outcome.status} in {', '.join(sorted(decided)) or 'no file'} ({outcome.detail}), "
+            f"but {signature.barrier} is also at {others[0]}{more}, which {self.name} did not "
+            f"decide",
+        )
 
 
 class FileCodemod(Codemod[FileOptions]):

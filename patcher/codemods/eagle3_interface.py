@@ -33,6 +33,21 @@ SETS_AUX_FIELD = m.Assign(
 OVER_LAYERS = m.For(iter=m.MatchIfTrue(lambda node: bool(m.findall(node, SELF_LAYERS))))
 
 
+APPENDS_AUX = m.Call(func=m.Attribute(value=m.Name(AUX), attr=m.Name("append")))
+RETURNS_AUX = m.Return(
+    value=m.MatchIfTrue(lambda v: v is not None and bool(m.findall(v, m.Name(AUX))))
+)
+
+
+def captures(forward: cst.FunctionDef) -> bool:
+    """Whether ``forward`` already collects the auxiliary states: a loop over ``self.layers``
+    appends to ``aux_hidden_states``, and a return hands them back. Using the name alone is not
+    enough (issue 28)."""
+    loops = m.findall(forward, OVER_LAYERS)
+    appends = any(m.findall(loop, APPENDS_AUX) for loop in loops)
+    return appends and bool(m.findall(forward, RETURNS_AUX))
+
+
 def backbone_methods(attribute: str) -> dict[str, str]:
     """The interface's two methods for a class holding the backbone as ``self.<attribute>``."""
     return {SETTER: templates.setter_code(attribute), GETTER: templates.getter_code(attribute)}
@@ -153,9 +168,15 @@ class Eagle3Interface(Codemod[InterfaceOptions]):
         return appended(node, templates.aux_field_init())
 
     def _forward(self, path: str, module: cst.Module, node: cst.FunctionDef) -> cst.FunctionDef:
-        if m.findall(node, m.Name(AUX)):
-            return node
         backbone = self.options.backbone_class
+        if m.findall(node, m.Name(AUX)):
+            if captures(node):
+                return node
+            raise ShapeError(
+                f"{path}: {backbone}.forward uses the name {AUX} but does not both append to it "
+                f"in its loop over self.layers and return it; nearest candidate: "
+                f"{describe(module, path, node)}"
+            )
         body = list(cst.ensure_type(node.body, cst.IndentedBlock).body)
         loops = [i for i, s in enumerate(body) if m.matches(s, OVER_LAYERS)]
         if len(loops) != 1:

@@ -53,6 +53,46 @@ TOP_LEVEL_GUARD = m.If(
 readers (0.17.0 to 0.23.0), which give up where the top-level field is missing."""
 
 
+def is_eagle_config(node: cst.BaseExpression, names: set[str]) -> bool:
+    """Whether ``node`` is the drafter's ``eagle_config``: ``getattr(x, "eagle_config", ...)``,
+    ``x.eagle_config``, ``x.get("eagle_config")``, ``x["eagle_config"]``, or a name bound to
+    one of those in the reader."""
+    if isinstance(node, cst.Name):
+        return node.value in names
+    if isinstance(node, cst.Attribute):
+        return node.attr.value == "eagle_config"
+    if isinstance(node, cst.Call):
+        key = (
+            node.args[1].value if isinstance(node.func, cst.Name) and len(node.args) >= 2 else None
+        )
+        if isinstance(node.func, cst.Attribute) and node.func.attr.value == "get" and node.args:
+            key = node.args[0].value
+        return isinstance(key, cst.SimpleString) and key.evaluated_value == "eagle_config"
+    if isinstance(node, cst.Subscript) and len(node.slice) == 1:
+        index = node.slice[0].slice
+        value = index.value if isinstance(index, cst.Index) else None
+        return isinstance(value, cst.SimpleString) and value.evaluated_value == "eagle_config"
+    return False
+
+
+def reads_nested_ids(function: cst.FunctionDef) -> bool:
+    """Whether the reader reads ``eagle_aux_hidden_state_layer_ids`` out of ``eagle_config``
+    itself, not out of another dict that happens to have the key (issue 28)."""
+    names: set[str] = set()
+    for assign in m.findall(function, m.Assign(targets=[m.AssignTarget(target=m.Name())])):
+        assign = cst.ensure_type(assign, cst.Assign)
+        if is_eagle_config(assign.value, names):
+            names.add(cst.ensure_type(assign.targets[0].target, cst.Name).value)
+    for read in m.findall(function, NESTED_READ | NESTED_SUBSCRIPT):
+        if isinstance(read, cst.Call):
+            receiver = cst.ensure_type(read.func, cst.Attribute).value
+        else:
+            receiver = cst.ensure_type(read, cst.Subscript).value
+        if is_eagle_config(receiver, names):
+            return True
+    return False
+
+
 def returns_ids(ids: str) -> m.BaseMatcherNode:
     """A statement holding ``return tuple(<ids>)``: where the function hands its ids back."""
     return m.Return(value=m.Call(func=m.Name("tuple"), args=[m.Arg(m.Name(ids))]))
@@ -83,7 +123,7 @@ class Eagle3V2NestedIds(FileCodemod):
             function = next((n for n in module.body if m.matches(n, READER_FUNCTION)), None)
             if function is None:
                 continue
-            if m.findall(function, NESTED_READ | NESTED_SUBSCRIPT):
+            if reads_nested_ids(cst.ensure_type(function, cst.FunctionDef)):
                 return Outcome(Status.PRESENT, f"{path}: {READER} reads eagle_config's {IDS}")
             tree.update(path, edit_first(module, READER_FUNCTION, self._extended(module, path)))
             self.report(f"{path}: {READER} falls back to eagle_config's {IDS}")

@@ -16,8 +16,9 @@ import libcst as cst
 import libcst.matchers as m
 
 from patcher.codemods import _signatures as signatures
-from patcher.codemods._cst import ExtendLiterals, code, describe, string_values
-from patcher.codemods.base import FileCodemod, Outcome, ShapeError, Tree, summarize
+from patcher.codemods._cst import ExtendLiterals, code, string_values
+from patcher.codemods._gate_decision import Decision, decide
+from patcher.codemods.base import BOM, FileCodemod, Outcome, ShapeError, Tree, summarize
 
 MENTIONS_EAGLE3 = m.SimpleString(value=m.MatchIfTrue(lambda value: "eagle3" in value))
 MODEL_TYPE = m.Attribute(attr=m.Name("model_type"))
@@ -83,9 +84,11 @@ class GateFinder(cst.CSTVisitor):
         return False
 
     def visit_If(self, node: cst.If) -> None:
-        if not m.matches(node, RAISES):
+        """A check on a model type that raises, or calls what may (a helper): which of them the
+        EAGLE-3 path meets is ``gate_decision``'s to say, before and after the edit."""
+        if not (m.matches(node, RAISES) or m.findall(node.body, m.Raise() | m.Call())):
             return
-        if not (m.findall(node.test, MENTIONS_EAGLE3) and m.findall(node.test, MODEL_TYPE)):
+        if not m.findall(node.test, MODEL_TYPE):
             return
         for found in m.extractall(node.test, ANY_SUBSTRING):
             iterable = found["iterable"]
@@ -147,36 +150,73 @@ class Eagle3Whitelist(FileCodemod):
     SIGNATURE = signatures.EAGLE3_MODEL_TYPE_CHECK
 
     def transform(self, tree: Tree) -> Outcome:
+        """Each candidate file's gates, judged by what they decide for the model types
+        (``gate_decision``), not by their shape: ``applied`` only where the edit turns a
+        rejection into an acceptance, ``present`` only where they are accepted already."""
         applied: list[str] = []
         present: list[str] = []
         for path in tree.files(self):
-            module = tree.module(path)
-            if module is None:
+            text = tree.text(path)
+            if text is None:
                 continue
-            gates, unresolved = find_gates(module)
-            if unresolved and not gates:
-                raise ShapeError(
-                    f"{path}: found the EAGLE-3 model-type check but no list of model-type "
-                    f"substrings it iterates over; nearest candidate: "
-                    f"{describe(module, path, unresolved[0])}"
-                )
+            before = self.decisions(path, text.removeprefix(BOM))
+            rejected = [t for t, d in before.items() if d.verdict == "reject"]
+            if not rejected:
+                if any(d.verdict == "accept" for d in before.values()):
+                    present.append(path)
+                continue
+            where = f"{path}:{before[rejected[0]].lines[0]}"
+            module = tree.module(path)
+            assert module is not None
+            gates, _ = find_gates(module)
             additions: dict[int, list[str]] = {}
             for i, gate in enumerate(gates):
                 substrings = string_values(gate.literal) if gate.literal is not None else []
-                missing = [t for t in self.model.types if not covered(t, substrings or [])]
+                missing = [t for t in rejected if not covered(t, substrings or [])]
                 if missing:
                     additions[i] = missing
-            if not gates:
-                continue
             if not additions:
-                present.append(path)
-                continue
-            tree.update(path, module.visit(WhitelistExtender(gates, additions)))
+                raise ShapeError(
+                    f"{where}: the EAGLE-3 model-type check rejects {', '.join(rejected)} here, "
+                    f"and no list of model-type substrings it iterates over would let them "
+                    f"through"
+                )
+            patched = module.visit(WhitelistExtender(gates, additions))
+            after = self.decisions(path, patched.code, rejected)
+            still = [t for t, d in after.items() if d.verdict != "accept"]
+            if still:
+                decision = after[still[0]]
+                line = decision.lines[0] if decision.lines else before[still[0]].lines[0]
+                why = f": {decision.why}" if decision.why else ""
+                raise ShapeError(
+                    f"{path}:{line}: extending the list does not make the check accept "
+                    f"{', '.join(still)} ({decision.verdict}{why})"
+                )
+            tree.update(path, patched)
             added = sorted({t for values in additions.values() for t in values})
-            applied.append(f"{path}: added {', '.join(added)}")
+            applied.append(
+                f"{path}: {', '.join(rejected)} rejected -> accepted (added {', '.join(added)})"
+            )
         return summarize(
             applied,
             present,
             "model types already accepted",
             "no EAGLE-3 model-type check in this tree",
         )
+
+    def decisions(
+        self, path: str, text: str, types: Sequence[str] | None = None
+    ) -> dict[str, Decision]:
+        """What the file's gates decide for each model type; ShapeError where it cannot say."""
+        decided = {t: decide(text, t) for t in (types or self.model.types)}
+        for model_type, decision in decided.items():
+            if decision.verdict == "undecidable":
+                line = decision.lines[0]
+                source = (
+                    text.splitlines()[line - 1].strip() if 0 < line <= text.count("\n") + 1 else ""
+                )
+                raise ShapeError(
+                    f"{path}:{line}: cannot decide what the EAGLE-3 model-type check does for "
+                    f"{model_type}: {decision.why}; nearest candidate: {path}:{line} `{source}`"
+                )
+        return decided

@@ -70,6 +70,107 @@ def names_architecture(test: cst.BaseExpression, architecture: str) -> bool:
     )
 
 
+def takes(test: cst.BaseExpression, name: str, architecture: str) -> bool | None:
+    """Whether a chain's ``test`` holds when the model name (the code ``name``) is
+    ``architecture``: ``==``/``!=``/``in``/``not in`` a literal, ``and``/``or``/``not`` of such,
+    and the constants True and False; None where that cannot be worked out from the code."""
+    if isinstance(test, cst.Name) and test.value in ("True", "False"):
+        return test.value == "True"
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        inner = takes(test.expression, name, architecture)
+        return None if inner is None else not inner
+    if isinstance(test, cst.BooleanOperation):
+        left = takes(test.left, name, architecture)
+        right = takes(test.right, name, architecture)
+        if isinstance(test.operator, cst.And):
+            if left is False or right is False:
+                return False
+            return None if left is None or right is None else True
+        if left is True or right is True:
+            return True
+        return None if left is None or right is None else False
+    if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
+        if cst.Module([]).code_for_node(test.left) != name:
+            return None
+        target = test.comparisons[0]
+        values = literal_strings(target.comparator)
+        if values is None:
+            return None
+        if isinstance(target.operator, cst.Equal | cst.NotEqual) and len(values) == 1:
+            equal = values[0] == architecture
+            return equal if isinstance(target.operator, cst.Equal) else not equal
+        if isinstance(target.comparator, cst.List | cst.Tuple | cst.Set):
+            if isinstance(target.operator, cst.In):
+                return architecture in values
+            if isinstance(target.operator, cst.NotIn):
+                return architecture not in values
+    return None
+
+
+def literal_strings(node: cst.BaseExpression) -> list[str] | None:
+    if isinstance(node, cst.SimpleString):
+        value = node.evaluated_value
+        return [value] if isinstance(value, str) else None
+    if isinstance(node, cst.List | cst.Tuple | cst.Set):
+        values = []
+        for element in node.elements:
+            if not isinstance(element.value, cst.SimpleString):
+                return None
+            value = element.value.evaluated_value
+            if not isinstance(value, str):
+                return None
+            values.append(value)
+        return values
+    return None
+
+
+def root_name(node: cst.BaseExpression) -> str | None:
+    while isinstance(node, cst.Attribute | cst.Subscript | cst.Call):
+        node = node.value if not isinstance(node, cst.Call) else node.func
+    return node.value if isinstance(node, cst.Name) else None
+
+
+class BoundBefore(cst.CSTVisitor):
+    """The names a function binds before ``stop`` (its parameters, and what its statements
+    ahead of ``stop`` assign), for the function that holds ``stop``."""
+
+    def __init__(self, stop: cst.CSTNode) -> None:
+        self.stop = stop
+        self.stack: list[set[str]] = []
+        self.found: set[str] | None = None
+        self.done = False
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        if self.done:
+            return False
+        names = {p.name.value for p in [*node.params.posonly_params, *node.params.params]}
+        names |= {p.name.value for p in node.params.kwonly_params}
+        self.stack.append(names)
+        return True
+
+    def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
+        if not self.done:
+            self.stack.pop()
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        if node is self.stop:
+            self.found = set(self.stack[-1]) if self.stack else set()
+            self.done = True
+            return False
+        if self.done:
+            return False
+        return super().on_visit(node)
+
+    def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
+        if self.stack:
+            for name in m.findall(node.target, m.Name()):
+                self.stack[-1].add(cst.ensure_type(name, cst.Name).value)
+
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+        if self.stack and node.value is not None and isinstance(node.target, cst.Name):
+            self.stack[-1].add(node.target.value)
+
+
 class InsertBranch(cst.CSTTransformer):
     def __init__(self, target: cst.If, branch: cst.If) -> None:
         self.target, self.branch = target, branch
@@ -115,7 +216,7 @@ class MmImageToken(FileCodemod):
                         )
                 continue
             for chain in chains:
-                if any(names_architecture(test, architecture) for test in chain.tests):
+                if self._mapped(module, path, chain):
                     present.append(path)
                     continue
                 module = module.visit(
@@ -131,6 +232,32 @@ class MmImageToken(FileCodemod):
             "no image_token_index fallback in a multimodal branch",
         )
 
+    def _mapped(self, module: cst.Module, path: str, chain: Chain) -> bool:
+        """Whether the chain already sends the architecture to a branch of its own: the first
+        test that holds for it is reached (every test before it is known not to hold) and names
+        it. ShapeError where a test that names it, or one ahead of it, cannot be worked out."""
+        architecture = self.model.architecture or ""
+        head = chain.tests[0]
+        if not any(names_architecture(test, architecture) for test in chain.tests):
+            return False
+        if not isinstance(head, cst.Comparison):
+            raise ShapeError(
+                f"{path}: cannot tell which branch {architecture} takes; nearest candidate: "
+                f"{describe(module, path, chain.head)}"
+            )
+        name = module.code_for_node(head.left)
+        for test in chain.tests:
+            holds = takes(test, name, architecture)
+            if holds is None:
+                raise ShapeError(
+                    f"{path}: cannot tell whether {architecture} takes the branch "
+                    f"`{module.code_for_node(test)[:80]}`; nearest candidate: "
+                    f"{describe(module, path, chain.head)}"
+                )
+            if holds:
+                return names_architecture(test, architecture)
+        return False
+
     def _branch(self, module: cst.Module, path: str, chain: Chain) -> cst.If:
         """``elif <name> == "Arch": <drafter>.image_token_index = <target>.config.<attr>``."""
         head = chain.tests[0]
@@ -143,6 +270,18 @@ class MmImageToken(FileCodemod):
         target = module.code_for_node(chain.fallback.targets[0].target)
         source = cst.ensure_type(chain.fallback.value, cst.Attribute)
         owner = module.code_for_node(source.value.with_changes(lpar=[], rpar=[]))
+        finder = BoundBefore(chain.head)
+        module.visit(finder)
+        bound = finder.found or set()
+        for read in (source.value, chain.fallback.targets[0].target):
+            root = root_name(read)
+            if root is not None and root not in bound and root not in ("self", "cls"):
+                raise ShapeError(
+                    f"{path}: the new branch would read `{module.code_for_node(read)}`, but "
+                    f"{root} is not bound ahead of the chain (only in its else, or nowhere): "
+                    f"a patch here would raise UnboundLocalError; nearest candidate: "
+                    f"{describe(module, path, chain.fallback)}"
+                )
         code = (
             f'if {name} == "{self.model.architecture}":\n'
             f"    {target} = (\n"

@@ -32,6 +32,11 @@ class Source(ABC):
     def prefetch(self, paths: Iterable[str]) -> None:  # noqa: B027 - optional hook
         """Make the following reads of ``paths`` cheap; remote sources fetch them together."""
 
+    def settle(self) -> bool:
+        """Make the whole tree searchable, where it was not (``searchable``): a source read by
+        range reads every Python member. Whether it now is."""
+        return self.searchable
+
     @property
     def identity(self) -> str:
         """A stable key for caching results computed from this tree; empty if it may change."""

@@ -26,7 +26,7 @@ LOCAL_HEADER_SLACK = 30 + 1024  # fixed local header plus room for the name and 
 
 
 class IndexWheelSource(Source):
-    searchable = False  # each member is a range request: the whole tree is too many
+    searchable = False  # each member is a range request: read them all only to settle
 
     def __init__(self, release: Release, wheel: IndexEntry, client: HttpClient) -> None:
         if not wheel.sha256:
@@ -42,6 +42,7 @@ class IndexWheelSource(Source):
         self._fallback: WheelSource | None = None
         self._names: list[str] | None = None
         self._known: frozenset[str] = frozenset()
+        self._held: dict[str, bytes] = {}  # members kept in memory once the tree is settled
 
     @property
     def identity(self) -> str:
@@ -124,6 +125,15 @@ class IndexWheelSource(Source):
         for path in wanted:
             self._store(path)
 
+    def settle(self) -> bool:
+        """Every Python member read by range (4 MiB for 0.18.0's 1,508 files, 11 MiB for
+        0.33.0's 3,231), cached like any member: then an absence can be searched for, and no
+        codemod needs to say ``unknown``. A server that refuses ranges gets the whole wheel
+        downloaded instead (``prefetch``)."""
+        self.prefetch([n for n in self.names() if n.endswith(".py")])
+        self.searchable = True
+        return True
+
     def _store(self, path: str) -> bytes:
         try:
             data = self._open().read(path)
@@ -138,5 +148,11 @@ class IndexWheelSource(Source):
         self.names()
         if path not in self._known:
             return None
+        held = self._held.get(path)
+        if held is not None:
+            return held
         cached = read_checked(self._cached(path))
-        return self._store(path) if cached is None else cached
+        data = self._store(path) if cached is None else cached
+        if self.searchable:  # settled: each search of the whole tree reads every member
+            self._held[path] = data
+        return data

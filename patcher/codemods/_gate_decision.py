@@ -1,0 +1,935 @@
+"""What an EAGLE-3 model-type gate decides, worked out by meaning rather than by shape.
+
+A small abstract interpreter over ``ast``: each function of a module that holds a gate site (a
+``raise``, an ``assert``, a ``match`` or a call under a condition on the target's model type) is
+run with ``method == "eagle3"`` and the target's ``model_type`` set to one model type. Other
+values are unknown; a branch on an unknown value that does not depend on the model type is
+explored both ways and the two states merged after it. What the run cannot work out where the
+model type matters (a list it cannot evaluate, a call that could raise, a loop, a ``try``) is
+``undecidable`` at its line, never a guess.
+
+The verdict for one model type is one of:
+
+- ``reject``: a ``raise`` (or a failing ``assert``) is reached under a decision that depends on
+  the model type;
+- ``accept``: a gate was met (a decision on the model type guarding a raise) and let it pass;
+- ``absent``: no decision on the model type was met on the EAGLE-3 path;
+- ``undecidable``: the line and why.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+FUNCTIONS = ast.FunctionDef | ast.AsyncFunctionDef
+TARGET_WORDS = ("target", "hf_text_config")
+HARMLESS_CALLS = frozenset(
+    {"isinstance", "str", "repr", "len", "print", "format", "type", "id", "hash", "bool"}
+)
+LOGGERS = frozenset({"logger", "logging", "warnings", "log", "_logger"})
+MAX_DEPTH = 4
+MAX_UNROLL = 64
+
+
+class Undecidable(Exception):
+    def __init__(self, line: int, why: str) -> None:
+        super().__init__(f"{line}: {why}")
+        self.line = line
+        self.why = why
+
+
+@dataclass(frozen=True)
+class Val:
+    """An abstract value: ``known`` with a Python value, or unknown; ``dep`` where it depends on
+    the model type; ``murky`` where it depends on it in a way not worked out."""
+
+    known: bool = False
+    value: Any = None
+    dep: bool = False
+    murky: bool = False
+    kind: str = ""  # "target": the target's config (its .model_type is the type); "self"
+
+    def with_dep(self, dep: bool) -> Val:
+        return Val(self.known, self.value, self.dep or dep, self.murky, self.kind)
+
+
+UNKNOWN = Val()
+SELF = Val(kind="self")
+TARGET = Val(kind="target")
+
+
+def known(value: Any, dep: bool = False) -> Val:
+    return Val(True, value, dep)
+
+
+def unknown(*parts: Val) -> Val:
+    """An unknown value computed from ``parts``: murky where one of them depends on the type."""
+    murky = any(p.dep or p.murky for p in parts)
+    return Val(dep=murky, murky=murky)
+
+
+def hashable(value: Any) -> bool:
+    try:
+        hash(value)
+    except TypeError:
+        return False
+    return True
+
+
+def merge(a: Val, b: Val) -> Val:
+    if a == b or (a.known and b.known and a.value == b.value and a.kind == b.kind):
+        return a.with_dep(b.dep)
+    if a.kind and a.kind == b.kind:
+        return a
+    return Val(dep=a.dep or b.dep, murky=a.murky or b.murky or a.dep or b.dep)
+
+
+@dataclass
+class State:
+    env: dict[str, Val] = field(default_factory=dict)
+
+    def copy(self) -> State:
+        return State(dict(self.env))
+
+
+def merge_states(states: list[State]) -> State | None:
+    if not states:
+        return None
+    out = states[0].copy()
+    for other in states[1:]:
+        for key in set(out.env) | set(other.env):
+            a, b = out.env.get(key), other.env.get(key)
+            out.env[key] = merge(a or UNKNOWN, b or UNKNOWN) if a != b else a  # type: ignore[assignment]
+    return out
+
+
+@dataclass
+class Findings:
+    rejects: list[int] = field(default_factory=list)
+    gates: list[int] = field(default_factory=list)  # decisions on the type that guard a raise
+
+
+def mentions_target_type(node: ast.AST) -> bool:
+    """Whether ``node`` reads a ``model_type`` (an attribute, or with getattr) not of a draft."""
+    for child in ast.walk(node):
+        if (
+            isinstance(child, ast.Attribute)
+            and child.attr == "model_type"
+            and not any(
+                "draft" in (getattr(n, "id", None) or getattr(n, "attr", "") or "").lower()
+                for n in ast.walk(child.value)
+            )
+        ):
+            return True
+        if (
+            isinstance(child, ast.Call)
+            and isinstance(child.func, ast.Name)
+            and child.func.id == "getattr"
+            and len(child.args) >= 2
+            and isinstance(child.args[1], ast.Constant)
+            and child.args[1].value == "model_type"
+        ):
+            return True
+    return False
+
+
+def is_target_word(name: str) -> bool:
+    lowered = name.lower()
+    return "draft" not in lowered and any(word in lowered for word in TARGET_WORDS)
+
+
+def guards_raise(statements: Iterable[ast.stmt]) -> bool:
+    """Whether these statements raise, or call something that might."""
+    for node in walk_body(list(statements)):
+        if isinstance(node, ast.Raise | ast.Assert):
+            return True
+        if isinstance(node, ast.Call) and not harmless_call(node):
+            return True
+    return False
+
+
+def harmless_call(call: ast.Call) -> bool:
+    func = call.func
+    if isinstance(func, ast.Name):
+        return func.id in HARMLESS_CALLS or func.id in ("any", "all", "getattr", "hasattr")
+    if isinstance(func, ast.Attribute):
+        root = func.value
+        while isinstance(root, ast.Attribute):
+            root = root.value
+        if isinstance(root, ast.Name) and root.id in LOGGERS:
+            return True
+        return func.attr in ("lower", "upper", "startswith", "endswith", "strip", "get", "format")
+    return False
+
+
+def walk_body(statements: list[ast.stmt]) -> Iterator[ast.AST]:
+    """Every node under ``statements``, without entering nested functions or classes."""
+    pending: list[ast.AST] = list(statements)
+    while pending:
+        node = pending.pop()
+        yield node
+        pending += [
+            c
+            for c in ast.iter_child_nodes(node)
+            if not isinstance(c, FUNCTIONS | ast.ClassDef | ast.Lambda)
+        ]
+
+
+def gate_sites(function: ast.FunctionDef | ast.AsyncFunctionDef) -> list[int]:
+    """Lines in ``function`` (not nested ones) where a decision on a model type guards a raise
+    or a call: an ``if`` or ``while`` test, an ``assert``, a ``match`` subject, or a test on a
+    name the function computes from a model type."""
+    tainted: set[str] = set()
+    nodes = list(walk_body(function.body))
+    changed = True
+    while changed:
+        changed = False
+        for node in nodes:
+            value = getattr(node, "value", None)
+            if (
+                isinstance(node, ast.Assign | ast.AnnAssign | ast.AugAssign)
+                and value is not None
+                and depends(value, tainted)
+            ):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                for target in targets:
+                    for name in ast.walk(target):
+                        if isinstance(name, ast.Name) and name.id not in tainted:
+                            tainted.add(name.id)
+                            changed = True
+    sites = []
+    for node in nodes:
+        if isinstance(node, ast.stmt) and is_site(node, tainted):
+            sites.append(node.lineno)
+    return sites
+
+
+def is_site(node: ast.AST, tainted: set[str]) -> bool:
+    """Whether ``node`` decides on the model type (or a name computed from it) and raises, or
+    calls what may, on some outcome: an if, a loop, an assert, a match."""
+    if isinstance(node, ast.If | ast.While):
+        return depends(node.test, tainted) and (
+            guards_raise(node.body) or guards_raise(node.orelse)
+        )
+    if isinstance(node, ast.For | ast.AsyncFor):
+        return depends(node, tainted) and guards_raise([node])
+    if isinstance(node, ast.Assert):
+        return depends(node.test, tainted)
+    if isinstance(node, ast.Match):
+        return depends(node.subject, tainted) and any(
+            guards_raise(case.body) for case in node.cases
+        )
+    return False
+
+
+def depends(node: ast.AST, tainted: set[str]) -> bool:
+    return mentions_target_type(node) or any(
+        isinstance(n, ast.Name) and n.id in tainted for n in ast.walk(node)
+    )
+
+
+def mentions_eagle3(function: ast.AST, aliases: frozenset[str]) -> bool:
+    for node in ast.walk(function):
+        if (
+            isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and "eagle3" in node.value.lower()
+        ):
+            return True
+        name = node.id if isinstance(node, ast.Name) else getattr(node, "attr", None)
+        if (
+            isinstance(name, str)
+            and isinstance(node, ast.Name | ast.Attribute)
+            and (name.lower() in aliases or ("EAGLE3" in name.upper() and name.isupper()))
+        ):
+            return True
+    return False
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What one module's gates decide for one model type."""
+
+    verdict: str  # reject, accept, absent, undecidable
+    lines: tuple[int, ...] = ()  # where it rejects, or the gates that accept
+    why: str = ""
+
+
+class Module:
+    """A module's functions, classes and module-level values, for the interpreter."""
+
+    def __init__(self, tree: ast.Module) -> None:
+        self.tree = tree
+        self.functions: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}
+        self.methods: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}
+        self.globals: dict[str, Val] = {}
+        self.aliases: set[str] = set()
+        for node in tree.body:
+            if isinstance(node, FUNCTIONS):
+                self.functions[node.name] = node
+            elif isinstance(node, ast.ClassDef):
+                for item in node.body:
+                    if isinstance(item, FUNCTIONS):
+                        self.methods[item.name] = item
+        interpreter = Interpreter(self, "")
+        state = State()
+        for node in tree.body:
+            if isinstance(node, ast.Assign | ast.AnnAssign) and node.value is not None:
+                try:
+                    value = interpreter.eval(node.value, state)
+                except Undecidable:
+                    value = UNKNOWN
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                for target in targets:
+                    if isinstance(target, ast.Name):
+                        self.globals[target.id] = value
+                        if (
+                            value.known
+                            and isinstance(value.value, str)
+                            and "eagle3" in value.value.lower()
+                        ):
+                            self.aliases.add(target.id.lower())
+            elif isinstance(node, ast.Import | ast.ImportFrom):
+                for alias in node.names:
+                    self.globals[(alias.asname or alias.name).split(".")[0]] = UNKNOWN
+
+    def entries(self) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
+        """The functions holding a gate site that the EAGLE-3 method reaches: they mention
+        EAGLE-3, or are helpers only some function that does may call."""
+        aliases = frozenset(self.aliases)
+        found = []
+        for node in ast.walk(self.tree):
+            if isinstance(node, FUNCTIONS) and gate_sites(node) and mentions_eagle3(node, aliases):
+                found.append(node)
+        return found
+
+
+class Interpreter:
+    def __init__(self, module: Module, model_type: str) -> None:
+        self.module = module
+        self.model_type = model_type
+        self.findings = Findings()
+        self.depth = 0
+        self.returns: ReturnCollector | None = None
+
+    # statements -------------------------------------------------------------------------
+    def run(self, function: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        state = State()
+        for arg in [*function.args.posonlyargs, *function.args.args, *function.args.kwonlyargs]:
+            if arg.arg == "self":
+                state.env[arg.arg] = SELF
+            elif is_target_word(arg.arg):
+                state.env[arg.arg] = TARGET
+            else:
+                state.env[arg.arg] = UNKNOWN
+        self.block(function.body, state, False)
+
+    def block(self, statements: list[ast.stmt], state: State | None, region: bool) -> State | None:
+        """Run ``statements``; the state after them, or None where every path left."""
+        for statement in statements:
+            if state is None:
+                return None
+            state = self.statement(statement, state, region)
+        return state
+
+    def statement(self, node: ast.stmt, state: State, region: bool) -> State | None:
+        if isinstance(node, ast.Return):
+            value = self.eval(node.value, state) if node.value is not None else known(None)
+            if self.returns is not None:
+                self.returns.values.append(value)
+            return None
+        if isinstance(node, ast.Raise):
+            if region:
+                self.findings.rejects.append(node.lineno)
+            return None
+        if isinstance(node, ast.Pass | ast.Break | ast.Continue | ast.Global | ast.Nonlocal):
+            return state
+        if isinstance(node, FUNCTIONS | ast.ClassDef):
+            state.env[node.name] = UNKNOWN
+            return state
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            for alias in node.names:
+                state.env[(alias.asname or alias.name).split(".")[0]] = UNKNOWN
+            return state
+        if isinstance(node, ast.Assign):
+            value = self.eval(node.value, state)
+            for target in node.targets:
+                self.assign(target, value, state)
+            method = state.env.get("self.method")
+            if method is not None and method.known and "eagle3" not in str(method.value):
+                return None  # the method is no longer EAGLE-3: not the path this follows
+            return state
+        if isinstance(node, ast.AnnAssign):
+            if node.value is not None:
+                self.assign(node.target, self.eval(node.value, state), state)
+            return state
+        if isinstance(node, ast.AugAssign):
+            current = (
+                self.eval(node.target, state) if isinstance(node.target, ast.Name) else UNKNOWN
+            )
+            value = self.binop(node.op, current, self.eval(node.value, state))
+            self.assign(node.target, value, state)
+            return state
+        if isinstance(node, ast.Delete):
+            for target in node.targets:
+                self.assign(target, UNKNOWN, state)
+            return state
+        if isinstance(node, ast.Expr):
+            self.eval(node.value, state, statement=True, region=region)
+            return state
+        if isinstance(node, ast.If):
+            return self.branch(node, state, region)
+        if isinstance(node, ast.Assert):
+            test = self.eval(node.test, state)
+            if test.murky:
+                raise Undecidable(node.lineno, "an assert on the model type it cannot evaluate")
+            if test.dep:
+                self.findings.gates.append(node.lineno)
+            if test.known and not test.value:
+                if test.dep or region:
+                    self.findings.rejects.append(node.lineno)
+                return None
+            if not test.known and region:
+                raise Undecidable(
+                    node.lineno, "an assert it cannot evaluate, under a decision on the model type"
+                )
+            return state
+        if isinstance(node, ast.With | ast.AsyncWith):
+            for item in node.items:
+                self.eval(item.context_expr, state)
+                if item.optional_vars is not None:
+                    self.assign(item.optional_vars, UNKNOWN, state)
+            return self.block(node.body, state, region)
+        if isinstance(node, ast.For | ast.AsyncFor):
+            return self.loop_for(node, state, region)
+        if isinstance(node, ast.While):
+            return self.opaque(node, state, region, "a while loop")
+        if isinstance(node, ast.Try) or type(node).__name__ == "TryStar":
+            return self.opaque(node, state, region, "a try statement")
+        if isinstance(node, ast.Match):
+            return self.match(node, state, region)
+        return self.opaque(node, state, region, f"a {type(node).__name__} statement")
+
+    def opaque(self, node: ast.stmt, state: State, region: bool, what: str) -> State:
+        """A statement not interpreted: fine where it neither reads the model type nor raises
+        under a decision on it; its assigned names become unknown."""
+        inner = list(walk_body([node]))
+        reads = any(isinstance(n, ast.Attribute) and n.attr == "model_type" for n in inner) or any(
+            isinstance(n, ast.Name)
+            and (v := state.env.get(n.id)) is not None
+            and (v.dep or v.murky)
+            for n in inner
+        )
+        if reads or (region and guards_raise([node])):
+            raise Undecidable(node.lineno, f"{what} where the model type is decided")
+        for n in inner:
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
+                state.env[n.id] = UNKNOWN
+            if (
+                isinstance(n, ast.Call)
+                and isinstance(n.func, ast.Attribute)
+                and isinstance(n.func.value, ast.Name)
+                and n.func.attr in MUTATORS
+            ):
+                state.env[n.func.value.id] = UNKNOWN
+        return state
+
+    def branch(self, node: ast.If, state: State, region: bool) -> State | None:
+        test = self.eval(node.test, state)
+        if test.murky:
+            raise Undecidable(node.lineno, "a test on the model type it cannot evaluate")
+        inner = region or test.dep
+        if test.dep and (guards_raise(node.body) or guards_raise(node.orelse)):
+            self.findings.gates.append(node.lineno)
+        if test.known:
+            return self.block(node.body if test.value else node.orelse, state, inner)
+        after = [
+            s
+            for s in (
+                self.block(node.body, state.copy(), inner),
+                self.block(node.orelse, state.copy(), inner),
+            )
+            if s is not None
+        ]
+        return merge_states(after)
+
+    def match(self, node: ast.Match, state: State, region: bool) -> State | None:
+        subject = self.eval(node.subject, state)
+        if subject.murky:
+            raise Undecidable(node.lineno, "a match on the model type it cannot evaluate")
+        inner = region or subject.dep
+        if subject.dep and any(guards_raise(case.body) for case in node.cases):
+            self.findings.gates.append(node.lineno)
+        after: list[State] = []
+        for case in node.cases:
+            if case.guard is not None:
+                raise Undecidable(case.guard.lineno, "a match case with a guard")
+            fits = self.pattern(case.pattern, subject, state)
+            if fits is False:
+                continue
+            result = self.block(case.body, state.copy(), inner)
+            if result is not None:
+                after.append(result)
+            if fits is True:
+                return merge_states(after)
+        after.append(state)  # no case matched
+        return merge_states(after)
+
+    def pattern(self, pattern: ast.pattern, subject: Val, state: State) -> bool | None:
+        if isinstance(pattern, ast.MatchAs) and pattern.pattern is None:
+            if pattern.name:
+                state.env[pattern.name] = subject
+            return True
+        if isinstance(pattern, ast.MatchValue):
+            value = self.eval(pattern.value, state)
+            if subject.known and value.known:
+                return bool(subject.value == value.value)
+            return None
+        if isinstance(pattern, ast.MatchOr):
+            results = [self.pattern(p, subject, state) for p in pattern.patterns]
+            if True in results:
+                return True
+            return False if all(r is False for r in results) else None
+        if subject.dep:
+            raise Undecidable(pattern.lineno, "a match pattern it does not evaluate")
+        return None
+
+    def loop_for(self, node: ast.For | ast.AsyncFor, state: State, region: bool) -> State | None:
+        iterable = self.eval(node.iter, state)
+        if (
+            iterable.known
+            and isinstance(iterable.value, list | tuple | set | frozenset | str)
+            and len(iterable.value) <= MAX_UNROLL
+            and not node.orelse
+            and not any(isinstance(n, ast.Break | ast.Continue) for n in walk_body(node.body))
+        ):
+            current: State | None = state
+            for element in iterable.value:
+                if current is None:
+                    return None
+                self.assign(node.target, known(element, iterable.dep), current)
+                current = self.block(node.body, current, region)
+            return current
+        return self.opaque(node, state, region, "a loop over values it cannot list")
+
+    def assign(self, target: ast.expr, value: Val, state: State) -> None:
+        if isinstance(target, ast.Name):
+            state.env[target.id] = value
+        elif isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name):
+            if target.value.id == "self":
+                state.env[f"self.{target.attr}"] = value
+        elif isinstance(target, ast.Tuple | ast.List):
+            for element in target.elts:
+                self.assign(element, unknown(value), state)
+        elif isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name):
+            state.env[target.value.id] = unknown(state.env.get(target.value.id, UNKNOWN), value)
+
+    # expressions ------------------------------------------------------------------------
+    def eval(
+        self, node: ast.expr, state: State, statement: bool = False, region: bool = False
+    ) -> Val:
+        if isinstance(node, ast.Constant):
+            return known(node.value)
+        if isinstance(node, ast.Name):
+            if node.id in state.env:
+                return state.env[node.id]
+            if node.id in self.module.globals:
+                return self.module.globals[node.id]
+            if is_target_word(node.id):
+                return TARGET
+            return UNKNOWN
+        if isinstance(node, ast.Attribute):
+            return self.attribute(self.eval(node.value, state), node.attr, node, state)
+        if isinstance(node, ast.List | ast.Tuple | ast.Set):
+            items = [self.eval(e, state) for e in node.elts if not isinstance(e, ast.Starred)]
+            if len(items) == len(node.elts) and all(i.known and hashable(i.value) for i in items):
+                values = [i.value for i in items]
+                dep = any(i.dep for i in items)
+                if isinstance(node, ast.List):
+                    return known(values, dep)
+                return known(tuple(values) if isinstance(node, ast.Tuple) else set(values), dep)
+            return unknown(*items)
+        if isinstance(node, ast.BoolOp):
+            return self.boolop(node, state)
+        if isinstance(node, ast.UnaryOp):
+            operand = self.eval(node.operand, state)
+            if isinstance(node.op, ast.Not):
+                if operand.known:
+                    return known(not operand.value, operand.dep)
+                if operand.kind:
+                    return UNKNOWN
+                return Val(dep=operand.dep, murky=operand.murky)
+            if isinstance(node.op, ast.USub):
+                return self.compute(lambda: -operand.value, operand)
+            return unknown(operand)
+        if isinstance(node, ast.Compare):
+            return self.compare(node, state)
+        if isinstance(node, ast.BinOp):
+            return self.binop(node.op, self.eval(node.left, state), self.eval(node.right, state))
+        if isinstance(node, ast.IfExp):
+            test = self.eval(node.test, state)
+            if test.murky:
+                return unknown(test)
+            if test.known:
+                return self.eval(node.body if test.value else node.orelse, state).with_dep(test.dep)
+            return merge(self.eval(node.body, state), self.eval(node.orelse, state)).with_dep(
+                test.dep
+            )
+        if isinstance(node, ast.ListComp | ast.SetComp | ast.GeneratorExp):
+            return self.comprehension(node, state)
+        if isinstance(node, ast.Call):
+            return self.call(node, state, statement, region)
+        if isinstance(node, ast.JoinedStr):
+            return UNKNOWN
+        if isinstance(node, ast.Subscript):
+            value, index = self.eval(node.value, state), self.eval(node.slice, state)
+            return self.compute(lambda: value.value[index.value], value, index)
+        parts = [self.eval(c, state) for c in ast.iter_child_nodes(node) if isinstance(c, ast.expr)]
+        return unknown(*parts)
+
+    def attribute(self, base: Val, attr: str, node: ast.AST, state: State) -> Val:
+        if base.kind == "self":
+            key = f"self.{attr}"
+            if key in state.env:
+                return state.env[key]
+            if attr == "method":
+                return known("eagle3")
+            if attr == "model":  # EAGLE-3 always names its drafter
+                return known("<the EAGLE-3 drafter>")
+            if is_target_word(attr):
+                return TARGET
+            return UNKNOWN
+        if attr == "model_type":
+            if base.kind == "target":
+                return known(self.model_type, True)
+            return unknown(base)
+        if base.kind == "target" or is_target_word(attr):
+            return TARGET
+        if base.known:
+            return Val(True, (base.value, attr), base.dep, kind="bound")  # a method of a value
+        return unknown(base)
+
+    def boolop(self, node: ast.BoolOp, state: State) -> Val:
+        stop = isinstance(node.op, ast.Or)  # the value that ends the chain
+        dep = False
+        murky = False
+        unsure = False
+        for element in node.values:
+            value = self.eval(element, state)
+            if value.known and value.kind != "bound":
+                if bool(value.value) is stop:
+                    return known(value.value, value.dep)
+                dep = dep or value.dep
+                continue
+            unsure = True
+            dep = dep or value.dep
+            murky = murky or value.murky
+        if murky:
+            return Val(dep=True, murky=True)
+        if unsure:
+            return Val(dep=dep)
+        return known(not stop, dep)
+
+    def compare(self, node: ast.Compare, state: State) -> Val:
+        left = self.eval(node.left, state)
+        result: Val = known(True)
+        for op, right_node in zip(node.ops, node.comparators, strict=True):
+            right = self.eval(right_node, state)
+            if isinstance(op, ast.Is | ast.IsNot) and (left.kind or right.kind):
+                value = unknown(left, right)
+            else:
+                value = self.compute(
+                    functools.partial(COMPARE[type(op)], left.value, right.value), left, right
+                )
+            if value.known and not value.value:
+                return value
+            result = (
+                value
+                if not result.known or not value.known
+                else known(True, result.dep or value.dep)
+            )
+            if not value.known:
+                result = Val(dep=result.dep or value.dep, murky=result.murky or value.murky)
+            left = right
+        return result
+
+    def binop(self, op: ast.operator, left: Val, right: Val) -> Val:
+        def compute() -> Any:
+            a, b = left.value, right.value
+            if isinstance(op, ast.Add):
+                if isinstance(a, list) and isinstance(b, tuple | list):
+                    return a + list(b)
+                return a + b
+            if isinstance(op, ast.Sub):
+                return a - b
+            if isinstance(op, ast.BitOr):
+                return a | b
+            raise TypeError
+
+        return self.compute(compute, left, right)
+
+    def compute(self, fn: Any, *parts: Val) -> Val:
+        if all(p.known and p.kind == "" for p in parts):
+            try:
+                return known(fn(), any(p.dep for p in parts))
+            except Exception:
+                return unknown(*parts)
+        return unknown(*parts)
+
+    def comprehension(
+        self, node: ast.ListComp | ast.SetComp | ast.GeneratorExp, state: State
+    ) -> Val:
+        if len(node.generators) != 1 or node.generators[0].is_async:
+            return unknown(known(0, mentions_target_type(node)))
+        generator = node.generators[0]
+        iterable = self.eval(generator.iter, state)
+        scope = state.copy()
+        if not (iterable.known and isinstance(iterable.value, list | tuple | set | str)):
+            self.assign(generator.target, unknown(iterable), scope)
+            parts = [self.eval(node.elt, scope), *(self.eval(c, scope) for c in generator.ifs)]
+            dep = iterable.dep or iterable.murky or any(p.dep or p.murky for p in parts)
+            return Val(dep=dep, murky=dep)
+        values = []
+        dep = iterable.dep
+        for element in iterable.value:
+            self.assign(generator.target, known(element, iterable.dep), scope)
+            keep = True
+            for condition in generator.ifs:
+                test = self.eval(condition, scope)
+                if not test.known:
+                    return Val(dep=True, murky=True) if test.dep or test.murky else unknown(test)
+                dep = dep or test.dep
+                keep = keep and bool(test.value)
+            if keep:
+                item = self.eval(node.elt, scope)
+                if not item.known or not hashable(item.value):
+                    return unknown(item, iterable)
+                values.append(item.value)
+                dep = dep or item.dep
+        if isinstance(node, ast.SetComp):
+            return known(set(values), dep)
+        return known(values, dep)
+
+    def call(self, node: ast.Call, state: State, statement: bool, region: bool) -> Val:
+        func = node.func
+        args = [self.eval(a, state) for a in node.args if not isinstance(a, ast.Starred)]
+        keywords = [self.eval(k.value, state) for k in node.keywords]
+        everything = [*args, *keywords]
+        if isinstance(func, ast.Name) and func.id not in state.env:
+            name = func.id
+            if name in ("any", "all") and len(args) == 1:
+                return self.any_all(name, args[0])
+            if name == "getattr" and len(node.args) >= 2:
+                attribute = args[1]
+                if attribute.known and isinstance(attribute.value, str):
+                    return self.attribute(args[0], attribute.value, node, state)
+                return unknown(*args)
+            if name in BUILDERS and len(args) == 1:
+                builder = BUILDERS[name]
+                return self.compute(lambda: builder(args[0].value), args[0])
+            if name in HARMLESS_CALLS or name == "hasattr":
+                return unknown(*everything)
+            if name in self.module.functions:
+                return self.inline(self.module.functions[name], None, node, state, region)
+        if isinstance(func, ast.Attribute):
+            base = self.eval(func.value, state)
+            if base.kind == "self" and func.attr in self.module.methods:
+                return self.inline(self.module.methods[func.attr], SELF, node, state, region)
+            if isinstance(func.value, ast.Name) and func.attr in MUTATORS:
+                current = state.env.get(func.value.id)
+                if current is None and func.value.id in self.module.globals:
+                    current = self.module.globals[func.value.id]
+                if current is not None and current.known and isinstance(current.value, list):
+                    updated = list(current.value)
+                    result = self.compute(
+                        lambda: MUTATORS[func.attr](updated, *[a.value for a in args]),
+                        current,
+                        *args,
+                    )
+                    if result.known or not current.known:
+                        state.env[func.value.id] = known(
+                            updated, current.dep or any(a.dep for a in args)
+                        )
+                        return known(None)
+                if current is not None:
+                    state.env[func.value.id] = unknown(current, *args)
+                    return UNKNOWN
+            if base.known and isinstance(base.value, str) and func.attr in STRING_METHODS:
+                return self.compute(
+                    lambda: getattr(base.value, func.attr)(*[a.value for a in args]), base, *args
+                )
+            root = func.value
+            while isinstance(root, ast.Attribute):
+                root = root.value
+            if isinstance(root, ast.Name) and root.id in LOGGERS:
+                return UNKNOWN
+            if func.attr == "get" and not statement:
+                return unknown(base, *everything)
+        # an unknown call: it could raise where the model type is decided
+        if region or any(v.dep or v.murky for v in everything):
+            raise Undecidable(node.lineno, f"a call to {ast.unparse(func)} it cannot follow")
+        return unknown(*everything)
+
+    def any_all(self, name: str, iterable: Val) -> Val:
+        if iterable.known and isinstance(iterable.value, list | tuple | set):
+            values = iterable.value
+            return known(any(values) if name == "any" else all(values), iterable.dep)
+        return Val(dep=iterable.dep or iterable.murky, murky=iterable.dep or iterable.murky)
+
+    def inline(
+        self,
+        function: ast.FunctionDef | ast.AsyncFunctionDef,
+        self_value: Val | None,
+        node: ast.Call,
+        state: State,
+        region: bool,
+    ) -> Val:
+        if self.depth >= MAX_DEPTH:
+            raise Undecidable(node.lineno, f"calls nested deeper than {MAX_DEPTH}")
+        inner = State({k: v for k, v in state.env.items() if k.startswith("self.")})
+        params = [*function.args.posonlyargs, *function.args.args]
+        if self_value is not None and params:
+            inner.env[params[0].arg] = self_value
+            params = params[1:]
+        given = [self.eval(a, state) for a in node.args]
+        for param, value in zip(params, given, strict=False):
+            inner.env[param.arg] = value
+        for param in params[len(given) :]:
+            inner.env[param.arg] = TARGET if is_target_word(param.arg) else UNKNOWN
+        for keyword in node.keywords:
+            if keyword.arg:
+                inner.env[keyword.arg] = self.eval(keyword.value, state)
+        for param in function.args.kwonlyargs:
+            inner.env.setdefault(param.arg, UNKNOWN)
+        self.depth += 1
+        try:
+            returns = ReturnCollector()
+            after = self.block_returning(function.body, inner, region, returns)
+        finally:
+            self.depth -= 1
+        if after is not None:
+            for key, value in after.env.items():
+                if key.startswith("self."):
+                    state.env[key] = value
+        values = returns.values + ([known(None)] if after is not None else [])
+        if not values:
+            return UNKNOWN
+        out = values[0]
+        for value in values[1:]:
+            out = merge(out, value)
+        return out
+
+    def block_returning(
+        self, statements: list[ast.stmt], state: State, region: bool, returns: ReturnCollector
+    ) -> State | None:
+        previous = self.returns
+        self.returns = returns
+        try:
+            return self.block(statements, state, region)
+        finally:
+            self.returns = previous
+
+
+class ReturnCollector:
+    def __init__(self) -> None:
+        self.values: list[Val] = []
+
+
+def _remove(values: list[Any], value: Any) -> None:
+    values.remove(value)
+
+
+MUTATORS: dict[str, Any] = {
+    "remove": _remove,
+    "append": lambda values, value: values.append(value),
+    "extend": lambda values, more: values.extend(more),
+    "insert": lambda values, index, value: values.insert(index, value),
+    "pop": lambda values, *index: values.pop(*index),
+    "clear": lambda values: values.clear(),
+}
+BUILDERS: dict[str, Callable[[Any], Any]] = {
+    "list": list,
+    "tuple": tuple,
+    "set": set,
+    "sorted": sorted,
+    "frozenset": frozenset,
+    "len": len,
+    "str": str,
+    "bool": bool,
+}
+"""Builtins worked out on known values."""
+STRING_METHODS = frozenset({"lower", "upper", "startswith", "endswith", "strip", "replace"})
+COMPARE: dict[type, Any] = {
+    ast.Eq: lambda a, b: a == b,
+    ast.NotEq: lambda a, b: a != b,
+    ast.In: lambda a, b: a in b,
+    ast.NotIn: lambda a, b: a not in b,
+    ast.Is: lambda a, b: a is b,
+    ast.IsNot: lambda a, b: a is not b,
+    ast.Lt: lambda a, b: a < b,
+    ast.LtE: lambda a, b: a <= b,
+    ast.Gt: lambda a, b: a > b,
+    ast.GtE: lambda a, b: a >= b,
+}
+
+
+@functools.lru_cache(maxsize=16)
+def read_module(text: str) -> tuple[Module, tuple[ast.FunctionDef | ast.AsyncFunctionDef, ...]]:
+    """The module of ``text`` and its entry functions, worked out once per text."""
+    module = Module(ast.parse(text))
+    return module, tuple(module.entries())
+
+
+@functools.lru_cache(maxsize=64)
+def decide(text: str, model_type: str) -> Decision:
+    """What the gates of the module ``text`` decide for ``model_type`` under EAGLE-3."""
+    try:
+        module, entries = read_module(text)
+    except (SyntaxError, ValueError) as error:
+        return Decision("undecidable", (getattr(error, "lineno", 1) or 1,), "not valid Python")
+    except RecursionError:
+        return Decision("undecidable", (1,), "nested too deep to parse")
+    rejects: list[int] = []
+    gates: list[int] = []
+    for function in entries:
+        interpreter = Interpreter(module, model_type)
+        try:
+            interpreter.run(function)
+        except Undecidable as error:
+            return Decision("undecidable", (error.line,), error.why)
+        except RecursionError:
+            return Decision("undecidable", (function.lineno,), "nested too deep to follow")
+        rejects += interpreter.findings.rejects
+        gates += interpreter.findings.gates
+    if rejects:
+        return Decision("reject", tuple(sorted(set(rejects))))
+    if gates:
+        return Decision("accept", tuple(sorted(set(gates))))
+    return Decision("absent")
+
+
+PROBE = "\0any model type"
+"""A model type no list holds: what the gates decide for it does not matter, only where."""
+
+
+def decision_sites(tree: ast.Module) -> Iterator[int]:
+    """Where the EAGLE-3 path of ``tree`` meets a decision on the target's model type that
+    guards a raise, whatever it decides; or where it cannot follow one. The signature behind
+    ``not-needed`` and ``ambiguous`` searches the whole tree with this."""
+    module = Module(tree)
+    for function in module.entries():
+        interpreter = Interpreter(module, PROBE)
+        try:
+            interpreter.run(function)
+        except Undecidable as error:
+            yield error.line
+            continue
+        except RecursionError:
+            yield function.lineno
+            continue
+        yield from interpreter.findings.gates
+        yield from interpreter.findings.rejects
