@@ -112,16 +112,16 @@ def test_matrix_flags_drift_and_writes_json_and_markdown(tmp_path, capsys):
     assert [(r["vllm"], r["verdict"], r["drift"]) for r in rows] == [
         ("0.14.1", "unsupported", False),
         ("0.16.0", "needs-patch", True),
-        ("0.18.0", "unknown", False),  # read by range: absences not searched for, no drift
+        ("0.18.0", "upstream", False),  # read by range, settled: every Python member searched
     ]
     assert rows[1]["patches"] == {
         "eagle3-whitelist": "applied",
         "mm-image-token": "applied",
         "eagle3-interface": "applied",
-        "eagle-target-backbone": "unknown",
+        "eagle-target-backbone": "not-needed",
     }
     assert (
-        "| 0.16.0 | applied | applied | applied | unknown | needs-patch (drift) | upstream |"
+        "| 0.16.0 | applied | applied | applied | not-needed | needs-patch (drift) | upstream |"
         in (table.read_text())
     )
     assert "drifted" in capsys.readouterr().err

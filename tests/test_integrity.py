@@ -344,7 +344,10 @@ def test_a_wheel_rewritten_in_place_with_its_mtime_put_back_is_checked_again(
         before.st_mtime_ns,
     )
     code, _, err = build(wheel, tmp_path / "again")
-    assert "member vllm/__init__.py: " in one_line_error(code, err)
+    line = one_line_error(code, err)
+    # refused where the flipped byte is first met: the inflate of the member, or its hash check
+    assert "vllm/__init__.py" in line
+    assert "cannot read" in line or "member vllm/__init__.py: " in line
     assert nothing_in(tmp_path / "again")
 
 
