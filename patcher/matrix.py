@@ -21,13 +21,13 @@ from multiprocessing import forkserver
 
 from packaging.version import Version
 
-from patcher import distributions, results_cache
+from patcher import distributions, generated, results_cache
 from patcher.codemods.base import Outcome, Tree, Verdict
 from patcher.engine import needed_paths, run_patchset
 from patcher.errors import PatcherError
 from patcher.index import HttpClient, IndexEntry, PackageIndex, Release
 from patcher.patchset import Patchset
-from patcher.proofs import ProofKind, acceptance_length, passed
+from patcher.proofs import Ledger, ProofKind, acceptance_length, passed
 from patcher.sources.index_wheel import IndexWheelSource
 
 PARALLEL_RELEASES = 8
@@ -171,10 +171,14 @@ def stopped_at_once(cores: Executor, network: ThreadPoolExecutor) -> Iterator[No
 
 
 def build_matrix(
-    patchsets: Sequence[Patchset], index: PackageIndex, releases: Sequence[Release], arch: str
+    patchsets: Sequence[Patchset],
+    index: PackageIndex,
+    releases: Sequence[Release],
+    arch: str,
+    ledger: Ledger | None = None,
 ) -> dict[str, list[Row]]:
     """Rows per patchset for ``releases``: fetched side by side, each patched on a free core as
-    soon as its files are in."""
+    soon as its files are in; proofs from this machine's cache, else from ``ledger``."""
     found: dict[tuple[str, Version], dict[str, Outcome]] = {}
     patching: dict[Future, Fetched] = {}
     with (
@@ -199,10 +203,10 @@ def build_matrix(
                 release.version,
                 found[patchset.name, release.version],
                 patchset.expected(release.version),
-                proved(ProofKind.VERIFY, patchset, release),
-                proved(ProofKind.SERVE, patchset, release),
+                proved(ProofKind.VERIFY, patchset, release, ledger),
+                proved(ProofKind.SERVE, patchset, release, ledger),
                 index.distribution,
-                acceptance_length(patchset.name, str(release.version), release.distribution),
+                acceptance_length(patchset, str(release.version), release.distribution, ledger),
             )
             for release in releases
         ]
@@ -210,9 +214,13 @@ def build_matrix(
     }
 
 
-def proved(kind: ProofKind, patchset: Patchset, release: Release) -> bool | None:
-    """Whether the last proof of this kind on this machine passed; None if there was none."""
-    return passed(kind, patchset.name, str(release.version), release.distribution)
+def proved(
+    kind: ProofKind, patchset: Patchset, release: Release, ledger: Ledger | None = None
+) -> bool | None:
+    """Whether the last proof of this kind of this patchset (by its content: a patchset file
+    that takes a built-in's name does not show the built-in's proofs) passed, on this machine
+    or in ``ledger``; None if there was none."""
+    return passed(kind, patchset, str(release.version), release.distribution, ledger)
 
 
 def proof_label(proved: bool | None) -> str:
@@ -337,8 +345,9 @@ def fanout(
     return {"include": include}
 
 
-README_BEGIN = "<!-- models-matrix:begin (written by nox -s matrix) -->"
-README_END = "<!-- models-matrix:end -->"
+README_BLOCK = "models-matrix"
+"""The README's generated block that ``--readme`` writes (see patcher.generated)."""
+README_WRITER = "nox -s matrix"
 
 
 def models_table(patchsets_rows: Mapping[str, Sequence[Row]], models: Mapping[str, str]) -> str:
@@ -373,8 +382,5 @@ def _grouped(order: Sequence[Version], chosen: Set[Version]) -> str:
 
 
 def splice(text: str, table: str) -> str:
-    """``text`` with the table between the README's markers replaced."""
-    start, end = text.find(README_BEGIN), text.find(README_END)
-    if start < 0 or end < start:
-        raise PatcherError(f"no {README_BEGIN} ... {README_END} markers to write the table in")
-    return text[: start + len(README_BEGIN)] + "\n" + table + text[end:]
+    """``text`` with the table between the README's markers written anew, signed."""
+    return generated.splice(text, README_BLOCK, README_WRITER, table)

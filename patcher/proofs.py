@@ -5,9 +5,11 @@ show a ``verified`` and a ``served`` column without running either again."""
 from __future__ import annotations
 
 import contextlib
+import datetime
 import functools
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
@@ -100,21 +102,31 @@ def keep(
     return path
 
 
-def passed(kind: ProofKind, patchset: Patchset | str, version: str, package: str) -> bool | None:
-    """The last report's verdict; None if there is none, or none this code can read (a report
-    hand-edited or cut short shows as unproven, not as a traceback)."""
+def passed(
+    kind: ProofKind,
+    patchset: Patchset | str,
+    version: str,
+    package: str,
+    ledger: Ledger | None = None,
+) -> bool | None:
+    """The last report's verdict: this machine's, else the ledger's; None if there is none, or
+    none this code can read (a report hand-edited or cut short shows as unproven, not as a
+    traceback)."""
     for path in kept_paths(kind, patchset, version, package):
         try:
             value = read_json(path, "proof report").get("passed")
         except (PatcherError, AttributeError):
             continue
         return value if isinstance(value, bool) else None
-    return None
+    entry = ledger.find(kind, patchset, version, package) if ledger is not None else None
+    return entry.passed if entry is not None else None
 
 
-def acceptance_length(patchset: Patchset | str, version: str, package: str) -> float | None:
-    """The acceptance length the last acceptance proof served, if it passed; None otherwise
-    (never run here, failed, or a report this code cannot read)."""
+def acceptance_length(
+    patchset: Patchset | str, version: str, package: str, ledger: Ledger | None = None
+) -> float | None:
+    """The acceptance length the last acceptance proof served, if it passed: this machine's,
+    else the ledger's; None otherwise (never run, failed, or a report this code cannot read)."""
     for path in kept_paths(ProofKind.ACCEPT, patchset, version, package):
         try:
             report = read_json(path, "proof report")
@@ -124,4 +136,175 @@ def acceptance_length(patchset: Patchset | str, version: str, package: str) -> f
         except (KeyError, TypeError):
             return None
         return float(length) if isinstance(length, (int, float)) else None
-    return None
+    entry = ledger.find(ProofKind.ACCEPT, patchset, version, package) if ledger else None
+    return entry.acceptance_length if entry is not None and entry.passed else None
+
+
+# --- the ledger: proofs carried from the machines that ran them -------------------------------
+
+LEDGER_FORMAT = 1
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One proof in the ledger: which run, of which patchset (its name and content digest) on
+    which release, its verdict, and when and where it was kept."""
+
+    kind: ProofKind
+    patchset: str
+    digest: str  # the patchset's content digest, its first KEY_LENGTH hex digits
+    package: str
+    version: str
+    passed: bool
+    acceptance_length: float | None = None
+    kept: str | None = None  # the day (UTC) the report was kept; None where it was not recorded
+    origin: str = "this machine's cache"
+
+    @property
+    def key(self) -> tuple[str, str, str, str, str]:
+        return (self.kind.value, self.patchset, self.digest, self.package, self.version)
+
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "kind": self.kind.value,
+            "patchset": self.patchset,
+            "digest": self.digest,
+            "package": self.package,
+            "version": self.version,
+            "passed": self.passed,
+        }
+        if self.acceptance_length is not None:
+            data["acceptance_length"] = self.acceptance_length
+        data["kept"] = self.kept
+        data["origin"] = self.origin
+        return data
+
+    @classmethod
+    def parse(cls, data: Any, where: str) -> tuple[Entry | None, list[str]]:
+        """An entry, or None and every problem with it, each a line naming ``where``."""
+        if not isinstance(data, dict):
+            return None, [f"{where}: not an object"]
+        problems = []
+        text = {"patchset": str, "digest": str, "package": str, "version": str, "origin": str}
+        for field, kind in text.items():
+            if not isinstance(data.get(field), kind) or not data.get(field):
+                problems.append(f"{where}: {field} must be a non-empty string")
+        if data.get("kind") not in {k.value for k in ProofKind}:
+            problems.append(f"{where}: kind must be one of {', '.join(k.value for k in ProofKind)}")
+        if not isinstance(data.get("passed"), bool):
+            problems.append(f"{where}: passed must be true or false")
+        length = data.get("acceptance_length")
+        if length is not None and (isinstance(length, bool) or not isinstance(length, float | int)):
+            problems.append(f"{where}: acceptance_length must be a number")
+        kept = data.get("kept")
+        if kept is not None:
+            try:
+                datetime.date.fromisoformat(kept)
+            except (TypeError, ValueError):
+                problems.append(f"{where}: kept must be a day (YYYY-MM-DD) or null")
+        unknown = set(data) - {*text, "kind", "passed", "acceptance_length", "kept"}
+        problems += [f"{where}: unknown field {name!r}" for name in sorted(unknown)]
+        if problems:
+            return None, problems
+        return cls(
+            ProofKind(data["kind"]),
+            data["patchset"],
+            data["digest"],
+            data["package"],
+            data["version"],
+            data["passed"],
+            None if length is None else float(length),
+            kept,
+            data["origin"],
+        ), []
+
+
+@dataclass
+class Ledger:
+    """Proofs kept in a file that travels with the project (``patcher matrix --proofs``), so the
+    matrix's ``verified`` and ``served`` columns show what was proven on other machines beside
+    this one's cache. An entry counts for the patchset whose content digest it names only."""
+
+    entries: dict[tuple[str, str, str, str, str], Entry]
+
+    @classmethod
+    def read(cls, path: Path) -> Ledger:
+        """The ledger in ``path`` (an empty one where there is no file); one error naming every
+        problem in it otherwise."""
+        if not path.exists():
+            return cls({})
+        data = read_json(path, "proofs ledger")
+        if not isinstance(data, dict) or data.get("format") != LEDGER_FORMAT:
+            raise PatcherError(f"{path}: not a proofs ledger (format {LEDGER_FORMAT})")
+        raw = data.get("proofs")
+        if not isinstance(raw, list):
+            raise PatcherError(f"{path}: proofs must be a list")
+        entries, problems = {}, []
+        for number, item in enumerate(raw):
+            entry, found = Entry.parse(item, f"{path}: proofs[{number}]")
+            problems += found
+            if entry is not None:
+                if entry.key in entries:
+                    problems.append(f"{path}: proofs[{number}]: a second entry for {entry.key}")
+                entries[entry.key] = entry
+        if problems:
+            raise PatcherError("; ".join(problems))
+        return cls(entries)
+
+    def find(
+        self, kind: ProofKind, patchset: Patchset | str, version: str, package: str
+    ) -> Entry | None:
+        try:
+            chosen = identified(patchset)
+        except PatcherError:
+            return None
+        key = (kind.value, chosen.name, chosen.digest[:KEY_LENGTH], package, version)
+        return self.entries.get(key)
+
+    def add(self, entries: Iterable[Entry]) -> None:
+        """Take ``entries`` in, each in place of the one it proves again."""
+        for entry in entries:
+            self.entries[entry.key] = entry
+
+    def to_json(self) -> str:
+        ordered = sorted(self.entries.values(), key=lambda e: e.key)
+        data = {
+            "format": LEDGER_FORMAT,
+            "about": "proofs carried from the machines that ran them: written by "
+            "patcher matrix --proofs, read for the verified and served columns",
+            "proofs": [e.to_json() for e in ordered],
+        }
+        return json.dumps(data, indent=2) + "\n"
+
+
+def kept_here(patchset: Patchset, version: str, package: str) -> list[Entry]:
+    """This machine's proofs of ``patchset`` on a release, as ledger entries: those whose
+    report is under the patchset's own digest (the ledger records what a digest proved)."""
+    found = []
+    for kind in ProofKind:
+        path = proof_path(kind, patchset, version, package)
+        try:
+            report = read_json(path, "proof report")
+            verdict = report["passed"]
+            stamp = path.stat().st_mtime
+        except (PatcherError, OSError, KeyError, TypeError):
+            continue
+        if not isinstance(verdict, bool):
+            continue
+        length = None
+        if kind is ProofKind.ACCEPT:
+            length = acceptance_length(patchset, version, package)
+        day = datetime.datetime.fromtimestamp(stamp, datetime.UTC).date().isoformat()
+        found.append(
+            Entry(
+                kind,
+                patchset.name,
+                patchset.digest[:KEY_LENGTH],
+                package,
+                version,
+                verdict,
+                length,
+                day,
+            )
+        )
+    return found

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import yaml
 
+from patcher import generated
 from patcher.cli.parser import build_parser
 from patcher.cli.reference import escaped, markdown, subcommands
 
@@ -142,3 +143,41 @@ def test_the_codemods_page_describes_every_codemod_of_the_registry_with_its_opti
         options = [f.name for f in dataclasses.fields(CODEMODS[name].options_type())]
         missing = [o for o in options if f"`{o}`" not in sections[heading]]
         assert missing == [], (name, missing)
+
+
+GENERATED = {
+    README: ["models-matrix"],
+    DOCS / "architectures.md": ["architectures"],
+}
+"""The generated blocks each page must have: written by a command, signed by its digest."""
+
+
+def test_generated_tables_are_as_their_command_wrote_them() -> None:
+    """A table between generated markers is written by its command only: the opening marker
+    carries the digest of what the command wrote, so a hand edit fails here."""
+    found = {}
+    for page in [README, *sorted(DOCS.rglob("*.md"))]:
+        text = page.read_text()
+        assert generated.problems(text, page.name) == []
+        found[page] = [b.name for b in generated.blocks(text)]
+    for page, names in GENERATED.items():
+        assert found[page] == names, page
+
+
+def test_a_hand_edit_of_a_generated_table_is_found() -> None:
+    """Before/after on the real README: one cell changed, one character, a row dropped, a
+    digest taken away: each fails the check; the command writing it again mends it."""
+    text = README.read_text()
+    (block,) = [b for b in generated.blocks(text) if b.name == "models-matrix"]
+    rows = block.body.splitlines(keepends=True)
+    edits = [
+        text.replace(block.body, block.body.replace(" pass", " fail", 1)),
+        text.replace(block.body, block.body.replace("|", "| ", 1)),
+        text.replace(block.body, "".join(rows[:-1])),
+        re.sub(r"; sha256 [0-9a-f]+\)", ")", text, count=1),
+    ]
+    for edited in edits:
+        assert edited != text
+        assert generated.problems(edited, "README.md"), edited[:200]
+        mended = generated.splice(edited, "models-matrix", "nox -s matrix", block.body)
+        assert generated.problems(mended, "README.md") == []

@@ -7,9 +7,8 @@ from packaging.version import Version
 
 from patcher.codemods.base import Outcome, Status, Verdict
 from patcher.errors import PatcherError
+from patcher.generated import digest
 from patcher.matrix import (
-    README_BEGIN,
-    README_END,
     Row,
     fanout,
     markdown_table,
@@ -92,8 +91,13 @@ def test_a_release_table_shows_what_was_served_beside_what_was_verified():
 
 
 def test_splice_replaces_only_what_is_between_the_markers():
-    text = f"intro\n{README_BEGIN}\nold table\n{README_END}\noutro\n"
-    assert splice(text, "new\n") == f"intro\n{README_BEGIN}\nnew\n{README_END}\noutro\n"
+    begin = "<!-- models-matrix:begin (written by nox -s matrix) -->"
+    end = "<!-- models-matrix:end -->"
+    text = f"intro\n{begin}\nold table\n{end}\noutro\n"
+    new = digest("new\n")
+    signed = f"<!-- models-matrix:begin (written by nox -s matrix; sha256 {new}) -->"
+    assert splice(text, "new\n") == f"intro\n{signed}\nnew\n{end}\noutro\n"
+    assert splice(splice(text, "new\n"), "newer\n").count("models-matrix:begin") == 1
     with pytest.raises(PatcherError, match="markers"):
         splice("no markers here", "new\n")
 

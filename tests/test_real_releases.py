@@ -49,7 +49,7 @@ def test_0_16_0_needs_all_three_patches(release):
         "eagle3-whitelist": Status.APPLIED,
         "mm-image-token": Status.APPLIED,
         "eagle3-interface": Status.APPLIED,
-        "eagle-target-backbone": Status.UNKNOWN,  # read by range: the tree is not searched
+        "eagle-target-backbone": Status.NOT_NEEDED,  # every member read by range and searched
     }
     assert sorted(result.changed) == [
         "vllm/config/speculative.py",
@@ -79,7 +79,7 @@ def test_mla_drafter_detection_is_patched_on_every_release_with_the_drafter(rele
     assert statuses["eagle-mla-detect"] is Status.APPLIED
     assert {statuses[n] for n in ("eagle3-whitelist", "mm-image-token", "eagle3-interface")} <= {
         Status.PRESENT,
-        Status.UNKNOWN,
+        Status.NOT_NEEDED,  # the gate gone from the release: settled by a search of every member
     }
     assert list(result.changed) == ["vllm/transformers_utils/model_arch_config_convertor.py"]
     assert '+                    "kimi_k2",' in result.diff().splitlines()

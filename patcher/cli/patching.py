@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from patcher import distributions, results_cache
+from patcher import distributions, proofs, results_cache
 from patcher import patchset as patchsets
 from patcher.cli.modes import names, only_with
 from patcher.cli.shared import INDEX_URL, PLATFORM, PYTHON, VLLM
@@ -110,6 +110,8 @@ MATRIX_FILES = {
     "run's 13 minutes over 49 releases; cached after)",
     "--readme": "write the models x releases table between the file's markers",
     "--fanout": "the needs-patch (patchset, release) pairs as a GitHub Actions matrix",
+    "--proofs": "a ledger of proofs (JSON) for the verified and served columns: read, then "
+    "written with this machine's proofs of the releases read added",
 }
 """The files ``matrix`` writes, flag -> what goes in: declared and checked from this one table."""
 
@@ -540,18 +542,21 @@ def command_matrix(args: argparse.Namespace) -> int:
     chosen = distributions.DEFAULT if args.package is None else args.package  # '' is refused
     packages = [distributions.validate_name(p) for p in chosen.split(",")]
     selected = [patchsets.load(name) for name in names]
-    if args.readme == STDOUT:
-        raise PatcherError("--readme cannot be -: the table is written into the file's text")
+    for flag in ("--readme", "--proofs"):
+        if getattr(args, flag.removeprefix("--")) == STDOUT:
+            raise PatcherError(f"{flag} cannot be -: the file is read, then written again")
     files = {flag: getattr(args, flag.removeprefix("--")) for flag in MATRIX_FILES}
     check_outputs({**files, "--format json": json_document(args.format)})
     readme = read_readme(args.readme) if args.readme else None
+    ledger = proofs.Ledger.read(args.proofs) if args.proofs else None
     indexes = [PackageIndex(args.index_url, distribution=package) for package in packages]
     versions = args.versions.split(",") if args.versions is not None else None
     chosen = [select_releases(index, versions, args.since) for index in indexes]
     all_rows: dict[str, list[Row]] = {patchset.name: [] for patchset in selected}
     with step(f"reading {sum(map(len, chosen))} releases"):
         for index, releases in zip(indexes, chosen, strict=True):
-            for name, rows in build_matrix(selected, index, releases, args.platform).items():
+            matrix = build_matrix(selected, index, releases, args.platform, ledger)
+            for name, rows in matrix.items():
                 all_rows[name] += rows
     problems = []
     for name, rows in all_rows.items():
@@ -574,6 +579,12 @@ def command_matrix(args: argparse.Namespace) -> int:
     if args.markdown:
         summary = markdown(all_rows) + "\n" + scan_summary(indexes, chosen, args.platform)
         write_file(args.markdown, summary.encode(), "--markdown")
+    if args.proofs and ledger is not None:
+        by_name = {p.name: p for p in selected}
+        for name, rows in all_rows.items():
+            for row in rows:
+                ledger.add(proofs.kept_here(by_name[name], str(row.version), row.package))
+        write_file(args.proofs, ledger.to_json().encode(), "--proofs")
     if args.readme and readme is not None:
         models = {p.name: p.model.architecture or ", ".join(p.model.types) for p in selected}
         table = models_table(all_rows, models)

@@ -6,13 +6,17 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
+from patcher import generated
 from patcher import patchset as patchsets
 from patcher.cli.terminal import Table, new_table, out
 from patcher.cli.wheels import open_release
 from patcher.errors import PatcherError
+from patcher.files import read_regular
 from patcher.index import PackageIndex
 from patcher.matrix import build_matrix, select_releases
+from patcher.outputs.named import STDOUT, write_file
 from patcher.progress import step
 from patcher.scan import (
     Scan,
@@ -27,6 +31,22 @@ from patcher.scan import (
 from patcher.sources.base import Source
 
 FORMATS = ("table", "json", "markdown")
+PAGE_BLOCK = "architectures"
+"""The docs page's generated block that ``--page`` writes (see patcher.generated)."""
+
+
+def read_page(path: Path) -> str:
+    """The page ``--page`` writes into: read, and its markers found, before the scan, so a page
+    without them costs one line, not a scan."""
+    if path == STDOUT:
+        raise PatcherError("--page cannot be -: the table is written into the file's text")
+    data = read_regular(path, "--page")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise PatcherError(f"{path}: not UTF-8 text (byte {error.start}) (--page)") from error
+    generated.splice(text, PAGE_BLOCK, "check", "")  # the markers are there, or one line
+    return text
 
 
 def command_scan(args: argparse.Namespace) -> int:
@@ -34,6 +54,9 @@ def command_scan(args: argparse.Namespace) -> int:
         raise PatcherError("--write-patchset prints TOML; --format goes with the scan only")
     if args.since is not None and (args.write_patchset is None or not args.vllm):
         raise PatcherError("--since goes with --write-patchset and --vllm only")
+    if args.page is not None and args.format != "markdown":
+        raise PatcherError("--page goes with --format markdown")
+    page = read_page(args.page) if args.page is not None else None
     with open_release(args) as source:
         if args.write_patchset is not None:
             if args.since is None:
@@ -45,6 +68,10 @@ def command_scan(args: argparse.Namespace) -> int:
             result = scan(source)
     if args.format == "json":
         sys.stdout.write(json.dumps(result.to_json(), indent=2) + "\n")
+    elif args.format == "markdown" and page is not None:
+        writer = f"patcher scan --vllm {args.vllm} --format markdown --page {args.page}"
+        text = generated.splice(page, PAGE_BLOCK, writer, markdown([result]))
+        write_file(args.page, text.encode(), "--page")
     elif args.format == "markdown":
         sys.stdout.write(markdown([result]))
     else:

@@ -8,7 +8,9 @@ several names, so the list is resolved from the generator the check iterates ove
 
 from __future__ import annotations
 
+import ast
 import functools
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -18,7 +20,15 @@ import libcst.matchers as m
 from patcher.codemods import _signatures as signatures
 from patcher.codemods._cst import ExtendLiterals, code, string_values
 from patcher.codemods._gate_decision import Decision, decide
-from patcher.codemods.base import BOM, FileCodemod, Outcome, ShapeError, Tree, summarize
+from patcher.codemods.base import (
+    BOM,
+    FileCodemod,
+    Outcome,
+    ShapeError,
+    Tree,
+    ast_depth,
+    summarize,
+)
 
 MENTIONS_EAGLE3 = m.SimpleString(value=m.MatchIfTrue(lambda value: "eagle3" in value))
 MODEL_TYPE = m.Attribute(attr=m.Name("model_type"))
@@ -210,6 +220,16 @@ class Eagle3Whitelist(FileCodemod):
         """What the file's gates decide for each model type; ShapeError where it cannot say."""
         decided = {t: decide(text, t) for t in (types or self.model.types)}
         for model_type, decision in decided.items():
+            if decision.verdict == "undecidable" and decision.why.startswith("nested too deep"):
+                try:
+                    depth, line = ast_depth(ast.parse(text))
+                except (SyntaxError, ValueError, RecursionError, MemoryError):
+                    depth, line = 0, decision.lines[0]
+                where = f"{path}:{line} ({depth} levels)" if depth else f"{path}:{line}"
+                raise ShapeError(
+                    f"{where}: code nested deeper than libcst can walk within Python's "
+                    f"recursion limit of {sys.getrecursionlimit()}"
+                )
             if decision.verdict == "undecidable":
                 line = decision.lines[0]
                 source = (

@@ -8,7 +8,7 @@ patcher scan --vllm 0.33.0 --write-patchset MixtralForCausalLM > mixtral.toml
 def arguments(parser) -> None:
     from patcher.cli.scan import FORMATS, command_scan
     from patcher.cli.shared import SINCE
-    from patcher.cli.terminal import add_format_option
+    from patcher.cli.terminal import add_format_option, path_argument
     from patcher.cli.wheels import add_release_options
 
     add_release_options(parser)
@@ -19,4 +19,10 @@ def arguments(parser) -> None:
         help="print a patchset TOML for this architecture or class, if the codemod patches it",
     )
     SINCE.add(parser)  # with --write-patchset and --vllm: its [[expect]] measured on them
+    parser.add_argument(
+        "--page",
+        type=path_argument,
+        metavar="FILE",
+        help="with --format markdown: write the table between the page's markers, signed",
+    )
     parser.set_defaults(run=command_scan)
