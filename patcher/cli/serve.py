@@ -83,6 +83,7 @@ from patcher.serving.cpu import (
 )
 from patcher.serving.harness import harnessed
 from patcher.serving.load import DEFAULT_PROMPTS, Load, percentile, read_prompts, tiny_png_url
+from patcher.serving.preflight import TIMEOUTS as PREFLIGHT_TIMEOUTS
 from patcher.serving.preflight import preflight
 from patcher.serving.report import BenchReport
 from patcher.serving.setup import VLLM_SERVE, ServeSetup, Timeouts
@@ -604,13 +605,31 @@ def print_cpu_report(report: CpuReport, console: Console) -> None:
     console.print(table, markup=False)
 
 
+def patchset_barriers(chosen: Patchset | None, target_architecture: str | None) -> list[str]:
+    """The refusals preflight calls barriers, each in vLLM's words: those of ``chosen`` and of
+    every patchset for the deployment's architecture (the official wheel's barrier 1 is theirs)."""
+    candidates = [chosen] if chosen is not None else []
+    candidates += [
+        p
+        for p in (patchsets.load(name) for name in patchsets.available())
+        if target_architecture is not None and p.model.architecture == target_architecture
+    ]
+    phrases: list[str] = []
+    for patchset in candidates:
+        if patchset.serve is not None:
+            for phrase in (patchset.serve.official_refuses, *patchset.serve.prefixes_refuse):
+                if phrase not in phrases:
+                    phrases.append(phrase)
+    return phrases
+
+
 def command_preflight(args: argparse.Namespace) -> int:
     # bad input fails before any download or venv (minutes): the doctor reads the configs first
     check_folder(args.workdir, "--workdir")
     inputs = read_inputs(args.drafter, args.model)
+    patchset = patchsets.load(args.patchset) if args.patchset else None
     with open_named_wheel(args) as named:
-        if args.patchset:
-            patchset = patchsets.load(args.patchset)
+        if patchset is not None:
             refuse_noop(patchset, first := first_run(named, patchset))
             wheel, sha256, patching = settled_on_disk(named, patchset, first)
         else:
@@ -622,7 +641,7 @@ def command_preflight(args: argparse.Namespace) -> int:
     base = harnessed(wheel, sha256)
     if base.applied:
         progress(base.note)
-    if args.patchset:
+    if patchset is not None:
         served, on_top = base.patched(patchset, patching)
         fail_on_errors(on_top)
         progress(f"preflight of {served.name}: {wheel.name} patched with {patchset.name}")
@@ -633,10 +652,18 @@ def command_preflight(args: argparse.Namespace) -> int:
     progress(f"venv {'built' if venv.created else 'found'} in {venv.seconds:.0f} s")
     progress(f"torch: {venv.torch.describe()}")
     prepare_folder(args.workdir, "--workdir")
-    result = preflight(replica, venv, args.workdir, progress, base.speculative)
-    verdict = "pass" if result.passed else "barrier"
-    out.print(f"{verdict}: {result.detail} ({result.seconds:.0f} s)", markup=False, soft_wrap=True)
-    return 0 if result.passed else 1
+    barriers = patchset_barriers(patchset, replica.architecture)
+    timeouts = dataclasses.replace(PREFLIGHT_TIMEOUTS, health=args.health_timeout)
+    result = preflight(
+        replica, venv, args.workdir, progress, base.speculative, barriers, args.compiled, timeouts
+    )
+    mode = "compiled" if result.compiled else "eager"
+    out.print(
+        f"{result.outcome}: {result.detail} ({result.seconds:.0f} s, {mode})",
+        markup=False,
+        soft_wrap=True,
+    )
+    return result.exit_code
 
 
 def seeded_weights(args: argparse.Namespace) -> SeededWeights | None:

@@ -159,6 +159,91 @@ def served_with(
     return tuple(args), speculative
 
 
+IMAGE_PROCESSOR = "AutoImageProcessor"
+
+
+def auto_map_modules(value: Any) -> list[str]:
+    """The module files an ``auto_map`` entry names: ``"module.Class"`` is ``module.py``; a
+    pair (a tokenizer's slow and fast class) names one each; ``"repo--module.Class"`` is code
+    on the Hub, never in the folder (its name keeps the ``--``)."""
+    names = value if isinstance(value, list) else [value]
+    return [f"{n.rsplit('.', 1)[0]}.py" for n in names if isinstance(n, str) and "." in n]
+
+
+def users_processor(
+    spec: ReplicaSpec,
+    folder: str,
+    target: dict[str, bytes],
+    config: dict[str, Any],
+    release: Collection[str] | None,
+) -> list[str]:
+    """A deployment's own preprocessor config, copied into ``target`` with the small files:
+    where its ``auto_map`` names code the folder has, that code is carried (vLLM loads it);
+    where it names code the folder lacks, or names none, on a release without the
+    architecture's processor, patcher's remote processor stands in for it (its keys set in
+    ``config``). Code named and neither present nor replaceable is refused. The notes say
+    which."""
+    file = spec.preprocessor["file"]
+    where = f"{folder}/{file}"
+    try:
+        content = json.loads(target[file])
+    except ValueError as error:
+        raise PatcherError(f"{where}: not JSON ({error})") from error
+    if not isinstance(content, dict):
+        raise PatcherError(f"{where}: not a JSON object")
+    auto_map = content.get("auto_map") or {}
+    if not isinstance(auto_map, dict):
+        raise PatcherError(f"{where}: auto_map is {json.dumps(auto_map)}, not an object")
+    missing = {
+        key: [m for m in auto_map_modules(value) if m not in target]
+        for key, value in auto_map.items()
+    }
+    missing = {key: modules for key, modules in missing.items() if modules}
+    remote = spec.remote_processor
+    # the image processor is replaceable where the recipe has remote code: a release without
+    # the architecture's processor gets patcher's; one with it loads its own in its place
+    unreplaceable = {k: v for k, v in missing.items() if not (k == IMAGE_PROCESSOR and remote)}
+    if unreplaceable:
+        lacks = "; ".join(f"{k} -> {', '.join(v)}" for k, v in unreplaceable.items())
+        raise PatcherError(
+            f"{where}: auto_map names code {folder} lacks ({lacks}), and patcher has none to "
+            "stand in for it: copy the checkpoint's .py files into the folder"
+        )
+    notes = []
+    lacking = {m for modules in missing.values() for m in modules}
+    named = {m for value in auto_map.values() for m in auto_map_modules(value)}
+    if carried := sorted(named - lacking):
+        notes.append(
+            f"carried the remote code {where} names by auto_map ({', '.join(carried)}, with "
+            f"{folder}'s other .py files): vLLM loads it"
+        )
+    if not remote or (IMAGE_PROCESSOR in auto_map and IMAGE_PROCESSOR not in missing):
+        return notes
+    said = (
+        f"names {auto_map[IMAGE_PROCESSOR]} by auto_map and lacks "
+        f"{', '.join(missing[IMAGE_PROCESSOR])}"
+        if IMAGE_PROCESSOR in missing
+        else f"names no {IMAGE_PROCESSOR} by auto_map"
+    )
+    if release is None or remote["unless_release_has"] in release:
+        if IMAGE_PROCESSOR in missing:
+            notes.append(
+                f"{where} {said}: the release's own {spec.architecture} processor "
+                f"({remote['unless_release_has']}) is loaded in its place"
+            )
+        return notes
+    code = remote["code"]
+    processor, _ = processor_files(spec, config, release)
+    stand_in = {**content, "auto_map": {**auto_map, **remote["auto_map"]}}
+    target.update({code: processor[code], file: dump(stand_in)})
+    notes.append(
+        f"{where} {said}, and this release has no {spec.architecture} processor of its own: "
+        f"patcher's remote code ({remote['auto_map'][IMAGE_PROCESSOR]}) stands in for the "
+        f"image processor, with {folder}'s settings"
+    )
+    return notes
+
+
 def generate(
     architecture: str | None,
     drafter_kind: str | None = None,
@@ -377,6 +462,8 @@ def shrink(
         notes.append(f"{model_dir.name} has no {spec.preprocessor['file']}: a generated one")
         if remote:
             notes.append(REMOTE_NOTE.format(spec.architecture))
+    elif spec.preprocessor:
+        notes += users_processor(spec, model_dir.name, target, config, release)
     target["config.json"] = dump(config)
     if drafter_dir is None:
         kind = choose_drafter(spec, drafter_kind)
