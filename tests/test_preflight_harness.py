@@ -57,12 +57,17 @@ def test_preflight_passes_on_a_deployments_folder_as_published(tmp_path, capsys,
     auto_map names kimi_k25_vision_processing.KimiK25VisionProcessor: with that code in the
     folder the replica carries it and vLLM loads it; without it, 0.16.0 (no Kimi processor of
     its own) gets patcher's. Both stopped the engine before ('barrier: OSError: ... does not
-    appear to have a file named kimi_k25_vision_processing.py' without the code). Eager."""
+    appear to have a file named kimi_k25_vision_processing.py' without the code). Eager. The
+    drafter's ids are kept in shape, and the doctor says the same of the replica's pair."""
     model = kimi_k25_published_dir(tmp_path / "Kimi-K2.5", remote_code=remote_code)
-    drafter = kimi_k25_published_drafter_dir(tmp_path / "eagle3")
+    drafter = kimi_k25_published_drafter_dir(tmp_path / "eagle3", [1, 29, 57])
     status, said = preflight_said((model, drafter), PATCHED, tmp_path / "work", capsys)
     verdict = said.out.splitlines()[-1]
     assert status == 0 and verdict.startswith(PASSED) and verdict.endswith(" s, eager)"), verdict
+    # SpecForge's default ids for 61 layers, served as SpecForge's default for 8: not dropped
+    assert "[1, 29, 57] of 61 layers -> [1, 3, 4] of 8" in said.err
+    assert "V1 runner feeds inputs of layers 1, 3, 4 of 8" in said.out
+    assert "findings as the deployment's: suspicion [output-convention]" in said.out
     target = tmp_path / "work" / "replica" / "target"
     if remote_code:  # the deployment's processor is the only one there: vLLM loaded it
         assert "note: carried the remote code" in said.err

@@ -185,10 +185,12 @@ def test_from_shrinks_a_users_configs_and_keeps_names_and_vocabulary(tmp_path):
         163840,
         32000,
     )
-    assert drafter["eagle_config"] == {}
+    assert drafter["eagle_config"] == {"eagle_aux_hidden_state_layer_ids": [2, 4, 5]}
     notes = " | ".join(replica.notes)
     assert "dropped quantization_config (compressed-tensors) from Kimi-K2.5/config.json" in notes
-    assert "dropped eagle_aux_hidden_state_layer_ids [2, 30, 58]" in notes
+    assert (
+        "eagle_aux_hidden_state_layer_ids in shape: [2, 30, 58] of 61 layers -> [2, 4, 5]" in notes
+    )
     assert "Kimi-K2.5 has no preprocessor_config.json" in notes
 
 

@@ -9,6 +9,7 @@ import json
 import math
 import shlex
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 
 from patcher import patchset as patchsets
@@ -34,7 +35,7 @@ from patcher.acceptance.run import (
     recipe_for,
     replica_to_train,
 )
-from patcher.cli.doctor import print_diagnosis
+from patcher.cli.doctor import feeding, print_diagnosis
 from patcher.cli.modes import only_with
 from patcher.cli.shared import INDEX_URL
 from patcher.cli.terminal import (
@@ -54,7 +55,7 @@ from patcher.cli.wheels import (
     settled_on_disk,
 )
 from patcher.codemods.base import Verdict
-from patcher.doctor import diagnose, read_inputs
+from patcher.doctor import Diagnosis, diagnose, read_inputs
 from patcher.errors import PatcherError
 from patcher.index import machine_platform
 from patcher.outputs.named import check_folder, prepare_folder, write_file
@@ -627,6 +628,7 @@ def command_preflight(args: argparse.Namespace) -> int:
     # bad input fails before any download or venv (minutes): the doctor reads the configs first
     check_folder(args.workdir, "--workdir")
     inputs = read_inputs(args.drafter, args.model)
+    shrink(args.model, args.drafter, None, frozenset())  # its refusals, for any release
     patchset = patchsets.load(args.patchset) if args.patchset else None
     with open_named_wheel(args) as named:
         if patchset is not None:
@@ -635,9 +637,14 @@ def command_preflight(args: argparse.Namespace) -> int:
         else:
             wheel, sha256 = downloaded(named)
     replica = shrink(args.model, args.drafter, None, release_files(wheel))
+    prepare_folder(args.workdir, "--workdir")
+    written = write_replica(replica, args.workdir / "replica")
     with WheelSource(wheel, sha256) as source:  # the doctor first: it reads, starts nothing
         diagnosis = diagnose(source, inputs)
-    print_diagnosis(diagnosis, lambda line: out.print(line, markup=False, soft_wrap=True))
+        # the same doctor on the pair preflight serves: the ids as the replica has them
+        shrunk = diagnose(source, read_inputs(written / "drafter", written / "target"))
+    print_diagnosis(diagnosis, say)
+    print_shrunk_diagnosis(diagnosis, shrunk, say)
     base = harnessed(wheel, sha256)
     if base.applied:
         progress(base.note)
@@ -651,19 +658,48 @@ def command_preflight(args: argparse.Namespace) -> int:
     venv = serving_venv(served)
     progress(f"venv {'built' if venv.created else 'found'} in {venv.seconds:.0f} s")
     progress(f"torch: {venv.torch.describe()}")
-    prepare_folder(args.workdir, "--workdir")
     barriers = patchset_barriers(patchset, replica.architecture)
     timeouts = dataclasses.replace(PREFLIGHT_TIMEOUTS, health=args.health_timeout)
     result = preflight(
-        replica, venv, args.workdir, progress, base.speculative, barriers, args.compiled, timeouts
+        replica,
+        written,
+        venv,
+        args.workdir,
+        progress,
+        base.speculative,
+        barriers,
+        args.compiled,
+        timeouts,
     )
     mode = "compiled" if result.compiled else "eager"
-    out.print(
-        f"{result.outcome}: {result.detail} ({result.seconds:.0f} s, {mode})",
-        markup=False,
-        soft_wrap=True,
-    )
+    say(f"{result.outcome}: {result.detail} ({result.seconds:.0f} s, {mode})")
     return result.exit_code
+
+
+def say(line: str) -> None:
+    out.print(line, markup=False, soft_wrap=True)
+
+
+def print_shrunk_diagnosis(
+    full: Diagnosis, shrunk: Diagnosis, print_line: Callable[[str], None]
+) -> None:
+    """What the doctor says of the replica preflight serves, beside what it said of the
+    deployment: what each runner feeds the shrunk target, and whether the findings agree."""
+    layers = shrunk.target.layers if shrunk.target else None
+    print_line(f"doctor, on the replica preflight serves ({shrunk.drafter.parent}):")
+    for feed in shrunk.feeds:
+        print_line(f"  {feed.runner} runner {feeding(feed, layers)}")
+
+    def kinds(diagnosis: Diagnosis) -> list[str]:
+        return sorted({f"{f.severity} [{f.kind}]" for f in diagnosis.findings})
+
+    if kinds(full) == kinds(shrunk):
+        print_line(f"  findings as the deployment's: {', '.join(kinds(full)) or 'none'}")
+    else:
+        print_line(
+            f"  findings differ: the deployment's {', '.join(kinds(full)) or 'none'}; the "
+            f"replica's {', '.join(kinds(shrunk)) or 'none'}"
+        )
 
 
 def seeded_weights(args: argparse.Namespace) -> SeededWeights | None:

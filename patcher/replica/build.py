@@ -14,6 +14,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from patcher import drafter_ids
 from patcher.errors import PatcherError
 from patcher.files import read_json
 from patcher.replica.spec import ReplicaSpec, for_architecture, known, resolve
@@ -423,6 +424,38 @@ def size_problems(config: dict[str, Any], where: str, vocabularies: dict[str, bo
     return problems
 
 
+def ids_in_shape(drafter: dict[str, Any], folder: Path, depth: Any, shrunk: int) -> list[str]:
+    """The drafter's aux layer ids (top level, and in ``eagle_config``) mapped from the user's
+    target of ``depth`` layers onto the replica's ``shrunk`` (``drafter_ids.shrunk_ids``: their
+    positions and numbering kept), so the engine reads what the real load will; said in the
+    notes. Ids past the depth are refused in one line."""
+    notes = []
+    for holder, field in ((drafter, AUX_LAYERS), (drafter.get("eagle_config"), AUX_LAYERS)):
+        if not isinstance(holder, dict) or field not in holder:
+            continue
+        where = f"{folder / 'config.json'}: {'' if holder is drafter else 'eagle_config.'}{field}"
+        ids = holder[field]
+        if not isinstance(ids, list):
+            raise PatcherError(f"{where} is {json.dumps(ids)}, not a list of layer ids")
+        if not whole_number(depth):
+            holder.pop(field)
+            notes.append(
+                f"dropped {where} {ids}: the target's config names no num_hidden_layers to "
+                f"map them from; vLLM picks the default for {shrunk} layers"
+            )
+            continue
+        try:
+            mapped, how = drafter_ids.shrunk_ids(ids, depth, shrunk)
+        except ValueError as error:
+            raise PatcherError(f"{where}: {error}") from error
+        holder[field] = mapped
+        notes.append(
+            f"kept the drafter's {field} in shape: {ids} of {depth} layers -> {mapped} of "
+            f"{shrunk} ({how}; numbered as given, the convention kept)"
+        )
+    return notes
+
+
 def refuse_sizes(problems: list[str]) -> None:
     if problems:
         raise PatcherError(f"cannot make a replica: {'; '.join(problems)}")
@@ -442,6 +475,7 @@ def shrink(
     drop_quantization(config, f"{model_dir.name}/config.json", notes)
     text = text_of(config, spec)
     where = f"{model_dir / 'config.json'}" + (f" {spec.text_config}" if spec.text_config else "")
+    depth = text.get("num_hidden_layers")
     shrink_onto(text, spec.shrink_text, text, only_present=False)
     refuse_sizes(size_problems(text, where, {"vocab_size": True}))
     if spec.vision_config and isinstance(config.get(spec.vision_config), dict):
@@ -481,13 +515,7 @@ def shrink(
         refuse_sizes(size_problems(drafter, f"{drafter_dir / 'config.json'}", vocabularies))
         if "target_hidden_size" in drafter:
             drafter["target_hidden_size"] = text["hidden_size"]
-        for holder in (drafter, drafter.get("eagle_config") or {}):
-            if AUX_LAYERS in holder:
-                notes.append(
-                    f"dropped {AUX_LAYERS} {holder.pop(AUX_LAYERS)} from the drafter: they "
-                    f"index the full model's layers; vLLM picks the default for "
-                    f"{text['num_hidden_layers']} layers"
-                )
+        notes += ids_in_shape(drafter, drafter_dir, depth, text["num_hidden_layers"])
     when_args, speculative = served_with(spec, release)
     return Replica(
         architecture=spec.architecture,

@@ -28,7 +28,6 @@ from typing import Any
 
 from patcher.errors import PatcherError, TimedOut
 from patcher.replica.build import Replica
-from patcher.replica.write import write_replica
 from patcher.serving.cpu import CPU_ENV, SERVED_NAME, CpuSetup
 from patcher.serving.load import complete
 from patcher.serving.metrics import read_counters
@@ -124,6 +123,7 @@ def read_log(log: Path) -> str:
 
 def preflight(
     replica: Replica,
+    out: Path,
     venv: ServingVenv,
     workdir: Path,
     progress: Callable[[str], None] = lambda message: None,
@@ -132,13 +132,13 @@ def preflight(
     compiled: bool = False,
     timeouts: Timeouts = TIMEOUTS,
 ) -> Preflight:
-    """``replica``, shrunk from the user's configs by the caller before it prepared ``venv``:
-    a missing or unreadable config is refused before minutes of venv building. ``harness``: the
+    """``replica``, shrunk from the user's configs by the caller before it prepared ``venv``
+    (a missing or unreadable config is refused before minutes of venv building), and written by
+    it to ``out`` (``write_replica``), where its doctor may read the pair first. ``harness``: the
     ``--speculative-config`` keys of the CPU serving harness its wheel is on, if any
     (``patcher.serving.harness``). ``barriers``: the patchset's barriers in vLLM's words (a
     part of the root-cause line each)."""
     started = time.monotonic()
-    out = write_replica(replica, workdir / "replica")
     for note in replica.notes:
         progress(f"note: {note}")
     setup = CpuSetup(
