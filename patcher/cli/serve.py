@@ -60,7 +60,7 @@ from patcher.errors import PatcherError
 from patcher.index import machine_platform
 from patcher.outputs.named import check_folder, prepare_folder, write_file
 from patcher.patchset import Patchset
-from patcher.replica.build import Replica, generate, shrink
+from patcher.replica.build import Replica, generate, mla_off, read_config, shrink
 from patcher.replica.weights import SeededWeights
 from patcher.replica.write import read_manifest, write_replica
 from patcher.result import PatchResult
@@ -277,6 +277,9 @@ def serve_bench_cpu(args: argparse.Namespace) -> int:
         model, drafter = args.model, args.drafter
         load_format = load_format_for(model, drafter)
         notes.append(WEIGHTS_NOTE if load_format == "auto" else RANDOM_WEIGHTS_NOTE)
+        # vLLM's own switch where the release has no CPU MLA, as a replica's recipe sets it
+        env, mla_note = mla_off(read_config(Path(model)), release_files(base.official), model)
+        notes += [mla_note] if mla_note else []
     else:
         load_format = "dummy"
         architecture = patchsets.load(args.patchset).model.architecture

