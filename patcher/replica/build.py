@@ -467,7 +467,8 @@ def ids_in_shape(drafter: dict[str, Any], folder: Path, depth: Any, shrunk: int)
     for holder, field in ((drafter, AUX_LAYERS), (drafter.get("eagle_config"), AUX_LAYERS)):
         if not isinstance(holder, dict) or field not in holder:
             continue
-        where = f"{folder / 'config.json'}: {'' if holder is drafter else 'eagle_config.'}{field}"
+        label = field if holder is drafter else f"eagle_config.{field}"
+        where = f"{folder / 'config.json'}: {label}"
         ids = holder[field]
         if not isinstance(ids, list):
             raise PatcherError(f"{where} is {json.dumps(ids)}, not a list of layer ids")
@@ -484,7 +485,7 @@ def ids_in_shape(drafter: dict[str, Any], folder: Path, depth: Any, shrunk: int)
             raise PatcherError(f"{where}: {error}") from error
         holder[field] = mapped
         notes.append(
-            f"kept the drafter's {field} in shape: {ids} of {depth} layers -> {mapped} of "
+            f"kept the drafter's {label} in shape: {ids} of {depth} layers -> {mapped} of "
             f"{shrunk} ({how}; numbered as given, the convention kept)"
         )
     return notes
