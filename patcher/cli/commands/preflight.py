@@ -1,4 +1,4 @@
-"""serve a deployment's shrunk configs on CPU: pass or barrier
+"""serve a deployment's shrunk configs with EAGLE-3 on CPU
 
 patcher preflight --model /models/kimi-k2.5 --drafter /models/eagle3 --vllm 0.32.0
 patcher preflight --model k2.5 --drafter eagle3 --vllm 0.16.0 --patchset kimi-k2.5-eagle3 --compiled
