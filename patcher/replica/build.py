@@ -258,9 +258,15 @@ def users_processor(
     )
     if release is None or remote["unless_release_has"] in release:
         if IMAGE_PROCESSOR in missing:
+            loads = (
+                "is loaded in its place"
+                if release is not None
+                else "is loaded in its place by a release that has it; one without it stops "
+                "on the missing code (preflight gives those patcher's processor)"
+            )
             notes.append(
                 f"{where} {said}: the release's own {spec.architecture} processor "
-                f"({remote['unless_release_has']}) is loaded in its place"
+                f"({remote['unless_release_has']}) {loads}"
             )
         return notes
     code = remote["code"]
