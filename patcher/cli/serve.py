@@ -84,8 +84,8 @@ from patcher.serving.cpu import (
 )
 from patcher.serving.harness import harnessed
 from patcher.serving.load import DEFAULT_PROMPTS, Load, percentile, read_prompts, tiny_png_url
+from patcher.serving.preflight import ENVIRONMENT, ERROR, EXIT_CODES, preflight
 from patcher.serving.preflight import TIMEOUTS as PREFLIGHT_TIMEOUTS
-from patcher.serving.preflight import preflight
 from patcher.serving.report import BenchReport
 from patcher.serving.setup import VLLM_SERVE, ServeSetup, Timeouts
 from patcher.serving.venv import TORCHVISION_NOTE, ServingVenv, check_platform, serving_venv
@@ -658,7 +658,11 @@ def command_preflight(args: argparse.Namespace) -> int:
     else:
         served = base.wheel()
     progress(f"preparing the serving venv for {served.name}")
-    venv = serving_venv(served)
+    try:
+        venv = serving_venv(served)
+    except PatcherError as error:  # not the input's fault: said as the environment's
+        say(f"{ERROR}: {ENVIRONMENT} failed, the serving venv: {error}")
+        return EXIT_CODES[ERROR]
     progress(f"venv {'built' if venv.created else 'found'} in {venv.seconds:.0f} s")
     progress(f"torch: {venv.torch.describe()}")
     barriers = patchset_barriers(patchset, replica.architecture)
