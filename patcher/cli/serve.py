@@ -640,6 +640,7 @@ def command_preflight(args: argparse.Namespace) -> int:
         else:
             wheel, sha256 = downloaded(named)
     replica = shrink(args.model, args.drafter, None, release_files(wheel))
+    base = harnessed(wheel, sha256)  # refuses a wheel it cannot go under, before any writing
     prepare_folder(args.workdir, "--workdir")
     written = write_replica(replica, args.workdir / "replica")
     with WheelSource(wheel, sha256) as source:  # the doctor first: it reads, starts nothing
@@ -648,7 +649,6 @@ def command_preflight(args: argparse.Namespace) -> int:
         shrunk = diagnose(source, read_inputs(written / "drafter", written / "target"))
     print_diagnosis(diagnosis, say)
     print_shrunk_diagnosis(diagnosis, shrunk, say)
-    base = harnessed(wheel, sha256)
     if base.applied:
         progress(base.note)
     if patchset is not None:
