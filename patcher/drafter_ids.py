@@ -662,3 +662,62 @@ def speculators_config(files: Files, config: Mapping[str, Any]) -> dict[str, Any
     names = [a.arg for a in updater.args.args]
     Interpreter(updater, dict(zip(names, (dict(config), built), strict=False))).run()
     return built
+
+
+LAYOUTS: tuple[tuple[str, Callable[[int], list[int]]], ...] = (
+    ("vLLM's default (2, n // 2, n - 3)", lambda n: [2, n // 2, n - 3]),
+    ("SpecForge's default [1, n//2-1, n-4]", lambda n: [1, n // 2 - 1, n - 4]),
+)
+"""Id layouts of a depth ``n`` that trainers and vLLM name: a drafter's ids that are one of them
+for the full depth are that layout for the shrunk one, so a doctor of the shrunk pair sees the
+same evidence (SpecForge's default is its suspicion of the output-of convention)."""
+
+
+def shrunk_ids(ids: Sequence[int], depth: int, shrunk: int) -> tuple[list[int], str]:
+    """A drafter's aux layer ids for a target of ``depth`` layers, mapped onto the same target
+    cut to ``shrunk`` layers, in the numbering they have (a convention is never converted here:
+    ``patcher doctor`` says which it is), and how.
+
+    A named layout (``LAYOUTS``) is kept as that layout. Otherwise each id keeps its position
+    relative to the nearer end: an id within ``shrunk // 2`` of the first layer keeps its
+    number, one within that of the last layer keeps its distance from ``depth`` (``depth``
+    itself, the last layer's output, stays the last layer's output), and one between them is
+    scaled with the depth; ids that then meet are moved apart, in order. Refused (one line)
+    where an id is past the depth, or more ids than the shrunk depth can hold apart."""
+    if any(not isinstance(i, int) or isinstance(i, bool) for i in ids):
+        raise ValueError(f"aux layer ids {list(ids)!r:.120} are not all whole numbers")
+    past = [i for i in ids if not 0 <= i <= depth]
+    if past:
+        raise ValueError(
+            f"aux layer ids {past} are past the model's depth: it has {depth} layers, "
+            f"so ids 0..{depth} (id {depth} is the last layer's output)"
+        )
+    for name, layout in LAYOUTS:
+        if list(ids) == layout(depth) and layout(shrunk) == sorted(set(layout(shrunk))):
+            return layout(shrunk), f"{name} for n = {depth}, as that layout for n = {shrunk}"
+    near = shrunk // 2
+    mapped = []
+    for i in ids:
+        if i < near and i <= depth - i:
+            mapped.append(i)
+        elif depth - i < near:
+            mapped.append(shrunk - (depth - i))
+        else:
+            mapped.append(min(shrunk, max(0, round(i * shrunk / depth))))
+    if list(ids) == sorted(set(ids)):  # distinct and increasing: kept so
+        top = shrunk if depth in ids else shrunk - 1
+        mapped[-1] = min(mapped[-1], top) if mapped else top
+        for k in range(1, len(mapped)):
+            mapped[k] = max(mapped[k], mapped[k - 1] + 1)
+        for k in range(len(mapped) - 2, -1, -1):
+            mapped[k] = min(mapped[k], mapped[k + 1] - 1)
+        if mapped and (mapped[0] < 0 or mapped[-1] > top):
+            raise ValueError(
+                f"aux layer ids {list(ids)}: {len(ids)} ids do not fit apart in a replica of "
+                f"{shrunk} layers"
+            )
+    how = (
+        f"each kept at its distance from the first or the last of {depth} layers within "
+        f"{near} of it, else scaled to {shrunk}"
+    )
+    return mapped, how

@@ -7,6 +7,11 @@ class PatcherError(Exception):
     exit_code = 2
 
 
+class TimedOut(PatcherError):
+    """A wait ran out: a server not healthy by its deadline, a request not answered in time.
+    Said as a timeout, never as what the server would have answered."""
+
+
 class DriftError(PatcherError):
     """The outcome disagrees with what the patchset declares."""
 

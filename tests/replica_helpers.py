@@ -6,6 +6,18 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from patcher.replica.published import (  # noqa: F401  (the tests' names for them)
+    KIMI_AUTO_MAP,
+    KIMI_PROCESSOR_CLASS,
+    KIMI_PROCESSOR_MODULE,
+    drafter_dir,
+    kimi_k25_published_config,
+    kimi_k25_published_dir,
+    kimi_k25_published_preprocessor,
+    kimi_k25_remote_code,
+    llama_drafter_config,
+)
+
 KIMI = "KimiK25ForConditionalGeneration"
 
 
@@ -103,3 +115,11 @@ def kimi_k25_llama_drafter_dir(folder: Path, draft_vocab_size: int = 163840) -> 
     }
     (folder / "config.json").write_text(json.dumps(drafter))
     return folder
+
+
+def kimi_k25_published_drafter_dir(
+    folder: Path, aux_layers: list[int] | None = None, **extra: object
+) -> Path:
+    """A Llama-style EAGLE-3 drafter for Kimi-K2.5 as such drafters are published, with the
+    target layers it reads at the top level (``aux_layers``) and ``extra`` keys."""
+    return drafter_dir(folder, {**llama_drafter_config(aux_layers), **extra})

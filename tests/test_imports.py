@@ -49,6 +49,7 @@ LAYERS: dict[str, int] = {
     "patcher.sources": 2,
     "patcher.outputs": 2,
     "patcher.replica.write": 2,
+    "patcher.replica.published": 2,
     "patcher.drafter_files": 2,
     "patcher.replica.weights": 2,
     # 3: the engine runs a patchset over a source; the matrix over every release

@@ -185,10 +185,12 @@ def test_from_shrinks_a_users_configs_and_keeps_names_and_vocabulary(tmp_path):
         163840,
         32000,
     )
-    assert drafter["eagle_config"] == {}
+    assert drafter["eagle_config"] == {"eagle_aux_hidden_state_layer_ids": [2, 4, 5]}
     notes = " | ".join(replica.notes)
     assert "dropped quantization_config (compressed-tensors) from Kimi-K2.5/config.json" in notes
-    assert "dropped eagle_aux_hidden_state_layer_ids [2, 30, 58]" in notes
+    assert (
+        "eagle_aux_hidden_state_layer_ids in shape: [2, 30, 58] of 61 layers -> [2, 4, 5]" in notes
+    )
     assert "Kimi-K2.5 has no preprocessor_config.json" in notes
 
 
@@ -315,9 +317,13 @@ def test_a_release_without_kimis_processor_gets_one_by_auto_map_and_the_llama_dr
     code = replica.target["kimi_k25_media_processor.py"].decode()
     compile(code, "kimi_k25_media_processor.py", "exec")
     assert "class ReplicaMediaProcessor(BaseImageProcessor):" in code
-    assert replica.notes == (
-        "KimiK25ForConditionalGeneration's image processor: patcher's remote code, by auto_map",
+    assert replica.notes[0] == (
+        "KimiK25ForConditionalGeneration's image processor: patcher's remote code, by auto_map"
     )
+    # 0.16.0 has no CPU MLA: vLLM's own switch, and what serving without MLA stands in for
+    assert replica.env == {"VLLM_MLA_DISABLE": "1"} and len(replica.notes) == 2
+    assert replica.notes[1].startswith("VLLM_MLA_DISABLE=1, vLLM's own switch")
+    assert "stands in for MLA's latent KV cache (one 576-wide entry a token" in replica.notes[1]
     assert replica.images and replica.manifest()["images"] is True
     limits = json.loads(replica.serve_args[replica.serve_args.index("--limit-mm-per-prompt") + 1])
     assert limits["vision_chunk"] == 1

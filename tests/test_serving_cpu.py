@@ -180,3 +180,24 @@ def test_preflight_passes_a_kimi_k25_deployments_own_configs(wheel, tmp_path, ca
     verdict = printed.splitlines()[-1]
     assert status == 0, verdict
     assert verdict.startswith("pass: KimiK25ForConditionalGeneration with a mla EAGLE-3 drafter")
+
+
+def test_preflight_passes_a_folder_as_published_with_the_mla_drafter(wheel, tmp_path, capsys):
+    """config.json and preprocessor_config.json shaped like the published Kimi-K2.5's, its
+    auto_map naming remote code the folder lacks: 0.32.0 loads its own Kimi processor in its
+    place (said); the MLA drafter's nested ids are served as vLLM's default layout for 8 layers.
+    Eager: issue 31 saw the compiled engine here cancelled by the 600 s health timeout."""
+    from patcher.replica.published import drafter_dir, kimi_k25_published_dir, mla_drafter_config
+
+    model = kimi_k25_published_dir(tmp_path / "Kimi-K2.5")
+    drafter = drafter_dir(tmp_path / "eagle3", mla_drafter_config([2, 30, 58]))
+    argv = ["preflight", f"--model={model}", f"--drafter={drafter}", f"--wheel={wheel}"]
+    status = main([*argv, f"--workdir={tmp_path / 'work'}"])
+    said = capsys.readouterr()
+    verdict = said.out.splitlines()[-1]
+    assert status == 0, verdict
+    assert verdict.startswith("pass: KimiK25ForConditionalGeneration with a mla EAGLE-3 drafter")
+    assert verdict.endswith(" s, eager)")
+    assert "kimi_k25_vision_fused.py) is loaded in its place" in said.err
+    assert "eagle_config.eagle_aux_hidden_state_layer_ids in shape: [2, 30, 58] of 61" in said.err
+    assert "V1 runner feeds inputs of layers 2, 4, 5 of 8" in said.out

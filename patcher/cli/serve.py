@@ -9,6 +9,7 @@ import json
 import math
 import shlex
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 
 from patcher import patchset as patchsets
@@ -34,7 +35,7 @@ from patcher.acceptance.run import (
     recipe_for,
     replica_to_train,
 )
-from patcher.cli.doctor import print_diagnosis
+from patcher.cli.doctor import feeding, print_diagnosis
 from patcher.cli.modes import only_with
 from patcher.cli.shared import INDEX_URL
 from patcher.cli.terminal import (
@@ -54,12 +55,12 @@ from patcher.cli.wheels import (
     settled_on_disk,
 )
 from patcher.codemods.base import Verdict
-from patcher.doctor import diagnose, read_inputs
+from patcher.doctor import Diagnosis, diagnose, read_inputs
 from patcher.errors import PatcherError
 from patcher.index import machine_platform
 from patcher.outputs.named import check_folder, prepare_folder, write_file
 from patcher.patchset import Patchset
-from patcher.replica.build import Replica, generate, shrink
+from patcher.replica.build import Replica, generate, mla_off, read_config, shrink
 from patcher.replica.weights import SeededWeights
 from patcher.replica.write import read_manifest, write_replica
 from patcher.result import PatchResult
@@ -83,7 +84,8 @@ from patcher.serving.cpu import (
 )
 from patcher.serving.harness import harnessed
 from patcher.serving.load import DEFAULT_PROMPTS, Load, percentile, read_prompts, tiny_png_url
-from patcher.serving.preflight import preflight
+from patcher.serving.preflight import ENVIRONMENT, ERROR, EXIT_CODES, preflight
+from patcher.serving.preflight import TIMEOUTS as PREFLIGHT_TIMEOUTS
 from patcher.serving.report import BenchReport
 from patcher.serving.setup import VLLM_SERVE, ServeSetup, Timeouts
 from patcher.serving.venv import TORCHVISION_NOTE, ServingVenv, check_platform, serving_venv
@@ -275,6 +277,9 @@ def serve_bench_cpu(args: argparse.Namespace) -> int:
         model, drafter = args.model, args.drafter
         load_format = load_format_for(model, drafter)
         notes.append(WEIGHTS_NOTE if load_format == "auto" else RANDOM_WEIGHTS_NOTE)
+        # vLLM's own switch where the release has no CPU MLA, as a replica's recipe sets it
+        env, mla_note = mla_off(read_config(Path(model)), release_files(base.official), model)
+        notes += [mla_note] if mla_note else []
     else:
         load_format = "dummy"
         architecture = patchsets.load(args.patchset).model.architecture
@@ -604,39 +609,104 @@ def print_cpu_report(report: CpuReport, console: Console) -> None:
     console.print(table, markup=False)
 
 
+def patchset_barriers(chosen: Patchset | None, target_architecture: str | None) -> list[str]:
+    """The refusals preflight calls barriers, each in vLLM's words: those of ``chosen`` and of
+    every patchset for the deployment's architecture (the official wheel's barrier 1 is theirs)."""
+    candidates = [chosen] if chosen is not None else []
+    candidates += [
+        p
+        for p in (patchsets.load(name) for name in patchsets.available())
+        if target_architecture is not None and p.model.architecture == target_architecture
+    ]
+    phrases: list[str] = []
+    for patchset in candidates:
+        if patchset.serve is not None:
+            for phrase in (patchset.serve.official_refuses, *patchset.serve.prefixes_refuse):
+                if phrase not in phrases:
+                    phrases.append(phrase)
+    return phrases
+
+
 def command_preflight(args: argparse.Namespace) -> int:
     # bad input fails before any download or venv (minutes): the doctor reads the configs first
     check_folder(args.workdir, "--workdir")
     inputs = read_inputs(args.drafter, args.model)
+    shrink(args.model, args.drafter, None, frozenset())  # its refusals, for any release
+    patchset = patchsets.load(args.patchset) if args.patchset else None
     with open_named_wheel(args) as named:
-        if args.patchset:
-            patchset = patchsets.load(args.patchset)
+        if patchset is not None:
             refuse_noop(patchset, first := first_run(named, patchset))
             wheel, sha256, patching = settled_on_disk(named, patchset, first)
         else:
             wheel, sha256 = downloaded(named)
     replica = shrink(args.model, args.drafter, None, release_files(wheel))
+    base = harnessed(wheel, sha256)  # refuses a wheel it cannot go under, before any writing
+    prepare_folder(args.workdir, "--workdir")
+    written = write_replica(replica, args.workdir / "replica")
     with WheelSource(wheel, sha256) as source:  # the doctor first: it reads, starts nothing
         diagnosis = diagnose(source, inputs)
-    print_diagnosis(diagnosis, lambda line: out.print(line, markup=False, soft_wrap=True))
-    base = harnessed(wheel, sha256)
+        # the same doctor on the pair preflight serves: the ids as the replica has them
+        shrunk = diagnose(source, read_inputs(written / "drafter", written / "target"))
+    print_diagnosis(diagnosis, say)
+    print_shrunk_diagnosis(diagnosis, shrunk, say)
     if base.applied:
         progress(base.note)
-    if args.patchset:
+    if patchset is not None:
         served, on_top = base.patched(patchset, patching)
         fail_on_errors(on_top)
         progress(f"preflight of {served.name}: {wheel.name} patched with {patchset.name}")
     else:
         served = base.wheel()
     progress(f"preparing the serving venv for {served.name}")
-    venv = serving_venv(served)
+    try:
+        venv = serving_venv(served)
+    except PatcherError as error:  # not the input's fault: said as the environment's
+        say(f"{ERROR}: {ENVIRONMENT} failed, the serving venv: {error}")
+        return EXIT_CODES[ERROR]
     progress(f"venv {'built' if venv.created else 'found'} in {venv.seconds:.0f} s")
     progress(f"torch: {venv.torch.describe()}")
-    prepare_folder(args.workdir, "--workdir")
-    result = preflight(replica, venv, args.workdir, progress, base.speculative)
-    verdict = "pass" if result.passed else "barrier"
-    out.print(f"{verdict}: {result.detail} ({result.seconds:.0f} s)", markup=False, soft_wrap=True)
-    return 0 if result.passed else 1
+    barriers = patchset_barriers(patchset, replica.architecture)
+    timeouts = dataclasses.replace(PREFLIGHT_TIMEOUTS, health=args.health_timeout)
+    result = preflight(
+        replica,
+        written,
+        venv,
+        args.workdir,
+        progress,
+        base.speculative,
+        barriers,
+        args.compiled,
+        timeouts,
+    )
+    mode = "compiled" if result.compiled else "eager"
+    say(f"{result.outcome}: {result.detail} ({result.seconds:.0f} s, {mode})")
+    return result.exit_code
+
+
+def say(line: str) -> None:
+    out.print(line, markup=False, soft_wrap=True)
+
+
+def print_shrunk_diagnosis(
+    full: Diagnosis, shrunk: Diagnosis, print_line: Callable[[str], None]
+) -> None:
+    """What the doctor says of the replica preflight serves, beside what it said of the
+    deployment: what each runner feeds the shrunk target, and whether the findings agree."""
+    layers = shrunk.target.layers if shrunk.target else None
+    print_line(f"doctor, on the replica preflight serves ({shrunk.drafter.parent}):")
+    for feed in shrunk.feeds:
+        print_line(f"  {feed.runner} runner {feeding(feed, layers)}")
+
+    def kinds(diagnosis: Diagnosis) -> list[str]:
+        return sorted({f"{f.severity} [{f.kind}]" for f in diagnosis.findings})
+
+    if kinds(full) == kinds(shrunk):
+        print_line(f"  findings as the deployment's: {', '.join(kinds(full)) or 'none'}")
+    else:
+        print_line(
+            f"  findings differ: the deployment's {', '.join(kinds(full)) or 'none'}; the "
+            f"replica's {', '.join(kinds(shrunk)) or 'none'}"
+        )
 
 
 def seeded_weights(args: argparse.Namespace) -> SeededWeights | None:

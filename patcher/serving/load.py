@@ -16,7 +16,7 @@ from typing import Any
 
 import requests
 
-from patcher.errors import PatcherError
+from patcher.errors import PatcherError, TimedOut
 from patcher.serving.process import Server
 from patcher.serving.setup import ServeSetup, Timeouts
 
@@ -187,6 +187,8 @@ def complete(
         body["prompt"] = prompt
     try:
         answer = requests.post(f"{base_url}{path}", json=body, timeout=timeout)
+    except requests.Timeout as error:
+        raise TimedOut(f"POST {path}: no answer in {timeout:g} s") from error
     except requests.RequestException as error:
         raise PatcherError(f"POST {path}: {type(error).__name__}: {error}") from error
     if answer.status_code != 200:

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import requests
 
-from patcher.errors import PatcherError
+from patcher.errors import PatcherError, TimedOut
 from patcher.progress import step
 from patcher.serving.setup import LOOPBACK, Timeouts
 
@@ -136,7 +136,7 @@ def wait_healthy(
             )
         remaining = deadline - time.monotonic()
         if remaining <= 0:
-            raise PatcherError(
+            raise TimedOut(
                 f"the server was not healthy after {timeouts.health:g} s: "
                 f"{log_tail(log_path)} (log: {log_path})"
             )

@@ -1,15 +1,27 @@
-"""serve a deployment's shrunk configs on CPU: pass or barrier
+"""serve a deployment's shrunk configs with EAGLE-3 on CPU
 
 patcher preflight --model /models/kimi-k2.5 --drafter /models/eagle3 --vllm 0.32.0
+patcher preflight --model k2.5 --drafter eagle3 --vllm 0.16.0 --patchset kimi-k2.5-eagle3 --compiled
 """
+
+EXIT_STATUS = """\
+exit status:
+  0    pass: the engine decoded with the drafter's drafts
+  1    barrier: vLLM refused with a barrier the patchset names, in its words
+  2    bad input, or refused before the engine started
+  3    error: something else failed (the replica, the image processor or the environment)
+  4    timeout: the engine did not answer in time (--health-timeout)
+  130  interrupted"""
 
 
 def arguments(parser) -> None:
     from patcher.cli.modes import names
-    from patcher.cli.serve import add_cpu_index_options, command_preflight
+    from patcher.cli.serve import add_cpu_index_options, add_seconds_option, command_preflight
     from patcher.cli.shared import DRAFTER, VLLM
     from patcher.cli.terminal import add_folder_option, path_argument
+    from patcher.serving.preflight import TIMEOUTS
 
+    parser.epilog = f"{parser.epilog or ''}\n{EXIT_STATUS}"
     parser.add_argument(
         "--model", type=path_argument, required=True, metavar="DIR", help="its config.json"
     )
@@ -28,6 +40,15 @@ def arguments(parser) -> None:
             "(default: the official wheel itself)",
         ),
         several=False,
+    )
+    parser.add_argument(
+        "--compiled",
+        action="store_true",
+        help="serve compiled, as vLLM does by default, for barriers that show only then "
+        "(default: eager, --enforce-eager: a check, not a benchmark)",
+    )
+    add_seconds_option(
+        parser, "--health-timeout", TIMEOUTS.health, "how long the engine may take to start"
     )
     add_folder_option(parser, "--workdir", "reports/preflight", "the replica and the server's log")
     parser.set_defaults(run=command_preflight)
