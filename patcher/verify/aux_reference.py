@@ -189,9 +189,13 @@ def vllm_states(
             result = original(*args, **kwargs)
             if not captured:
                 captured.append(result)
-                if stages > 1:
-                    last, sent = run_stages(model, backbone, original, args, kwargs, stages)
-                    staged.update(result=last, sent=sent)
+                if stages > 1:  # a failure here is the relay's, not an engine's refusal
+                    try:
+                        last, sent = run_stages(model, backbone, original, args, kwargs, stages)
+                    except Exception as error:
+                        staged["error"] = f"{type(error).__name__}: {barrier_line(error)}"
+                    else:
+                        staged.update(result=last, sent=sent)
             return result
 
         backbone.forward = recording
@@ -201,7 +205,7 @@ def vllm_states(
     llm.generate(TokensPrompt(prompt_token_ids=ids), SamplingParams(max_tokens=1, temperature=0))
     if not captured:
         raise RuntimeError("the backbone's forward never ran for the prompt")
-    if stages > 1:
+    if "result" in staged:
         staged["states"] = aux_states(staged["result"], len(ids))
     return aux_ids, aux_states(captured[0], len(ids)), staged
 
@@ -262,6 +266,8 @@ def judge_stages(verdict: dict, stages: int, one: list[Any], staged: dict[str, A
         + ("equal to one stage's (max abs diff 0.0)" if equal else f"not one stage's {len(one)}")
         + f", the stages before sent {relayed}"
     )
+    if "error" in staged:
+        said = f"{stages} stages failed: {staged['error']}"
     result = dict(verdict)
     result["pp"] = {"stages": stages, "equal": equal, "max_abs_diff": diffs, "sent": sent}
     if not equal:
