@@ -169,6 +169,13 @@ def test_a_runner_without_the_pp_check_is_unsupported():
     assert "does not relay aux hidden states across pipeline stages" in outcome.detail
 
 
+def test_a_pp_check_moved_to_another_module_is_failed_at_its_line():
+    moved = "vllm/v1/worker/gpu/pp_checks.py"
+    before = {**files(runner="import torch\n"), moved: RUNNER_CODE}
+    outcome = run(before)
+    assert outcome.detail.startswith(f"{moved}:1: def verify_supports_aux_hidden_states_over_pp")
+
+
 def test_a_release_without_the_runner_module_is_unsupported():
     before = files()
     del before[RUNNER]
