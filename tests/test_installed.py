@@ -39,7 +39,7 @@ def test_the_console_script_finds_the_default_patchset(tmp_path):
     )
     assert result.returncode == 2
     assert (
-        "built-in ones: eagle3-aux-ids-v2, ernie4.5-moe-eagle3, gemma3-eagle3, "
+        "built-in ones: deepseek-pp-eagle3, eagle3-aux-ids-v2, ernie4.5-moe-eagle3, gemma3-eagle3, "
         "gemma3-mm-eagle3, glm4-moe-eagle3, glm4-moe-lite-eagle3, glm4v-moe-eagle3, kimi-k2-eagle3"
         in result.stderr
     )

@@ -64,6 +64,15 @@ def test_verify_aux_ids_v2_covers_the_first_and_newest_affected_release(index):
     )
 
 
+def test_verify_pp_covers_the_first_and_newest_affected_release_and_0_33_0(index):
+    affected = needs_patch(index, "deepseek-pp-eagle3")
+    assert affected[0] == "0.30.0"
+    assert (
+        dict.fromkeys([affected[0], "0.33.0", affected[-1]], "deepseek-pp-eagle3")
+        == noxfile().VERIFY_PP
+    )
+
+
 def test_verify_models_covers_every_backbone_patchset_on_a_needs_patch_release(index):
     declared = by_patchset("verify-models")
     assert sorted(declared) == sorted(backbone_patchsets())

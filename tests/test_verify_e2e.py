@@ -97,3 +97,19 @@ def test_0_33_0_v2_runner_reads_nested_ids_only_once_patched(tmp_path):
     assert "before: barrier: get_eagle3_aux_layers_from_config returned None" in check["detail"]
     assert "returned (1, 29, 57) for eagle_config's ids" in check["detail"]
     assert report.ok
+
+
+@pytest.mark.parametrize("version", ["0.33.0", "0.34.0"])
+def test_eagle3_across_pipeline_stages_is_refused_officially_and_relayed_patched(tmp_path, version):
+    wheel = official(version)
+    name = "deepseek-pp-eagle3"
+    report = verify_wheels(wheel, patched(wheel, tmp_path, name), version, ["pp-aux-relay"])
+    check = by_name(report)["pp-aux-relay"]
+    assert (check["before"], check["after"]) == ("fail", "pass"), check
+    assert (
+        "before: barrier: DeepseekV3ForCausalLM does not support eagle3 with pipeline parallelism"
+        in check["detail"]
+    )
+    assert "relayed ['aux_hidden_states_0'] into the slots" in check["detail"]
+    assert "returned the 3 aux states for ids (1, 2, 4)" in check["detail"]
+    assert report.ok

@@ -708,6 +708,8 @@ def command_verify(args: argparse.Namespace) -> int:
         from patcher.cli import serve  # the serving stack, for this mode only
 
         return serve.verify_aux_states(args)
+    if args.pipeline_parallel_size != 1:
+        raise PatcherError("--pipeline-parallel-size goes with --aux-states-reference")
     if args.installed:
         return verify_installed(args)
     check_outputs({"--json": args.json, "--format json": json_document(args.format)})

@@ -774,6 +774,14 @@ def verify_aux_states(args: argparse.Namespace) -> int:
     if architecture is None:
         raise PatcherError(f"patchset {patchset.name} names no model architecture to replicate")
     replica = replica_to_train(architecture, None, release_files(wheel))  # transformers' class
+    stages = args.pipeline_parallel_size
+    text = json.loads(replica.target["config.json"])
+    layers = int((text.get("text_config") or text)["num_hidden_layers"])
+    if stages > layers:
+        raise PatcherError(
+            f"--pipeline-parallel-size {stages} is larger than the {layers} decoder layers of "
+            f"the {text['architectures'][0]} replica: a stage would hold no layer"
+        )
     base = harnessed(wheel, sha256)  # releases whose CPU runner cannot speculate get the harness
     built, result = base.patched(patchset, result)
     fail_on_errors(result)
@@ -783,7 +791,7 @@ def verify_aux_states(args: argparse.Namespace) -> int:
     workdir = args.workdir / f"{patchset.name}-{result.version}"
     progress(f"running the engine of each wheel on a seeded replica (logs: {workdir})")
     report = verify_reference(
-        official, patched, replica, str(result.version), workdir, dict(base.speculative)
+        official, patched, replica, str(result.version), workdir, dict(base.speculative), stages
     )
     (check,) = report.checks
     after = check.after

@@ -84,3 +84,20 @@ class BackboneOptions(WrapperOptions):
     causal_lm: str = field(metadata={"parse": python_name})
     backbone: str = field(metadata={"parse": python_name})
     attribute: str = field(default="model", metadata={"parse": python_name})
+
+
+RUNNER_EAGLE3_UTILS = "vllm/v1/worker/gpu/spec_decode/eagle/eagle3_utils.py"
+
+
+@dataclass(frozen=True, kw_only=True)
+class RelayOptions:
+    """A backbone that should hand its aux hidden states on across pipeline stages: its module,
+    causal-LM class, backbone class and the causal-LM class's attribute holding it; where the
+    release keeps ``EagleModelMixin`` and the V2 runner's PP check."""
+
+    module: str = field(metadata={"parse": module_path})
+    causal_lm: str = field(metadata={"parse": python_name})
+    backbone: str = field(metadata={"parse": python_name})
+    attribute: str = field(default="model", metadata={"parse": python_name})
+    interfaces_module: str = field(default=INTERFACES_MODULE, metadata={"parse": module_path})
+    runner_module: str = field(default=RUNNER_EAGLE3_UTILS, metadata={"parse": module_path})

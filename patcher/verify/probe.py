@@ -70,6 +70,12 @@ ENTRY_MODULES: dict[str, tuple[str, ...]] = {
     ),
     "eagle3-model-type": ("vllm.config", f"{_MODELS}.registry", f"{_MODELS}.llama_eagle3"),
     "v2-nested-aux-ids": ("vllm.v1.worker.gpu.spec_decode.eagle.eagle3_utils",),
+    "pp-aux-relay": (
+        "vllm.v1.worker.gpu.spec_decode.eagle.eagle3_utils",
+        f"{_MODELS}.deepseek_v2",
+        f"{_MODELS}.kimi_k25",
+        f"{_MODELS}.registry",
+    ),
 }
 """The vLLM modules each check loads (directly or through the model registry).
 
@@ -758,6 +764,121 @@ def check_v2_nested_aux_ids(workdir: Path) -> str:
     )
 
 
+PP_LAYERS, PP_SPLIT, PP_AUX_IDS = 4, 2, (1, 2, 4)
+"""The two-stage run of ``pp-aux-relay``: stage 0 owns layers [0, 2), stage 1 [2, 4); id 2 is
+the state at the boundary, id 4 the last layer's output."""
+
+
+def _pp_rank(first: bool, last: bool) -> Any:
+    """Pipeline-parallel state of one of two stages, without a process group."""
+    return SimpleNamespace(
+        is_first_rank=first, is_last_rank=last, world_size=2, rank_in_group=0 if first else 1
+    )
+
+
+def _pp_stage(deepseek_v2: Any, stage: Any, start: int, end: int) -> tuple[Any, Any]:
+    """(causal LM, backbone) of one stage: ``DeepseekV3ForCausalLM`` bare around a stand-in
+    ``DeepseekV2Model`` owning layers [start, end), with aux layers requested as the runner
+    requests them while ``get_pp_group`` says ``stage``."""
+    from vllm.distributed import parallel_state
+    from vllm.model_executor.models.utils import make_empty_intermediate_tensors_factory
+
+    for owner in (deepseek_v2, parallel_state):
+        replace(owner, "get_pp_group", lambda: stage)
+    replace(parallel_state, "model_parallel_is_initialized", lambda: stage.world_size > 1)
+    backbone, _, _ = _stand_in_backbone(deepseek_v2.DeepseekV2Model, PP_LAYERS)
+    backbone.start_layer, backbone.end_layer = start, end
+    backbone.config = SimpleNamespace(hidden_size=backbone.hidden_size)
+    model = _bare(deepseek_v2.DeepseekV3ForCausalLM)
+    model.model = backbone
+    model.make_empty_intermediate_tensors = make_empty_intermediate_tensors_factory(
+        ["hidden_states", "residual"], backbone.hidden_size
+    )
+    model.set_aux_hidden_state_layers(PP_AUX_IDS)
+    return model, backbone
+
+
+def check_pp_aux_relay(workdir: Path) -> str:
+    """vLLM's own ``verify_supports_aux_hidden_states_over_pp`` on DeepSeek-V3 and Kimi-K2.5,
+    then the release's ``DeepseekV2Model.forward`` run as two pipeline stages in one process:
+    stage 0's ``IntermediateTensors`` must fill the slots vLLM's
+    ``reserve_aux_intermediate_tensor_slots`` reserves on stage 1, and stage 1's aux states
+    must equal those of the same backbone on one stage."""
+    import torch
+
+    eagle3_utils = _release_module(ENTRY_MODULES["pp-aux-relay"][0], "its V2 EAGLE-3 utils")
+    verify = getattr(eagle3_utils, "verify_supports_aux_hidden_states_over_pp", None)
+    if verify is None:
+        raise Skip(
+            f"vLLM {_vllm_version()}'s V2 runner has no verify_supports_aux_hidden_states_over_pp"
+            " (it refuses EAGLE-3 with pipeline parallelism for every model, or has no such runner)"
+        )
+    from vllm.model_executor.models import deepseek_v2, kimi_k25
+
+    kimi_cls = kimi_k25.KimiK25ForConditionalGeneration
+    deepseek = _bare(deepseek_v2.DeepseekV3ForCausalLM)
+    deepseek.model = _backbone(PP_LAYERS)
+    kimi = _bare(kimi_cls)
+    kimi.language_model, _ = _language_model(kimi_cls, PP_LAYERS)
+    for model in (deepseek, kimi):
+        try:
+            verify(model, "eagle3")
+        except ValueError as exc:
+            raise Barrier(str(exc)) from exc
+
+    # One stage: the reference.
+    reference, _ = _pp_stage(deepseek_v2, _single_rank(), 0, PP_LAYERS)
+    expected = _forward_on_one_rank(deepseek_v2, deepseek_v2.DeepseekV2Model, reference.model)
+    if isinstance(expected, torch.Tensor) or len(expected[1]) != len(PP_AUX_IDS):
+        raise ProbeError(f"one stage did not return {len(PP_AUX_IDS)} aux states")
+    # Two stages, the first's IntermediateTensors handed to the second.
+    embeds = torch.arange(3 * 8, dtype=torch.float32).reshape(3, 8)
+    _, first = _pp_stage(deepseek_v2, _pp_rank(True, False), 0, PP_SPLIT)
+    sent = deepseek_v2.DeepseekV2Model.forward(
+        first,
+        input_ids=None,
+        positions=torch.arange(3),
+        intermediate_tensors=None,
+        inputs_embeds=embeds,
+    )
+    last_model, last = _pp_stage(deepseek_v2, _pp_rank(False, True), PP_SPLIT, PP_LAYERS)
+    eagle3_utils.reserve_aux_intermediate_tensor_slots(last_model)
+    reserved = last_model.make_empty_intermediate_tensors(3, torch.float32, torch.device("cpu"))
+    if set(sent.tensors) != set(reserved.tensors):
+        raise Barrier(
+            f"stage 0 sent {sorted(sent.tensors)}, stage 1 reserved {sorted(reserved.tensors)}"
+        )
+    got = deepseek_v2.DeepseekV2Model.forward(
+        last,
+        input_ids=None,
+        positions=torch.arange(3),
+        intermediate_tensors=sent,
+        inputs_embeds=None,
+    )
+    if isinstance(got, torch.Tensor):
+        raise Barrier("the last stage returned no aux states")
+    if len(got[1]) != len(expected[1]) or not all(
+        torch.equal(a, b) for a, b in zip(got[1], expected[1], strict=False)
+    ):
+        raise Barrier(
+            f"the last stage returned {len(got[1])} aux states, not the {len(expected[1])} of "
+            f"one stage for ids {PP_AUX_IDS}"
+        )
+    if not torch.equal(got[0], expected[0]):
+        raise Barrier("the last stage's hidden states differ from one stage's")
+    relayed = sorted(k for k in sent.tensors if k not in ("hidden_states", "residual"))
+    return (
+        f"verify_supports_aux_hidden_states_over_pp accepts DeepseekV3ForCausalLM and "
+        f"{kimi_cls.__name__} for eagle3; DeepseekV2Model.forward as 2 stages (layers "
+        f"[0, {PP_SPLIT}) and [{PP_SPLIT}, {PP_LAYERS})) relayed {relayed} into the slots "
+        f"reserve_aux_intermediate_tensor_slots reserved, and the last stage returned the "
+        f"{len(got[1])} aux states for ids {PP_AUX_IDS} (id {PP_SPLIT} at the boundary) equal "
+        f"to one stage's (replaced: decoder layers and the final norm by CPU stand-ins, "
+        f"get_pp_group and model_parallel_is_initialized by stage stand-ins, models built with "
+        f"object.__new__)"
+    )
+
+
 RUNNERS: dict[str, Callable[..., str]] = {
     "speculative-config": check_speculative_config,
     "eagle3-interface": check_eagle3_interface,
@@ -767,6 +888,7 @@ RUNNERS: dict[str, Callable[..., str]] = {
     "eagle3-backbone": check_eagle3_backbone,
     "eagle3-model-type": check_eagle3_model_type,
     "v2-nested-aux-ids": check_v2_nested_aux_ids,
+    "pp-aux-relay": check_pp_aux_relay,
 }
 
 

