@@ -19,7 +19,8 @@ from mkdocs.structure.pages import Page
 
 from patcher.bench_report import with_bench_reports
 from patcher.cli.reference import markdown
-from patcher.matrix import README_BEGIN, README_END
+from patcher import generated
+from patcher.matrix import README_BLOCK
 
 MODELS_TABLE = "<!-- models-table: from the README -->"
 
@@ -35,7 +36,7 @@ def on_page_markdown(text: str, page: Page, config: MkDocsConfig, files: Files) 
     if MODELS_TABLE not in text:
         return text
     readme = (root / "README.md").read_text()
-    start, end = readme.find(README_BEGIN), readme.find(README_END)
-    if start < 0 or end < start:
-        raise ValueError(f"README.md lacks the {README_BEGIN} ... {README_END} markers")
-    return text.replace(MODELS_TABLE, readme[start + len(README_BEGIN) : end].strip())
+    found = [b.body for b in generated.blocks(readme) if b.name == README_BLOCK]
+    if len(found) != 1:
+        raise ValueError(f"README.md has {len(found)} {README_BLOCK} blocks, not one")
+    return text.replace(MODELS_TABLE, found[0].strip())
