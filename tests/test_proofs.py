@@ -100,3 +100,30 @@ def test_a_name_no_builtin_has_is_unproven_not_an_error():
     pass: a matrix of a custom patchset failed with "no patchset")."""
     assert passed(ProofKind.VERIFY, "adversarial-whitelist", "0.16.0", "vllm") is None
     assert acceptance_length("adversarial-whitelist", "0.16.0", "vllm") is None
+
+
+def test_the_digest_moves_with_the_patches_not_with_where_patchers_sessions_prove_them(tmp_path):
+    """A session declared in ``[sessions]`` (or doctor's ``pipeline_parallel`` wording) left the
+    ledger's proofs of the same patches orphaned: every key was digested. Now only those two
+    keys are left out; a patch's option, an expectation or the model types still move it."""
+    from patcher import patchset as patchsets
+
+    builtin = patchsets.load("kimi-k2.5-eagle3")
+    text = patchsets.builtin_dir().joinpath("kimi-k2.5-eagle3.toml").read_text()
+    assert "\n[sessions]\n" in text
+
+    def digest_of(changed: str) -> str:
+        path = tmp_path / "kimi-k2.5-eagle3.toml"
+        path.write_text(changed)
+        return patchsets.load(str(path)).digest
+
+    sessions = text.replace('barrier-chain = ["0.16.0"]', 'barrier-chain = ["0.16.0", "0.17.1"]')
+    assert sessions != text
+    assert digest_of(sessions) == builtin.digest
+    assert digest_of(text.replace('name = "', 'pipeline_parallel = true\nname = "', 1)) == (
+        builtin.digest
+    )
+    assert digest_of(text.replace('"kimi_k2"', '"kimi_k2", "other"', 1)) != builtin.digest
+    assert digest_of(text.replace('verdict = "upstream"', 'verdict = "needs-patch"', 1)) != (
+        builtin.digest
+    )
