@@ -384,3 +384,37 @@ def _grouped(order: Sequence[Version], chosen: Set[Version]) -> str:
 def splice(text: str, table: str) -> str:
     """``text`` with the table between the README's markers written anew, signed."""
     return generated.splice(text, README_BLOCK, README_WRITER, table)
+
+
+MODELS_LIST = "<!-- models-list: from the patchsets and the README's table -->"
+"""Where docs/index.md takes the list of patchsets, written at build time (docs/hooks)."""
+
+
+def needs_patch_cells(readme: str) -> dict[str, str]:
+    """Each patchset's ``needs-patch`` cell in the README's generated table: the releases the
+    last ``nox -s matrix`` found needing it, as ranges."""
+    found = [b.body for b in generated.blocks(readme) if b.name == README_BLOCK]
+    if len(found) != 1:
+        raise PatcherError(f"the README has {len(found)} {README_BLOCK} blocks, not one")
+    lines = [line for line in found[0].splitlines() if line.startswith("|")]
+    header = [cell.strip() for cell in lines[0].strip("|").split("|")]
+    column = header.index(Verdict.NEEDS_PATCH.value)
+    cells = {}
+    for line in lines[2:]:
+        row = [cell.strip() for cell in line.strip("|").split("|")]
+        cells[row[0].strip("`")] = row[column]
+    return cells
+
+
+def models_list(patchsets: Sequence[Patchset], readme: str) -> str:
+    """One line per patchset: its description, from its file, and the releases it patches, from
+    the README's table; a patchset the table lacks is an error, not a blank."""
+    cells = needs_patch_cells(readme)
+    missing = [p.name for p in patchsets if p.name not in cells]
+    if missing:
+        raise PatcherError(f"the README's table has no row for {', '.join(missing)}")
+    lines = [
+        f"- `{p.name}`: {p.description}; needs a patch on {cells[p.name] or 'no release'}"
+        for p in patchsets
+    ]
+    return "\n".join(lines) + "\n"

@@ -181,3 +181,30 @@ def test_a_hand_edit_of_a_generated_table_is_found() -> None:
         assert generated.problems(edited, "README.md"), edited[:200]
         mended = generated.splice(edited, "models-matrix", "nox -s matrix", block.body)
         assert generated.problems(mended, "README.md") == []
+
+
+def test_the_home_pages_model_list_is_written_from_the_patchsets_and_the_readmes_table() -> None:
+    """docs/index.md names no model or release by hand: the hook writes one line per patchset,
+    its releases as the README's table has them; a patchset missing from the table is an error
+    (the table is stale), and a new patchset shows without an edit of the page."""
+    import pytest
+
+    from patcher import patchset as patchsets
+    from patcher.errors import PatcherError
+    from patcher.matrix import MODELS_LIST, models_list, needs_patch_cells
+
+    assert MODELS_LIST in (DOCS / "index.md").read_text()
+    readme = README.read_text()
+    chosen = [patchsets.load(name) for name in patchsets.available()]
+    listed = models_list(chosen, readme).splitlines()
+    cells = needs_patch_cells(readme)
+    assert len(listed) == len(chosen)
+    for line, patchset in zip(listed, chosen, strict=True):
+        assert line.startswith(f"- `{patchset.name}`: {patchset.description};")
+        assert line.endswith(cells[patchset.name] or "no release")
+    assert cells["kimi-k2.5-eagle3"] == "0.15.0 to 0.17.1"
+    (block,) = [b for b in generated.blocks(readme) if b.name == "models-matrix"]
+    row = next(r for r in block.body.splitlines() if r.startswith("| `kimi-k2.5-eagle3` |"))
+    stale = readme.replace(row + "\n", "")
+    with pytest.raises(PatcherError, match=r"no row for kimi-k2\.5-eagle3"):
+        models_list(chosen, stale)
