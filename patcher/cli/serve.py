@@ -11,6 +11,7 @@ import shlex
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from patcher import patchset as patchsets
 from patcher import proofs
@@ -405,6 +406,8 @@ class TrainedServing:
     recipe: Recipe
     venv: ServingVenv
     notes: tuple[str, ...]
+    speculative: tuple[tuple[str, Any], ...]
+    """The CPU harness's ``--speculative-config`` keys where the wheel is on it (``Harnessed``)."""
 
 
 def trained_serving(args: argparse.Namespace, proof: str) -> TrainedServing:
@@ -435,12 +438,13 @@ def trained_serving(args: argparse.Namespace, proof: str) -> TrainedServing:
         f"torch: {venv.torch.describe()}",
         WEIGHTS_NOTE,
         *replica.notes,
+        *([base.note] if base.applied else []),
     )
-    return TrainedServing(patchset, result, built, replica, recipe, venv, notes)
+    return TrainedServing(patchset, result, built, replica, recipe, venv, notes, base.speculative)
 
 
 def proof_serving(
-    args: argparse.Namespace, notes: tuple[str, ...], tensor_parallel_size: int = 1
+    args: argparse.Namespace, prepared: TrainedServing, tensor_parallel_size: int = 1
 ) -> ProofServing:
     """The servers' flags and bounds of ``--acceptance`` and ``--doctor-proof``, resolved once."""
     return ProofServing(
@@ -448,9 +452,10 @@ def proof_serving(
         enforce_eager=args.enforce_eager,
         tensor_parallel_size=tensor_parallel_size,
         extra_args=args.vllm_args,
+        speculative=prepared.speculative,
         timeouts=dataclasses.replace(CPU_TIMEOUTS, health=args.health_timeout),
         progress=progress,
-        notes=notes,
+        notes=prepared.notes,
     )
 
 
@@ -459,7 +464,7 @@ def serve_bench_acceptance(args: argparse.Namespace) -> int:
     and its blind control; exit 1 unless it accepts as the bar says."""
     prepared = trained_serving(args, "--acceptance")
     patchset, result = prepared.patchset, prepared.result
-    serving = proof_serving(args, prepared.notes, tensor_parallel_size=args.tp or 1)
+    serving = proof_serving(args, prepared, tensor_parallel_size=args.tp or 1)
     report = prove_acceptance(prepared.replica, prepared.recipe, prepared.venv, serving)
     print_cpu_report(report.served, out)
     print_acceptance(report, out)
@@ -485,7 +490,7 @@ def serve_bench_doctor_proof(args: argparse.Namespace) -> int:
     doctor suspects the ids, off by one accepts less, and fixed exactly as much as trained."""
     prepared = trained_serving(args, "--doctor-proof")
     with WheelSource(prepared.wheel) as source:  # the doctor reads the served wheel's code
-        serving = proof_serving(args, prepared.notes)
+        serving = proof_serving(args, prepared)
         report = prove_doctor(prepared.replica, prepared.recipe, prepared.venv, source, serving)
     print_cpu_report(report.served, out)
     print_doctor_proof(report, out)
