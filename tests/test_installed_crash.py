@@ -372,3 +372,42 @@ def test_an_interrupt_between_renames_rolls_the_commit_back(tmp_path, monkeypatc
     monkeypatch.setattr(module.os, "replace", real)
     assert {p: p.read_bytes() for p in files} == files
     assert sorted(p.name for p in tmp_path.rglob("*")) == sorted(p.name for p in files)
+
+
+@pytest.mark.parametrize("journal", [False, True], ids=["plain", "journaled"])
+@pytest.mark.parametrize("at", [1, 2, 3, 4])
+def test_an_interrupt_landing_just_after_a_rename_rolls_that_rename_back_too(
+    tmp_path, monkeypatch, journal, at
+):
+    """SIGTERM as the hostile pass sent it (strace, on entering rename): the rename completes
+    and the handler's KeyboardInterrupt lands before the commit records it. The commit took the
+    target for untouched and deleted its kept-aside original: a patched file that status and
+    revert called unpatched. Every file must be as before, nothing else left, journal included."""
+    from patcher.outputs import transaction as module
+
+    folder = tmp_path / "site"
+    folder.mkdir()
+    files = {folder / f"f{i}.py": f"old {i}\n".encode() for i in range(4)}
+    for path, data in files.items():
+        path.write_bytes(data)
+    if journal:
+        commit = module.Transaction(journal=tmp_path / "journal.json", root=folder)
+    else:
+        commit = module.Transaction()
+    for path in files:
+        commit.write(path, b"new\n", 0o644)
+    real = os.replace
+    calls = []
+
+    def replace(source, target):
+        real(source, target)
+        calls.append(target)
+        if len(calls) == at:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(module.os, "replace", replace)
+    with pytest.raises(KeyboardInterrupt):
+        commit.commit()
+    monkeypatch.setattr(module.os, "replace", real)
+    assert {p: p.read_bytes() for p in files} == files
+    assert sorted(p.name for p in tmp_path.rglob("*")) == sorted(["site", *(p.name for p in files)])

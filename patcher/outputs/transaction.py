@@ -326,12 +326,15 @@ class Transaction:
         made: list[Path] = []  # folders created for new files, outermost first
         undo: list[tuple[Path, Path | None]] = []  # (target, kept-aside copy or None if new)
         current = Path()
-        pending: tuple[Path, Path | None] | None = None  # begun, not yet done
-        journaled = False
+        # begun, not yet recorded in undo: (target, its aside copy, the staged file renamed
+        # onto it, or None for a removal); a signal may land after the rename, before the record
+        pending: tuple[Path, Path | None, Path | None] | None = None
+        journaled = earlier = False
         step = 0
         try:
             if self.journal is not None:
                 current = self.journal
+                earlier = self.journal.exists()  # another run's, never this one's to remove
                 self.write_journal()
                 journaled = True
                 checkpoint(step := 1)
@@ -345,24 +348,31 @@ class Transaction:
                 current = write.target
                 checkpoint(step := step + 1)
                 aside = keep_aside(write.target) if write.target.exists() else None
-                pending = (write.target, aside)
+                pending = (write.target, aside, tmp)
                 os.replace(tmp, write.target)
-                undo.append(pending)
+                undo.append((write.target, aside))
                 pending = None
             for target in self.removals:
                 current = target
                 checkpoint(step := step + 1)
-                pending = (target, keep_aside(target))
+                pending = (target, keep_aside(target), None)
                 target.unlink()
-                undo.append(pending)
+                undo.append(pending[:2])
                 pending = None
             checkpoint(step := step + 1)
         except BaseException as error:
             with signals_held():
                 if self.journal is not None and not journaled:  # killed as it was written
                     self.journal.with_name(f".{self.journal.name}{STAGED}").unlink(missing_ok=True)
-                if pending is not None and pending[1] is not None:
-                    pending[1].unlink(missing_ok=True)  # its target was never touched
+                    if not earlier:  # written, perhaps, and not yet marked: no target moved
+                        self.journal.unlink(missing_ok=True)
+                if pending is not None:
+                    target, aside, tmp = pending
+                    moved = not tmp.exists() if tmp is not None else not target.exists()
+                    if moved:  # the rename or unlink happened; the record of it did not
+                        undo.append((target, aside))
+                    elif aside is not None:
+                        aside.unlink(missing_ok=True)  # its target was never touched
                 stuck = roll_back(undo, [tmp for tmp, _ in staged], made)
                 if journaled and not stuck and self.journal is not None:
                     self.journal.unlink(missing_ok=True)
