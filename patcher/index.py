@@ -38,6 +38,9 @@ TIMEOUT_ENV = "PATCHER_HTTP_TIMEOUT"
 DEFAULT_TIMEOUT = 30.0
 MAX_TIMEOUT = 86400.0  # a day; sockets refuse a timeout past time_t (about 9.2e9 s)
 PIECE = 64 * 1024
+MAX_BODY = 256 * 1024 * 1024
+"""Bytes of a body read into memory (index pages, range reads): the largest simple API page
+known is a few MiB, a release's Python files 11 MiB; a page without end is refused at this."""
 SHA256_HEX = re.compile(r"[0-9a-fA-F]{64}")
 
 
@@ -192,6 +195,20 @@ def iter_body(response: requests.Response, deadline: Deadline) -> Iterator[bytes
         yield piece
 
 
+def read_bounded(response: requests.Response, deadline: Deadline, shown: str) -> bytes:
+    """The whole body, refused in one line past ``MAX_BODY`` bytes: never read without end."""
+    pieces, size = [], 0
+    for piece in iter_body(response, deadline):
+        size += len(piece)
+        if size > MAX_BODY:
+            raise PatcherError(
+                f"{shown}: the answer passed {MAX_BODY // (1024 * 1024)} MiB and was cut off; "
+                "no index page or range read patcher asks for is that large"
+            )
+        pieces.append(piece)
+    return b"".join(pieces)
+
+
 NOT_FETCHABLE = (
     requests.exceptions.InvalidSchema,
     requests.exceptions.MissingSchema,
@@ -281,7 +298,7 @@ class HttpClient:
                 if stream or method == "HEAD":
                     return response
                 with response:
-                    body = b"".join(iter_body(response, deadline))
+                    body = read_bounded(response, deadline, shown)
                 response._content = body
                 promised = expect_length
                 if promised is None and "Content-Length" in response.headers:

@@ -470,3 +470,29 @@ def test_a_url_no_retry_can_fix_fails_at_the_first_try(url: str, cache: Path) ->
     with pytest.raises(PatcherError, match="not a URL patcher can fetch; it reads indexes over"):
         index.releases()
     assert counting.tries == 1
+
+
+def test_an_answer_without_end_is_cut_off_at_the_bound_not_read_into_memory(
+    server: HTTPServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The hostile pass served a JSON page with no length and no end: patcher read 11 GB in
+    12 s until the kernel killed it. A body read into memory stops at MAX_BODY, in one line
+    (bound lowered here; the body is served in chunks with no Content-Length)."""
+    from werkzeug import Response
+
+    monkeypatch.setattr(patcher.index, "MAX_BODY", 256 * 1024)
+    served = []
+
+    def endless() -> Iterator[bytes]:
+        for _ in range(1024):  # 64 MiB at most: far past the bound, finite for the test
+            served.append(1)
+            yield b"x" * 65536
+
+    server.expect_request("/endless/simple/vllm/").respond_with_handler(
+        lambda request: Response(endless(), content_type="application/vnd.pypi.simple.v1+json")
+    )
+    url = server.url_for("/endless/simple/vllm/")
+    with pytest.raises(PatcherError, match="was cut off") as caught:
+        patcher.index.HttpClient().get(url)
+    assert "\n" not in str(caught.value)
+    assert len(served) < 64, "the server was read far past the bound"

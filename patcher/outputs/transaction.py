@@ -367,8 +367,8 @@ class Transaction:
                     if not earlier:  # written, perhaps, and not yet marked: no target moved
                         self.journal.unlink(missing_ok=True)
                 if pending is not None:
-                    target, aside, tmp = pending
-                    moved = not tmp.exists() if tmp is not None else not target.exists()
+                    target, aside, renamed = pending
+                    moved = not renamed.exists() if renamed is not None else not target.exists()
                     if moved:  # the rename or unlink happened; the record of it did not
                         undo.append((target, aside))
                     elif aside is not None:
