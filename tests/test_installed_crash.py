@@ -119,6 +119,10 @@ def sweep(python: Path, command: str, official, patched, wheel, capsys) -> int:
         errors = said.err.strip().splitlines()
         assert len(errors) == 1 and "Traceback" not in said.err, said.err
         assert "patcher revert --installed makes it official again" in errors[0]
+        json_status = ["status", "--installed", "--python", str(python), "--format", "json"]
+        assert main(json_status) == 2
+        document = json.loads(capsys.readouterr().out)  # one document, though it exits 2
+        assert document["patched"]["interrupted"].startswith(f"interrupted: {command} of ")
         copy = cloned(python, f"copy-{command}-{step}")
         assert main(["apply", "--installed", "--python", str(copy)]) == 0, step
         assert_patched(purelib(copy), patched)

@@ -449,6 +449,9 @@ def command_status(args: argparse.Namespace) -> int:
     if stopped := site_packages.interrupted(installation):
         table.add_row("patched", stopped)
         out.print(table, markup=False)
+        data["patched"] = {"interrupted": stopped}
+        if args.format == "json":  # the state a script asks about most: data too, then exit 2
+            print_data(data)
         raise PatcherError(
             f"{stopped}; patcher revert --installed makes it official again, "
             "patcher apply --installed patched"
