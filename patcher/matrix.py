@@ -390,13 +390,18 @@ MODELS_LIST = "<!-- models-list: from the patchsets and the README's table -->"
 """Where docs/index.md takes the list of patchsets, written at build time (docs/hooks)."""
 
 
-def needs_patch_cells(readme: str) -> dict[str, str]:
-    """Each patchset's ``needs-patch`` cell in the README's generated table: the releases the
-    last ``nox -s matrix`` found needing it, as ranges."""
+def readme_table(readme: str) -> str:
+    """The models table between the README's markers, as ``nox -s matrix`` wrote it."""
     found = [b.body for b in generated.blocks(readme) if b.name == README_BLOCK]
     if len(found) != 1:
         raise PatcherError(f"the README has {len(found)} {README_BLOCK} blocks, not one")
-    lines = [line for line in found[0].splitlines() if line.startswith("|")]
+    return found[0]
+
+
+def needs_patch_cells(readme: str) -> dict[str, str]:
+    """Each patchset's ``needs-patch`` cell in the README's generated table: the releases the
+    last ``nox -s matrix`` found needing it, as ranges."""
+    lines = [line for line in readme_table(readme).splitlines() if line.startswith("|")]
     header = [cell.strip() for cell in lines[0].strip("|").split("|")]
     column = header.index(Verdict.NEEDS_PATCH.value)
     cells = {}

@@ -3,7 +3,7 @@
 - ``cli.md``, the command-line reference, rendered from the installed patcher's parser;
 - the models x releases table on the patchsets page, taken from between the README's markers,
   where ``nox -s matrix`` writes it;
-- the list of patchsets on the home page: each one's description and model from its file, the
+- the list of patchsets on the home page: each one's description from its file, the
   releases it patches from that table;
 - the bench figures on the measurements page, rendered from the committed ``nox -s bench``
   reports in ``docs/bench/``.
@@ -19,11 +19,10 @@ from mkdocs.config.defaults import MkDocsConfig
 from mkdocs.structure.files import File, Files
 from mkdocs.structure.pages import Page
 
-from patcher import generated
 from patcher import patchset as patchsets
 from patcher.bench_report import with_bench_reports
 from patcher.cli.reference import markdown
-from patcher.matrix import MODELS_LIST, README_BLOCK, models_list
+from patcher.matrix import MODELS_LIST, models_list, readme_table
 
 MODELS_TABLE = "<!-- models-table: from the README -->"
 
@@ -36,15 +35,11 @@ def on_files(files: Files, config: MkDocsConfig) -> Files:
 def on_page_markdown(text: str, page: Page, config: MkDocsConfig, files: Files) -> str:
     root = Path(config.config_file_path).parent
     text = with_bench_reports(text, root)
-    if MODELS_TABLE not in text and MODELS_LIST not in text:
-        return text
-    readme = (root / "README.md").read_text()
     if MODELS_LIST in text:
         chosen = [patchsets.load(name) for name in patchsets.available()]
+        readme = (root / "README.md").read_text()
         text = text.replace(MODELS_LIST, models_list(chosen, readme))
-    if MODELS_TABLE not in text:
-        return text
-    found = [b.body for b in generated.blocks(readme) if b.name == README_BLOCK]
-    if len(found) != 1:
-        raise ValueError(f"README.md has {len(found)} {README_BLOCK} blocks, not one")
-    return text.replace(MODELS_TABLE, found[0].strip())
+    if MODELS_TABLE in text:
+        readme = (root / "README.md").read_text()
+        text = text.replace(MODELS_TABLE, readme_table(readme).strip())
+    return text
