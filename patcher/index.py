@@ -13,6 +13,7 @@ import math
 import os
 import platform
 import re
+import threading
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -175,6 +176,21 @@ class Deadline:
         return self.left() <= 0
 
 
+STOPPING = threading.Event()
+"""Set while the process unwinds from an interrupt: no request starts, none reads further."""
+
+
+class Stopping(BaseException):
+    """A request given up because patcher is stopping (``STOPPING``); never retried, and not
+    an ``Exception``, so no fault handler takes it for the index's fault."""
+
+
+def stop_point() -> None:
+    """Raise Stopping if patcher is stopping: called before each request and between pieces."""
+    if STOPPING.is_set():
+        raise Stopping
+
+
 class BodyTooSlow(Exception):
     """The body did not arrive before its deadline: the server trickles or stalls."""
 
@@ -187,6 +203,7 @@ def iter_body(response: requests.Response, deadline: Deadline) -> Iterator[bytes
     """
     raw = response.raw
     while True:
+        stop_point()
         if deadline.passed():
             raise BodyTooSlow(f"body not received within {deadline.seconds:g} s")
         piece = raw.read1(PIECE, decode_content=True)
@@ -270,7 +287,8 @@ class HttpClient:
                 pause = BACKOFF_SECONDS * 2 ** (attempt - 1)
                 if pause >= deadline.left():
                     break
-                time.sleep(pause)
+                STOPPING.wait(pause)  # a backoff that ends early when patcher stops
+            stop_point()
             if deadline.passed():
                 break
             tries += 1

@@ -25,7 +25,7 @@ from patcher import distributions, generated, results_cache
 from patcher.codemods.base import Outcome, Tree, Verdict
 from patcher.engine import needed_paths, run_patchset
 from patcher.errors import PatcherError
-from patcher.index import HttpClient, IndexEntry, PackageIndex, Release
+from patcher.index import STOPPING, HttpClient, IndexEntry, PackageIndex, Release
 from patcher.patchset import Patchset
 from patcher.proofs import Ledger, ProofKind, acceptance_length, passed
 from patcher.sources.index_wheel import IndexWheelSource
@@ -162,11 +162,18 @@ def stopped_at_once(cores: Executor, network: ThreadPoolExecutor) -> Iterator[No
     try:
         yield
     except BaseException:
-        network.shutdown(wait=False, cancel_futures=True)
+        # Taken before the shutdown, which forgets them (``_processes`` becomes None).
+        processes = list((getattr(cores, "_processes", None) or {}).values())
         cores.shutdown(wait=False, cancel_futures=True)
-        processes = getattr(cores, "_processes", None) or {}  # None for a thread pool
-        for process in list(processes.values()):
+        for process in processes:
             process.terminate()
+        # A fetching thread cannot be killed, and the interpreter waits for it on exit: told
+        # to stop, each gives up at its next request or piece of a body.
+        STOPPING.set()
+        try:
+            network.shutdown(wait=True, cancel_futures=True)
+        finally:
+            STOPPING.clear()
         raise
 
 
