@@ -37,6 +37,9 @@ def install_patcher(session: nox.Session) -> None:
 COVERAGE = ["--cov", "--cov-report=term:skip-covered"]
 """Coverage of the installed patcher (pyproject's [tool.coverage.run]), printed, no threshold."""
 
+DURATIONS = ["--durations=20"]
+"""The 20 slowest tests with their times, printed at the end: where the suite's time goes."""
+
 XDIST = ["-n", "auto", "--dist", "loadgroup"]
 """Every core (pytest-xdist); the tests that share a server, a venv or a module's fixture run on
 one worker (their ``xdist_group``, derived in tests/conftest.py). ``-- -n 0`` runs in one."""
@@ -55,7 +58,7 @@ def tests(session: nox.Session) -> None:
     session.install("--group", "test")  # pyproject's [dependency-groups]: pip 25.1 or newer
     env = {"PATCHER_EXPECT_INSTALLED": "1"}
     chosen = [] if "-m" in session.posargs else ["-m", "not heavy"]
-    session.run("pytest", *COVERAGE, *XDIST, *chosen, *session.posargs, env=env)
+    session.run("pytest", *COVERAGE, *DURATIONS, *XDIST, *chosen, *session.posargs, env=env)
 
 
 @nox.session(default=False)
