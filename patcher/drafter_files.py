@@ -33,7 +33,55 @@ def read_config(folder: Path, what: str) -> dict[str, Any]:
         raise PatcherError(f"{what} {folder} has no {CONFIG}") from error
     if not isinstance(data, dict):
         raise PatcherError(f"{path}: a JSON {type(data).__name__}, not an object")
+    problems = config_problems(data)
+    if problems:
+        raise PatcherError(f"{path}: {'; '.join(problems)}")
     return data
+
+
+SIZES = (
+    "num_hidden_layers",
+    "hidden_size",
+    "vocab_size",
+    "target_hidden_size",
+    "draft_vocab_size",
+)
+"""Keys read as sizes: a positive integer each where present (``"4096"``, 4096.0, NaN, null or
+-1 is refused, never read as absent)."""
+
+SUB_CONFIGS = ("text_config", "transformer_layer_config", "eagle_config")
+"""Keys holding a config of their own: an object (or null, as transformers writes an unset one)."""
+
+
+def config_problems(config: dict[str, Any], prefix: str = "") -> list[str]:
+    """Every value of a key patcher reads that has the wrong type, nested configs included, so
+    one error names them all."""
+    problems = []
+    for key in SIZES:
+        if key in config and not positive_integer(config[key]):
+            problems.append(f"{prefix}{key} is {shown(config[key])}, not a positive integer")
+    names = config.get("architectures")
+    if names is not None and not (
+        isinstance(names, list) and all(isinstance(n, str) and n for n in names)
+    ):
+        problems.append(f"{prefix}architectures is {shown(names)}, not a list of class names")
+    for key in SUB_CONFIGS:
+        inner = config.get(key)
+        if isinstance(inner, dict):
+            problems += config_problems(inner, f"{prefix}{key}.")
+        elif inner is not None:
+            problems.append(f"{prefix}{key} is {shown(inner)}, not an object")
+    return problems
+
+
+def positive_integer(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
+
+
+def shown(value: object) -> str:
+    """A JSON value as the file spells it, cut short: ``"4096"``, ``null``, ``NaN``."""
+    text = json.dumps(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 @dataclass(frozen=True, kw_only=True)

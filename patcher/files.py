@@ -99,7 +99,11 @@ def too_big(path: Path | str, what: str, limit: int) -> str:
 def read_json(path: Path | str, what: str = "JSON file", limit: int = MAX_INPUT_BYTES) -> Any:
     """``path`` parsed as JSON, read as ``read_regular`` reads; a one-line error if it is not."""
     data = read_regular(path, what, limit)
+    try:  # UTF-8 only, as transformers and vLLM open configs: bytes would be read as UTF-16 too
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise PatcherError(f"{path}: not UTF-8 text (byte {error.start})") from error
     try:
-        return json.loads(data)
+        return json.loads(text)
     except (ValueError, RecursionError) as error:
         raise PatcherError(f"{path}: not valid JSON ({error})") from error

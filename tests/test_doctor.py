@@ -494,3 +494,77 @@ def test_a_reader_of_another_shape_is_said_unreadable_not_guessed(tmp_path, llam
     with DirectorySource(tree, "0.99.0") as source, pytest.raises(PatcherError) as raised:
         doctor.diagnose(source, inputs)
     assert str(raised.value).endswith("vllm/v1/worker/gpu_model_runner.py:1: not valid Python")
+
+
+HOSTILE_VALUES = ['"4096"', "4096.0", "NaN", "Infinity", "null", "-1", "0", "true", "[4096]", "{}"]
+"""A size as a config can spell it wrongly; each was read as absent, and doctor exited 0."""
+
+
+def typed_keys(config: dict, prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    """Every (nested) key of ``config`` patcher reads as a size."""
+    from patcher.drafter_files import SIZES
+
+    found = [(*prefix, k) for k in config if k in SIZES]
+    for key, value in config.items():
+        if isinstance(value, dict):
+            found += typed_keys(value, (*prefix, key))
+    return found
+
+
+def spelled(config: dict, path: tuple[str, ...], raw: str) -> str:
+    """``config`` as JSON text with the value at ``path`` replaced by the raw JSON ``raw``."""
+    marker = "@@hostile@@"
+    copy = json.loads(json.dumps(config))
+    inner = copy
+    for key in path[:-1]:
+        inner = inner[key]
+    inner[path[-1]] = marker
+    return json.dumps(copy).replace(f'"{marker}"', raw)
+
+
+@pytest.mark.parametrize("which", ["drafter", "model"])
+def test_every_size_spelled_wrongly_is_refused_in_one_line_naming_it(tmp_path, capsys, which):
+    """issue 28: a size that is a string, a float, NaN, null, negative or zero was read as
+    absent and doctor exited 0. Every size key of both configs, every such spelling."""
+    drafter = write_folder(tmp_path / "drafter", MLA_DRAFTER)
+    model = write_folder(tmp_path / "model", KIMI)
+    folder, config = (drafter, MLA_DRAFTER) if which == "drafter" else (model, KIMI)
+    argv = ["doctor", f"--drafter={drafter}", f"--model={model}", "--vllm=0.33.0"]
+    keys = typed_keys(config)
+    assert len(keys) >= 3
+    for path in keys:
+        for raw in HOSTILE_VALUES:
+            (folder / "config.json").write_text(spelled(config, path, raw))
+            line = refused(argv, capsys)
+            assert ".".join(path) in line and "not a positive integer" in line, (path, raw, line)
+
+
+def test_every_wrong_value_is_named_at_once(tmp_path, capsys, kimi):
+    drafter = write_folder(
+        tmp_path / "drafter",
+        {**MLA_DRAFTER, "hidden_size": "7168", "draft_vocab_size": -1, "architectures": None},
+    )
+    (drafter / "config.json").write_text(
+        spelled(json.loads((drafter / "config.json").read_text()), ("text_config",), "[1]")
+    )
+    line = refused(["doctor", f"--drafter={drafter}", f"--model={kimi}", "--vllm=0.33.0"], capsys)
+    assert 'hidden_size is "7168"' in line and "draft_vocab_size is -1" in line, line
+    assert "text_config is [1], not an object" in line, line
+
+
+@pytest.mark.parametrize("names", ['"Eagle3"', '[""]', "[1]", '{"a": 1}'])
+def test_architectures_not_a_list_of_names_is_refused(tmp_path, capsys, kimi, names):
+    drafter = write_folder(tmp_path / "drafter", MLA_DRAFTER)
+    (drafter / "config.json").write_text(spelled(MLA_DRAFTER, ("architectures",), names))
+    line = refused(["doctor", f"--drafter={drafter}", f"--model={kimi}", "--vllm=0.33.0"], capsys)
+    assert "architectures is" in line and "not a list of class names" in line, line
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-32", "utf-8-sig"])
+def test_a_config_not_in_utf8_is_refused_as_transformers_would(tmp_path, capsys, kimi, encoding):
+    """transformers opens config.json as UTF-8: a UTF-16 file (which json.loads of bytes would
+    read) fails there, after the load; doctor says so first."""
+    drafter = write_folder(tmp_path / "drafter", MLA_DRAFTER)
+    (drafter / "config.json").write_text(json.dumps(MLA_DRAFTER), encoding=encoding)
+    line = refused(["doctor", f"--drafter={drafter}", f"--model={kimi}", "--vllm=0.33.0"], capsys)
+    assert "config.json: not" in line, line
