@@ -96,6 +96,48 @@ class State:
         return State(dict(self.env))
 
 
+def control_dependent(state: State | None, statements: list[ast.stmt]) -> None:
+    """Mark what ``statements`` assign as depending on the model type: they ran, or did not,
+    by a decision on it (``ok = True`` under ``if s in model_type``), so a later test of such a
+    name decides on the model type too."""
+    if state is None:
+        return
+    for node in walk_body(statements):
+        name = None
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store | ast.Del):
+            name = node.id
+        elif (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.ctx, ast.Store | ast.Del)
+            and isinstance(node.value, ast.Name)
+            and node.value.id == "self"
+        ):
+            name = f"self.{node.attr}"
+        if name is not None and name in state.env:
+            state.env[name] = state.env[name].with_dep(True)
+
+
+MUTABLE = (list, set, dict)
+READ_ONLY_METHODS = frozenset(
+    {"index", "count", "copy", "get", "keys", "values", "items", "join", "format", "issubset"}
+)
+"""Methods that read a list, set, dict or string and change nothing."""
+
+
+def rebind(state: State, globals_: dict[str, Val], old: Val, new: Val) -> None:
+    """A mutable value changed: every name bound to the same object (``alias = supported``, a
+    module-level list) now holds ``new``, in this state; a name only a global is shadowed."""
+    if not (old.known and isinstance(old.value, MUTABLE)):
+        return
+    changed = old.value
+    for key, value in list(state.env.items()):
+        if value.known and value.value is changed:
+            state.env[key] = new
+    for key, value in globals_.items():
+        if key not in state.env and value.known and value.value is changed:
+            state.env[key] = new
+
+
 def merge_states(states: list[State]) -> State | None:
     if not states:
         return None
@@ -298,14 +340,37 @@ class Module:
                     self.globals[(alias.asname or alias.name).split(".")[0]] = UNKNOWN
 
     def entries(self) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
-        """The functions holding a gate site that the EAGLE-3 method reaches: they mention
-        EAGLE-3, or are helpers only some function that does may call."""
+        """The functions on the EAGLE-3 path that may decide on the model type: they mention
+        EAGLE-3, and hold a gate site, read a model type (a flag set in a loop over a list, a
+        ``while``, a ``try``), or call a function of this module that does, however deep."""
         aliases = frozenset(self.aliases)
         found = []
         for node in ast.walk(self.tree):
-            if isinstance(node, FUNCTIONS) and gate_sites(node) and mentions_eagle3(node, aliases):
+            if (
+                isinstance(node, FUNCTIONS)
+                and mentions_eagle3(node, aliases)
+                and (gate_sites(node) or self.reaches_type(node, set()))
+            ):
                 found.append(node)
         return found
+
+    def reaches_type(self, function: ast.AST, seen: set[str]) -> bool:
+        """Whether ``function``, or a function or method of this module it calls (by name,
+        followed without a depth limit), reads a target's model type."""
+        if mentions_target_type(function):
+            return True
+        for node in walk_body(getattr(function, "body", [])):
+            if not isinstance(node, ast.Call):
+                continue
+            name = node.func.id if isinstance(node.func, ast.Name) else None
+            if isinstance(node.func, ast.Attribute):
+                name = node.func.attr
+            callee = self.functions.get(name or "") or self.methods.get(name or "")
+            if callee is not None and name not in seen:
+                seen.add(name)  # type: ignore[arg-type]
+                if self.reaches_type(callee, seen):
+                    return True
+        return False
 
 
 class Interpreter:
@@ -446,16 +511,21 @@ class Interpreter:
         if test.dep and (guards_raise(node.body) or guards_raise(node.orelse)):
             self.findings.gates.append(node.lineno)
         if test.known:
-            return self.block(node.body if test.value else node.orelse, state, inner)
-        after = [
-            s
-            for s in (
-                self.block(node.body, state.copy(), inner),
-                self.block(node.orelse, state.copy(), inner),
+            chosen = self.block(node.body if test.value else node.orelse, state, inner)
+        else:
+            chosen = merge_states(
+                [
+                    s
+                    for s in (
+                        self.block(node.body, state.copy(), inner),
+                        self.block(node.orelse, state.copy(), inner),
+                    )
+                    if s is not None
+                ]
             )
-            if s is not None
-        ]
-        return merge_states(after)
+        if test.dep:
+            control_dependent(chosen, [*node.body, *node.orelse])
+        return chosen
 
     def match(self, node: ast.Match, state: State, region: bool) -> State | None:
         subject = self.eval(node.subject, state)
@@ -465,6 +535,7 @@ class Interpreter:
         if subject.dep and any(guards_raise(case.body) for case in node.cases):
             self.findings.gates.append(node.lineno)
         after: list[State] = []
+        bodies = [statement for case in node.cases for statement in case.body]
         for case in node.cases:
             if case.guard is not None:
                 raise Undecidable(case.guard.lineno, "a match case with a guard")
@@ -475,9 +546,13 @@ class Interpreter:
             if result is not None:
                 after.append(result)
             if fits is True:
-                return merge_states(after)
-        after.append(state)  # no case matched
-        return merge_states(after)
+                break
+        else:
+            after.append(state)  # no case matched
+        merged = merge_states(after)
+        if subject.dep:
+            control_dependent(merged, bodies)
+        return merged
 
     def pattern(self, pattern: ast.pattern, subject: Val, state: State) -> bool | None:
         if isinstance(pattern, ast.MatchAs) and pattern.pattern is None:
@@ -526,7 +601,11 @@ class Interpreter:
             for element in target.elts:
                 self.assign(element, unknown(value), state)
         elif isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name):
-            state.env[target.value.id] = unknown(state.env.get(target.value.id, UNKNOWN), value)
+            name = target.value.id
+            current = state.env.get(name) or self.module.globals.get(name, UNKNOWN)
+            changed = unknown(current, value)
+            rebind(state, self.module.globals, current, changed)
+            state.env[name] = changed
 
     # expressions ------------------------------------------------------------------------
     def eval(
@@ -751,12 +830,14 @@ class Interpreter:
                         *args,
                     )
                     if result.known or not current.known:
-                        state.env[func.value.id] = known(
-                            updated, current.dep or any(a.dep for a in args)
-                        )
+                        changed = known(updated, current.dep or any(a.dep for a in args))
+                        rebind(state, self.module.globals, current, changed)
+                        state.env[func.value.id] = changed
                         return known(None)
                 if current is not None:
-                    state.env[func.value.id] = unknown(current, *args)
+                    changed = unknown(current, *args)
+                    rebind(state, self.module.globals, current, changed)
+                    state.env[func.value.id] = changed
                     return UNKNOWN
             if base.known and isinstance(base.value, str) and func.attr in STRING_METHODS:
                 return self.compute(
@@ -769,7 +850,13 @@ class Interpreter:
                 return UNKNOWN
             if func.attr == "get" and not statement:
                 return unknown(base, *everything)
-        # an unknown call: it could raise where the model type is decided
+        # an unknown call: it may change a list it is given (or called on), and it could raise
+        # where the model type is decided
+        given = list(everything)
+        if isinstance(func, ast.Attribute) and func.attr not in READ_ONLY_METHODS:
+            given.append(self.eval(func.value, state))
+        for value in given:
+            rebind(state, self.module.globals, value, unknown(value))
         if region or any(v.dep or v.murky for v in everything):
             raise Undecidable(node.lineno, f"a call to {ast.unparse(func)} it cannot follow")
         return unknown(*everything)
@@ -815,6 +902,13 @@ class Interpreter:
             for key, value in after.env.items():
                 if key.startswith("self."):
                     state.env[key] = value
+        for param, value in zip(params, given, strict=False):
+            if not (value.known and isinstance(value.value, MUTABLE)):
+                continue
+            if after is not None and not returns.values:  # one way through: its state is exact
+                rebind(state, self.module.globals, value, after.env.get(param.arg, UNKNOWN))
+            elif may_change(function, param.arg):
+                rebind(state, self.module.globals, value, unknown(value))
         values = returns.values + ([known(None)] if after is not None else [])
         if not values:
             return UNKNOWN
@@ -832,6 +926,31 @@ class Interpreter:
             return self.block(statements, state, region)
         finally:
             self.returns = previous
+
+
+def may_change(function: ast.AST, name: str) -> bool:
+    """Whether ``function`` may change the object bound to ``name``: a method called on it, an
+    item stored or deleted, or the object handed to another call."""
+    for node in ast.walk(function):
+        if (
+            isinstance(node, ast.Subscript)
+            and isinstance(node.ctx, ast.Store | ast.Del)
+            and isinstance(node.value, ast.Name)
+            and node.value.id == name
+        ):
+            return True
+        if isinstance(node, ast.Call):
+            if (
+                isinstance(node.func, ast.Attribute)
+                and isinstance(node.func.value, ast.Name)
+                and node.func.value.id == name
+                and node.func.attr not in READ_ONLY_METHODS
+            ):
+                return True
+            passed = [*node.args, *(k.value for k in node.keywords)]
+            if any(isinstance(a, ast.Name) and a.id == name for a in passed):
+                return True
+    return False
 
 
 class ReturnCollector:
