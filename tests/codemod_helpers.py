@@ -13,6 +13,7 @@ from typing import Any
 from packaging.version import Version
 
 from patcher.codemods.base import Codemod, Model, Outcome, Status, Tree
+from patcher.engine import run_fresh
 from patcher.sources.base import Source
 
 KIMI = Model(
@@ -63,7 +64,8 @@ def assert_codemod(
     """
     assert set(after) <= set(before), f"after names files not in before: {set(after) - set(before)}"
     tree = Tree(MemorySource(before))
-    outcome = codemod(model, codemod.options_type()(**(options or {}))).run(tree)
+    # as the engine runs it: a failing or ambiguous outcome leaves no change behind
+    outcome = run_fresh(codemod(model, codemod.options_type()(**(options or {}))), tree)
     assert outcome.status is status, outcome.detail
     expected = {path: dedent(after.get(path, text)) for path, text in before.items()}
     assert {path: tree.text(path) for path in before} == expected

@@ -129,13 +129,18 @@ def eagle3_model_type_checks(module: ast.Module) -> Iterator[int]:
 
 def image_token_index_reads(module: ast.Module) -> Iterator[int]:
     """Where a module that defines a proposer (a ``...Proposer`` class) reads
-    ``image_token_index``: as an attribute, or names it as a string (``getattr``, a dict
-    lookup falling back to it)."""
-    if not any(
+    ``image_token_index`` (``image_token_index_loads``)."""
+    if any(
         isinstance(node, ast.ClassDef) and node.name.endswith("Proposer")
         for node in ast.walk(module)
     ):
-        return
+        yield from image_token_index_loads(module)
+
+
+def image_token_index_loads(module: ast.Module) -> Iterator[int]:
+    """Where ``module`` reads ``image_token_index``: as an attribute, or names it as a string
+    (``getattr``, a dict lookup falling back to it). Any module of the proposers' packages
+    counts, a helper the fallback moved into included."""
     for node in ast.walk(module):
         if (
             isinstance(node, ast.Attribute)
@@ -198,8 +203,19 @@ def eagle_inner_mla_checks(module: ast.Module) -> Iterator[int]:
 EAGLE3_MODEL_TYPE_CHECK = Signature(
     "the EAGLE-3 model-type check", ("eagle3",), eagle3_model_type_checks
 )
+SPEC_DECODE_PACKAGES = (
+    "vllm/v1/spec_decode/",
+    "vllm/spec_decode/",
+    "vllm/v1/worker/gpu/spec_decode/",
+)
+"""The proposers' packages (V1's, the older one, the V2 runner's); no release reads image_token_index in them
+outside the proposer's fallback (0.10.0 to 0.34.0, read)."""
 IMAGE_TOKEN_INDEX_READ = Signature(
-    "the proposer's read of image_token_index", ("image_token_index",), image_token_index_reads
+    "the proposer's read of image_token_index",
+    ("image_token_index",),
+    image_token_index_reads,
+    SPEC_DECODE_PACKAGES,
+    image_token_index_loads,
 )
 TARGET_BACKBONE_READ = Signature(
     "a read of target_language_model.model.embed_tokens",

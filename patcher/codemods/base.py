@@ -133,12 +133,22 @@ class Signature:
     """What a barrier does, found wherever it moved: ``not-needed`` claims it is nowhere.
 
     ``find`` gives the lines of a module where the barrier is; ``words`` is a cheap text
-    prefilter, one of which (lower case) any module holding the barrier contains.
+    prefilter, one of which (lower case) any module holding the barrier contains. In a module
+    under one of ``packages`` (path prefixes, such as the proposer's own package), where a
+    helper the barrier moved into sits, ``find_in_package`` is used instead: it needs none of
+    the context ``find`` asks of a module elsewhere.
     """
 
     barrier: str
     words: tuple[str, ...]
     find: Callable[[ast.Module], Iterable[int]]
+    packages: tuple[str, ...] = ()
+    find_in_package: Callable[[ast.Module], Iterable[int]] | None = None
+
+    def lines(self, path: str, module: ast.Module) -> Iterable[int]:
+        if self.find_in_package is not None and path.startswith(self.packages):
+            return self.find_in_package(module)
+        return self.find(module)
 
 
 @functools.lru_cache(maxsize=64)
@@ -211,7 +221,7 @@ class Tree:
                     f"{path}:{line or 1}: not valid Python (or nested too deep to parse), so "
                     f"{signature.barrier} may be there"
                 ) from error
-            found += [f"{path}:{line}" for line in sorted(set(signature.find(module)))]
+            found += [f"{path}:{line}" for line in sorted(set(signature.lines(path, module)))]
         return found
 
     def files(self, codemod: Codemod[Any]) -> list[str]:
@@ -455,13 +465,18 @@ class Codemod(ABC, Generic[OptionsT]):
             )
         return outcome
 
+    def decided(self, tree: Tree) -> set[str]:
+        """The files whose barriers this codemod decided (``tree`` as it left it): every file
+        it reads, unless it knows which of them hold what it decided."""
+        return set(tree.files(self))
+
     def prove_alone(self, tree: Tree, outcome: Outcome, signature: Signature) -> Outcome:
         """``outcome`` (applied or present), or ``ambiguous`` where the whole tree has the
         barrier in a file the codemod did not decide. A source read by range is not searched
         (its members are too many to read); the outcome says so."""
         if not tree.searchable:
             return outcome
-        decided = set(tree.files(self))
+        decided = self.decided(tree)
         try:
             found = tree.sightings(signature)
         except ShapeError as error:

@@ -14,8 +14,8 @@ import libcst as cst
 import libcst.matchers as m
 
 from patcher.codemods import _signatures as signatures
-from patcher.codemods._cst import describe, find_compound
-from patcher.codemods.base import FileCodemod, Outcome, ShapeError, Status, Tree, summarize
+from patcher.codemods._cst import describe, find_compound, line_of
+from patcher.codemods.base import FileCodemod, Outcome, ShapeError, Status, Tree
 
 SUPPORTS_MULTIMODAL = m.If(test=m.Call(func=m.Name("supports_multimodal")))
 READS_IMAGE_TOKEN_INDEX = m.Assign(
@@ -32,7 +32,11 @@ class Chain:
     head: cst.If
     last_elif: cst.If  # the branch whose orelse is the fallback ``else``
     fallback: cst.Assign
-    tests: list[cst.BaseExpression]
+    branches: list[cst.If]  # the head and each elif, in order
+
+    @property
+    def tests(self) -> list[cst.BaseExpression]:
+        return [branch.test for branch in self.branches]
 
 
 def fallback_assign(block: cst.BaseSuite) -> cst.Assign | None:
@@ -52,14 +56,14 @@ def find_chains(branch: cst.If) -> list[Chain]:
     for head in ifs:
         if head in elifs:
             continue
-        tests, node = [head.test], head
+        branches, node = [head], head
         while isinstance(node.orelse, cst.If):
             node = node.orelse
-            tests.append(node.test)
+            branches.append(node)
         if isinstance(node.orelse, cst.Else):
             fallback = fallback_assign(node.orelse.body)
             if fallback is not None:
-                chains.append(Chain(head, node, fallback, tests))
+                chains.append(Chain(head, node, fallback, branches))
     return chains
 
 
@@ -195,9 +199,8 @@ class MmImageToken(FileCodemod):
         attribute = self.model.image_token_attribute
         if not architecture or not attribute:
             raise ShapeError("the patchset names no architecture and image-token attribute")
-        applied, present = [], []
-        paths = tree.files(self)
-        for path, module in tree.modules_mentioning(paths, "supports_multimodal("):
+        found: list[tuple[str, cst.Module, Chain]] = []
+        for path, module in tree.modules_mentioning(tree.files(self), "supports_multimodal("):
             branches = [
                 cst.ensure_type(b, cst.If) for b in find_compound(module, SUPPORTS_MULTIMODAL)
             ]
@@ -214,28 +217,48 @@ class MmImageToken(FileCodemod):
                             f"architecture chain to extend; nearest candidate: "
                             f"{describe(module, path, branch)}",
                         )
-                continue
-            for chain in chains:
-                if self._mapped(module, path, chain):
-                    present.append(path)
-                    continue
-                module = module.visit(
-                    InsertBranch(chain.last_elif, self._branch(module, path, chain))
-                )
-                applied.append(f"{path}: {architecture} -> config.{attribute}")
-            if applied:
-                tree.update(path, module)
-        return summarize(
-            applied,
-            present,
-            f"{architecture} already mapped",
-            "no image_token_index fallback in a multimodal branch",
+            found += [(path, module, chain) for chain in chains]
+        if len(found) > 1:
+            # Which chain the running proposer takes is not in the code the codemod reads: a
+            # copy in another proposer, or a second branch, is a second barrier to decide.
+            places = [
+                describe(module, path, chain.head).split(" ")[0] for path, module, chain in found
+            ]
+            return Outcome(
+                Status.AMBIGUOUS,
+                f"{len(found)} architecture chains fall back to image_token_index, at "
+                f"{', '.join(places)}: {self.name} decides one, so it patched none",
+            )
+        if not found:
+            return Outcome(
+                Status.NOT_NEEDED, "no image_token_index fallback in a multimodal branch"
+            )
+        ((path, module, chain),) = found
+        if self._mapped(module, path, chain):
+            return Outcome(Status.PRESENT, f"{path}: {architecture} already mapped")
+        tree.update(
+            path, module.visit(InsertBranch(chain.last_elif, self._branch(module, path, chain)))
         )
+        return Outcome(Status.APPLIED, f"{path}: {architecture} -> config.{attribute}")
+
+    def decided(self, tree: Tree) -> set[str]:
+        """The files holding the chain it decided (patched as it is now): a read of
+        image_token_index anywhere else, even in another file it reads, is a second barrier."""
+        return {
+            path
+            for path, module in tree.modules_mentioning(tree.files(self), "supports_multimodal(")
+            if any(
+                find_chains(cst.ensure_type(branch, cst.If))
+                for branch in find_compound(module, SUPPORTS_MULTIMODAL)
+            )
+        }
 
     def _mapped(self, module: cst.Module, path: str, chain: Chain) -> bool:
-        """Whether the chain already sends the architecture to a branch of its own: the first
-        test that holds for it is reached (every test before it is known not to hold) and names
-        it. ShapeError where a test that names it, or one ahead of it, cannot be worked out."""
+        """Whether the chain already sends the architecture to a branch of its own that reads
+        the patchset's attribute: the first test that holds for it is reached (every test
+        before it is known not to hold) and names it. ShapeError where a test that names it, or
+        one ahead of it, cannot be worked out, or where the branch it takes reads another
+        attribute (the config has only its own: a patch there is not the fix)."""
         architecture = self.model.architecture or ""
         head = chain.tests[0]
         if not any(names_architecture(test, architecture) for test in chain.tests):
@@ -246,17 +269,44 @@ class MmImageToken(FileCodemod):
                 f"{describe(module, path, chain.head)}"
             )
         name = module.code_for_node(head.left)
-        for test in chain.tests:
-            holds = takes(test, name, architecture)
+        for branch in chain.branches:
+            holds = takes(branch.test, name, architecture)
             if holds is None:
                 raise ShapeError(
                     f"{path}: cannot tell whether {architecture} takes the branch "
-                    f"`{module.code_for_node(test)[:80]}`; nearest candidate: "
+                    f"`{module.code_for_node(branch.test)[:80]}`; nearest candidate: "
                     f"{describe(module, path, chain.head)}"
                 )
             if holds:
-                return names_architecture(test, architecture)
+                if not names_architecture(branch.test, architecture):
+                    return False
+                self._reads_attribute(module, path, chain, branch)
+                return True
         return False
+
+    def _reads_attribute(self, module: cst.Module, path: str, chain: Chain, branch: cst.If):
+        """ShapeError unless ``branch`` sets the drafter's image_token_index (the target the
+        fallback sets) from ``<...>.<the patchset's attribute>``."""
+        attribute = self.model.image_token_attribute or ""
+        target = module.code_for_node(chain.fallback.targets[0].target)
+        reads = []
+        for statement in getattr(branch.body, "body", ()):
+            if not isinstance(statement, cst.SimpleStatementLine):
+                continue
+            for small in statement.body:
+                if isinstance(small, cst.Assign) and any(
+                    module.code_for_node(t.target) == target for t in small.targets
+                ):
+                    value = small.value.with_changes(lpar=[], rpar=[])
+                    reads.append("".join(module.code_for_node(value).split()))
+        if any(read.endswith(f".{attribute}") for read in reads):
+            return
+        said = f"sets {target} from `{reads[0]}`" if reads else f"does not set {target}"
+        raise ShapeError(
+            f"{path}:{line_of(module, branch)}: {self.model.architecture} takes the branch "
+            f"`{module.code_for_node(branch.test)[:80]}`, which {said}, not from "
+            f"config.{attribute}; nearest candidate: {describe(module, path, branch)}"
+        )
 
     def _branch(self, module: cst.Module, path: str, chain: Chain) -> cst.If:
         """``elif <name> == "Arch": <drafter>.image_token_index = <target>.config.<attr>``."""
