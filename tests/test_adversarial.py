@@ -470,7 +470,7 @@ def input_file_cases() -> list[Case]:
         for kind, maker in table.items():
             found.append(Case(f"{label}={kind}", argv[0], argv, maker, suffix))
     # A FIFO nobody writes to: opening it to read would wait for ever. One per kind of reader.
-    for label, argv, suffix, _ in options[1:4]:
+    for label, argv, suffix, _ in options[:4]:
         found.append(Case(f"{label}=fifo", argv[0], argv, _fifo, suffix))
     return found
 

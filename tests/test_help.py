@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shlex
 import subprocess
 import venv
@@ -108,6 +109,16 @@ def test_serve_bench_help_does_not_promise_8_gpus():
 def test_a_missing_wheel_says_no_such_file(capsys):
     assert main(["diff", "--wheel", "/nope.whl"]) == 2
     assert one_error_line(capsys) == "patcher: error: /nope.whl: no such wheel file"
+
+
+@pytest.mark.parametrize("kind", ["fifo", "folder"])
+def test_a_wheel_that_is_not_a_regular_file_says_so_without_opening_it(capsys, tmp_path, kind):
+    """A FIFO named as the wheel was refused as "no such wheel file" (hostile pass): it is
+    there, and is refused for what it is, never opened (a FIFO nobody writes would block)."""
+    wheel = tmp_path / "vllm-0.16.0-py3-none-any.whl"
+    os.mkfifo(wheel) if kind == "fifo" else wheel.mkdir()
+    assert main(["diff", "--wheel", str(wheel)]) == 2
+    assert one_error_line(capsys) == f"patcher: error: {wheel}: not a regular file, so not a wheel"
 
 
 def test_an_unknown_patchset_points_at_patcher_list(capsys):

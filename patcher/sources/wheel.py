@@ -19,6 +19,8 @@ from patcher.sources.base import Source
 def open_wheel(path: Path) -> zipfile.ZipFile:
     """The wheel as a zip, or a one-line error saying why it is not one."""
     if not path.is_file():
+        if path.exists():  # a folder, a FIFO, a device: never opened (a FIFO would block)
+            raise PatcherError(f"{path}: not a regular file, so not a wheel")
         raise PatcherError(f"{path}: no such wheel file")
     try:
         return zipfile.ZipFile(path)
