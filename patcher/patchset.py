@@ -287,7 +287,7 @@ def read_patches(entries: object, problems: list[str]) -> tuple[PatchSpec, ...] 
             problems.append(f"{where}.codemod: {name} is listed twice; a patchset runs each once")
             continue
         raw = {k: v for k, v in entry.items() if k != "codemod"}
-        options = schema.read(CODEMODS[name].options_type(), raw, where, problems)
+        options = schema.read(CODEMODS.options_type(name), raw, where, problems)
         if options is not None:
             patches.append(PatchSpec(name, options))
     return tuple(patches) if len(patches) == len(entries) else None

@@ -208,8 +208,9 @@ SPEC_DECODE_PACKAGES = (
     "vllm/spec_decode/",
     "vllm/v1/worker/gpu/spec_decode/",
 )
-"""The proposers' packages (V1's, the older one, the V2 runner's); no release reads image_token_index in them
-outside the proposer's fallback (0.10.0 to 0.34.0, read)."""
+"""The proposers' packages (V1's, the older one, the V2 runner's). No release read reads
+image_token_index in them outside the proposer's fallback (0.10.0, 0.15.0, 0.16.0, 0.17.1,
+0.18.0, 0.22.0, 0.28.0 and 0.34.0 read)."""
 IMAGE_TOKEN_INDEX_READ = Signature(
     "the proposer's read of image_token_index",
     ("image_token_index",),

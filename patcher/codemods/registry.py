@@ -11,6 +11,8 @@ names it.
 
 from __future__ import annotations
 
+import ast
+import functools
 import importlib
 import inspect
 import os
@@ -78,6 +80,22 @@ class Registry(Mapping[str, "type[Codemod[Any]]"]):
             raise KeyError(name)
         return codemod_class(importlib.import_module(f"patcher.codemods.{module_of(name)}"))
 
+    def options_type(self, name: str) -> type[Any]:
+        """The options dataclass of the codemod ``name``, read from its module's source where
+        the class says it plainly (``(FileCodemod)`` or ``(Codemod[XOptions])`` with XOptions
+        from ``patcher.codemods.options``): a patchset is checked without importing libcst,
+        about 0.4 s of a warm matrix's 1.3. Any other shape imports the module."""
+        if name not in self.names:
+            raise KeyError(name)
+        declared = declared_options(os.path.join(HERE, f"{module_of(name)}.py"))
+        if declared is not None:
+            from patcher.codemods import options
+
+            found = getattr(options, declared, None)
+            if isinstance(found, type):
+                return found
+        return self[name].options_type()
+
     def __contains__(self, name: object) -> bool:
         return name in self.names  # Mapping's would import the codemod
 
@@ -86,6 +104,30 @@ class Registry(Mapping[str, "type[Codemod[Any]]"]):
 
     def __len__(self) -> int:
         return len(self.names)
+
+
+@functools.cache
+def declared_options(path: str) -> str | None:
+    """The options class named where the module's one codemod class declares its base:
+    ``FileOptions`` for ``(FileCodemod)``, ``X`` for ``(Codemod[X])``; None for any other
+    shape, or for a module with more than one such class."""
+    with open(path, encoding="utf-8") as file:
+        module = ast.parse(file.read())
+    found = []
+    for node in module.body:
+        if not isinstance(node, ast.ClassDef) or len(node.bases) != 1:
+            continue
+        (base,) = node.bases
+        if isinstance(base, ast.Name) and base.id == "FileCodemod":
+            found.append("FileOptions")
+        elif (
+            isinstance(base, ast.Subscript)
+            and isinstance(base.value, ast.Name)
+            and base.value.id == "Codemod"
+            and isinstance(base.slice, ast.Name)
+        ):
+            found.append(base.slice.id)
+    return found[0] if len(found) == 1 else None
 
 
 CODEMODS = Registry()
