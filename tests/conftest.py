@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,12 @@ pytest.register_assert_rewrite("codemod_helpers")  # its asserts show the text d
 
 UNREACHABLE_INDEX = "http://127.0.0.1:9/simple/"
 """Where a test without the ``network`` marker finds the index: a closed loopback port."""
+
+
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    # a shell's background job starts with SIGINT ignored, and every child inherits that: the
+    # Ctrl-C tests send SIGINT to patcher as a terminal does, so its default is put back here
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(autouse=True)

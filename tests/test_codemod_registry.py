@@ -111,5 +111,8 @@ def test_every_patchset_loads_without_libcst() -> None:
         "    patchset.load(name)\n"
         "print(sorted(m for m in sys.modules if m.startswith('libcst')))\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    # -I: not the checkout's own patcher/ from the current folder, which has no patchsets in it
+    done = subprocess.run(
+        [sys.executable, "-I", "-c", code], capture_output=True, text=True, check=True
+    )
     assert done.stdout.strip() == "[]"

@@ -91,3 +91,89 @@ def test_the_plain_and_flag_gates_are_worked_out_both_ways(where):
         text = where + LISTS["without"] + READ + body
         assert decide(text, "kimi_k2").verdict == "reject"
         assert decide(text, "llama").verdict == "accept"
+
+
+# A second hostile pass (a helper that had not read these tests), on the real 0.16.0 gate's
+# shape: module-level code that narrows the list after it is made, an assert over a value whose
+# truth is unknown, a method of another class of the same name, model-type reads through
+# vars/to_dict/getattr/split, a nested helper under another name, an assignment before the
+# raise, a shadowed builtin. Each still refuses Kimi; none may come out accept or absent.
+GATE = """
+class SpeculativeConfig:
+    def _verify_args(self):
+        model_type = self.target_model_config.hf_text_config.model_type
+        if self.method == "eagle3" and self.target_model_config and not any(
+            s in model_type for s in TARGETS
+        ):
+            raise ValueError("no")
+"""
+PATCHED_LIST = 'TARGETS = ["llama", "qwen", "kimi_k2"]\n'
+
+
+def gate_reading(read: str, test: str = "not any(s in mt for s in TARGETS)") -> str:
+    return (
+        PATCHED_LIST
+        + "class SpeculativeConfig:\n    def _verify_args(self):\n"
+        + f"        cfg = self.target_model_config.hf_text_config\n        mt = {read}\n"
+        + f'        if self.method == "eagle3" and {test}:\n            raise ValueError("no")\n'
+    )
+
+
+MODULE_SHAPES = {
+    "module-for-remove": PATCHED_LIST
+    + 'for _b in ("kimi_k2",):\n    if _b in TARGETS:\n        TARGETS.remove(_b)\n'
+    + GATE,
+    "module-slice-assign": PATCHED_LIST + 'TARGETS[:] = ["llama"]\n' + GATE,
+    "module-global-call": PATCHED_LIST
+    + 'def _narrow():\n    global TARGETS\n    TARGETS = ["llama"]\n\n_narrow()\n'
+    + GATE,
+    "function-rebinds-global": PATCHED_LIST
+    + 'def narrow():\n    global TARGETS\n    TARGETS = ["llama"]\n'
+    + GATE,
+    "module-reassigned-by-call": PATCHED_LIST + "TARGETS = external(TARGETS)\n" + GATE,
+    "assert-unknown-truth": PATCHED_LIST.replace(', "kimi_k2"', "")
+    + "class SpeculativeConfig:\n    def _verify_args(self):\n"
+    + "        model_type = self.target_model_config.hf_text_config.model_type\n"
+    + '        assert not (self.method == "eagle3" and self.target_model_config and not any(\n'
+    + '            s in model_type for s in TARGETS)), "no"\n',
+    "method-of-another-class": "class SpeculativeConfig:\n    def _verify_args(self):\n"
+    + '        if self.method == "eagle3" and not self._target_ok():\n'
+    + '            raise ValueError("no")\n\n    def _target_ok(self):\n'
+    + "        t = self.target_model_config.hf_text_config.model_type\n"
+    + '        return t.startswith(("llama", "qwen"))\n\n\nclass _Legacy:\n'
+    + "    def _target_ok(self):\n        return True\n",
+    "vars": gate_reading('vars(cfg)["model_type"]'),
+    "to-dict": gate_reading('cfg.to_dict()["model_type"]'),
+    "getattr-concat": gate_reading('getattr(cfg, "model" + "_type")').replace(
+        PATCHED_LIST, PATCHED_LIST.replace(', "kimi_k2"', "")
+    ),
+    "split": gate_reading('cfg.model_type.split("_")[0]'),
+    "partition": gate_reading('cfg.model_type.partition("_")[0]'),
+    "nested-helper-renamed": PATCHED_LIST.replace(', "kimi_k2"', "")
+    + "class SpeculativeConfig:\n    def _verify_args(self):\n"
+    + "        def _require():\n"
+    + "            if not any(s in self.target_model_config.hf_text_config.model_type\n"
+    + "                       for s in TARGETS):\n"
+    + '                raise ValueError("unsupported target")\n'
+    + "        require = _require\n"
+    + '        if self.method == "eagle3" and self.target_model_config:\n'
+    + "            require()\n",
+    "assignment-before-raise": PATCHED_LIST.replace(', "kimi_k2"', "")
+    + GATE.replace('            raise ValueError("no")', '            self.method = "eagle"\n'
+                   '            raise ValueError("no")'),
+    "shadowed-any": "def any(values):\n    return all(values)\n\n\n"
+    + PATCHED_LIST.replace('"qwen", "kimi_k2"', '"kimi_k2", "qwen"')
+    + GATE.replace("s in model_type for s in TARGETS", "model_type == s for s in TARGETS"),
+}
+
+
+@pytest.mark.parametrize("text", list(MODULE_SHAPES.values()), ids=list(MODULE_SHAPES))
+def test_a_gate_narrowed_or_read_out_of_sight_is_never_said_to_accept_kimi(text):
+    decision = decide(text, "kimi_k2")
+    assert decision.verdict in ("reject", "undecidable"), (decision, text)
+
+
+def test_the_plain_module_list_gate_is_still_worked_out():
+    """The real gate's shape with a module-level list nobody changes: accept where listed."""
+    assert decide(PATCHED_LIST + GATE, "kimi_k2").verdict == "accept"
+    assert decide(PATCHED_LIST + GATE, "gemma3").verdict == "reject"

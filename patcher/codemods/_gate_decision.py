@@ -72,6 +72,15 @@ def unknown(*parts: Val) -> Val:
     return Val(dep=murky, murky=murky)
 
 
+def assigned_targets(node: ast.Assign | ast.AnnAssign) -> list[ast.expr]:
+    return list(node.targets) if isinstance(node, ast.Assign) else [node.target]
+
+
+SHADOWABLE = frozenset({"any", "all", "getattr", "hasattr", "list", "tuple", "set", "sorted",
+                        "frozenset", "len", "isinstance", "str", "bool", "vars"})
+"""Builtins the interpreter works out itself: a module that rebinds one is not followed."""
+
+
 def hashable(value: Any) -> bool:
     try:
         hash(value)
@@ -176,7 +185,30 @@ def mentions_target_type(node: ast.AST) -> bool:
             and child.args[1].value == "model_type"
         ):
             return True
+        if (  # read by key (vars(c)["model_type"], c.to_dict()[...]) or by a spelled name
+            isinstance(child, ast.Subscript | ast.Call)
+            and any(folded_string(part) == "model_type" for part in ast.iter_child_nodes(child))
+            and not names_draft(child)
+        ):
+            return True
     return False
+
+
+def folded_string(node: ast.AST) -> str | None:
+    """The string a constant, or a ``+`` of constants, spells; None for anything else."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        left, right = folded_string(node.left), folded_string(node.right)
+        return None if left is None or right is None else left + right
+    return None
+
+
+def names_draft(node: ast.AST) -> bool:
+    return any(
+        "draft" in (getattr(n, "id", None) or getattr(n, "attr", "") or "").lower()
+        for n in ast.walk(node)
+    )
 
 
 def is_target_word(name: str) -> bool:
@@ -308,19 +340,28 @@ class Module:
         self.tree = tree
         self.functions: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}
         self.methods: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}
+        self.classes: dict[str, dict[str, ast.FunctionDef | ast.AsyncFunctionDef]] = {}
+        self.owner: dict[int, str] = {}  # id of a method: the name of its class
         self.globals: dict[str, Val] = {}
         self.aliases: set[str] = set()
         for node in tree.body:
             if isinstance(node, FUNCTIONS):
                 self.functions[node.name] = node
             elif isinstance(node, ast.ClassDef):
+                methods = self.classes.setdefault(node.name, {})
                 for item in node.body:
                     if isinstance(item, FUNCTIONS):
                         self.methods[item.name] = item
+                        methods[item.name] = item
+                        self.owner[id(item)] = node.name
         interpreter = Interpreter(self, "")
         state = State()
         for node in tree.body:
-            if isinstance(node, ast.Assign | ast.AnnAssign) and node.value is not None:
+            if (
+                isinstance(node, ast.Assign | ast.AnnAssign)
+                and node.value is not None
+                and all(isinstance(t, ast.Name) for t in assigned_targets(node))
+            ):
                 try:
                     value = interpreter.eval(node.value, state)
                 except Undecidable:
@@ -338,6 +379,43 @@ class Module:
             elif isinstance(node, ast.Import | ast.ImportFrom):
                 for alias in node.names:
                     self.globals[(alias.asname or alias.name).split(".")[0]] = UNKNOWN
+            elif not (
+                isinstance(node, FUNCTIONS | ast.ClassDef)
+                or (isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant))
+            ):
+                # other module-level code (a loop, a call, a store into a list, an if) may
+                # change any global it names, or that a function it calls names
+                self.forget(node)
+        for function in [*self.functions.values(), *self.methods.values()]:
+            for inner in ast.walk(function):
+                if isinstance(inner, ast.Global):  # rebound at run time: its value is unknown
+                    for name in inner.names:
+                        self.globals[name] = UNKNOWN
+        for name, value in list(self.globals.items()):
+            if name in SHADOWABLE:  # a builtin the gates call, rebound by the module
+                self.globals[name] = UNKNOWN
+        for name in self.functions:
+            if name in SHADOWABLE:
+                self.globals[name] = UNKNOWN
+
+    def forget(self, node: ast.AST) -> None:
+        """Every global ``node`` names, or a module function it calls names, becomes unknown."""
+        names = {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+        for name in list(names):
+            if name in self.functions:
+                names |= {n.id for n in ast.walk(self.functions[name]) if isinstance(n, ast.Name)}
+        for name in names:
+            if name in self.globals:
+                self.globals[name] = UNKNOWN
+
+    def method(self, owner: str | None, name: str) -> ast.FunctionDef | ast.AsyncFunctionDef:
+        """``self.NAME`` inside a method of ``owner``: that class's own method; a name only
+        other classes define is not followed."""
+        if owner is not None and name in self.classes.get(owner, {}):
+            return self.classes[owner][name]
+        if owner is None and sum(name in m for m in self.classes.values()) == 1:
+            return self.methods[name]
+        raise LookupError(name)
 
     def entries(self) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
         """The functions on the EAGLE-3 path that may decide on the model type: they mention
@@ -365,11 +443,13 @@ class Module:
             name = node.func.id if isinstance(node.func, ast.Name) else None
             if isinstance(node.func, ast.Attribute):
                 name = node.func.attr
-            callee = self.functions.get(name or "") or self.methods.get(name or "")
-            if callee is not None and name not in seen:
-                seen.add(name)  # type: ignore[arg-type]
-                if self.reaches_type(callee, seen):
-                    return True
+            if name is None or name in seen:
+                continue
+            seen.add(name)
+            callees = [self.functions[name]] if name in self.functions else []
+            callees += [methods[name] for methods in self.classes.values() if name in methods]
+            if any(self.reaches_type(callee, seen) for callee in callees):
+                return True
         return False
 
 
@@ -380,9 +460,11 @@ class Interpreter:
         self.findings = Findings()
         self.depth = 0
         self.returns: ReturnCollector | None = None
+        self.owner: str | None = None  # the class whose method runs
 
     # statements -------------------------------------------------------------------------
     def run(self, function: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        self.owner = self.module.owner.get(id(function))
         state = State()
         for arg in [*function.args.posonlyargs, *function.args.args, *function.args.kwonlyargs]:
             if arg.arg == "self":
@@ -413,7 +495,10 @@ class Interpreter:
             return None
         if isinstance(node, ast.Pass | ast.Break | ast.Continue | ast.Global | ast.Nonlocal):
             return state
-        if isinstance(node, FUNCTIONS | ast.ClassDef):
+        if isinstance(node, FUNCTIONS):
+            state.env[node.name] = Val(value=node, kind="function")
+            return state
+        if isinstance(node, ast.ClassDef):
             state.env[node.name] = UNKNOWN
             return state
         if isinstance(node, ast.Import | ast.ImportFrom):
@@ -425,8 +510,12 @@ class Interpreter:
             for target in node.targets:
                 self.assign(target, value, state)
             method = state.env.get("self.method")
-            if method is not None and method.known and "eagle3" not in str(method.value):
-                return None  # the method is no longer EAGLE-3: not the path this follows
+            if not region and method is not None and method.known and "eagle3" not in str(
+                method.value
+            ):
+                # the method is no longer EAGLE-3: not the path this follows. Under a decision
+                # on the model type it is that decision's doing, and a raise after it refuses
+                return None
             return state
         if isinstance(node, ast.AnnAssign):
             if node.value is not None:
@@ -448,21 +537,13 @@ class Interpreter:
             return state
         if isinstance(node, ast.If):
             return self.branch(node, state, region)
-        if isinstance(node, ast.Assert):
-            test = self.eval(node.test, state)
-            if test.murky:
-                raise Undecidable(node.lineno, "an assert on the model type it cannot evaluate")
-            if test.dep:
-                self.findings.gates.append(node.lineno)
-            if test.known and not test.value:
-                if test.dep or region:
-                    self.findings.rejects.append(node.lineno)
-                return None
-            if not test.known and region:
-                raise Undecidable(
-                    node.lineno, "an assert it cannot evaluate, under a decision on the model type"
-                )
-            return state
+        if isinstance(node, ast.Assert):  # as ``if not test: raise``, whatever the test's truth
+            fails = ast.If(
+                test=ast.UnaryOp(op=ast.Not(), operand=node.test),
+                body=[ast.Raise(exc=None, cause=None)],
+                orelse=[],
+            )
+            return self.branch(ast.fix_missing_locations(ast.copy_location(fails, node)), state, region)
         if isinstance(node, ast.With | ast.AsyncWith):
             for item in node.items:
                 self.eval(item.context_expr, state)
@@ -618,6 +699,8 @@ class Interpreter:
                 return state.env[node.id]
             if node.id in self.module.globals:
                 return self.module.globals[node.id]
+            if node.id in self.module.functions:
+                return Val(value=self.module.functions[node.id], kind="function")
             if is_target_word(node.id):
                 return TARGET
             return UNKNOWN
@@ -666,6 +749,8 @@ class Interpreter:
             return UNKNOWN
         if isinstance(node, ast.Subscript):
             value, index = self.eval(node.value, state), self.eval(node.slice, state)
+            if index.known and index.value == "model_type" and not names_draft(node.value):
+                return Val(dep=True, murky=True)  # a model type read by key: not worked out
             return self.compute(lambda: value.value[index.value], value, index)
         parts = [self.eval(c, state) for c in ast.iter_child_nodes(node) if isinstance(c, ast.expr)]
         return unknown(*parts)
@@ -798,6 +883,14 @@ class Interpreter:
         args = [self.eval(a, state) for a in node.args if not isinstance(a, ast.Starred)]
         keywords = [self.eval(k.value, state) for k in node.keywords]
         everything = [*args, *keywords]
+        if isinstance(func, ast.Name):
+            bound = state.env.get(func.id) or self.module.globals.get(func.id)
+            if bound is not None and bound.kind == "function":  # a nested def, or an alias
+                return self.inline(bound.value, None, node, state, region)
+            if func.id in SHADOWABLE and (
+                func.id in self.module.globals or func.id in self.module.functions
+            ):
+                raise Undecidable(node.lineno, f"the module rebinds the builtin {func.id}")
         if isinstance(func, ast.Name) and func.id not in state.env:
             name = func.id
             if name in ("any", "all") and len(args) == 1:
@@ -817,7 +910,13 @@ class Interpreter:
         if isinstance(func, ast.Attribute):
             base = self.eval(func.value, state)
             if base.kind == "self" and func.attr in self.module.methods:
-                return self.inline(self.module.methods[func.attr], SELF, node, state, region)
+                try:
+                    method = self.module.method(self.owner, func.attr)
+                except LookupError:
+                    raise Undecidable(
+                        node.lineno, f"self.{func.attr} is a method of another class here"
+                    ) from None
+                return self.inline(method, SELF, node, state, region)
             if isinstance(func.value, ast.Name) and func.attr in MUTATORS:
                 current = state.env.get(func.value.id)
                 if current is None and func.value.id in self.module.globals:
@@ -857,7 +956,8 @@ class Interpreter:
             given.append(self.eval(func.value, state))
         for value in given:
             rebind(state, self.module.globals, value, unknown(value))
-        if region or any(v.dep or v.murky for v in everything):
+        called_on = [self.eval(func.value, state)] if isinstance(func, ast.Attribute) else []
+        if region or any(v.dep or v.murky for v in [*everything, *called_on]):
             raise Undecidable(node.lineno, f"a call to {ast.unparse(func)} it cannot follow")
         return unknown(*everything)
 
@@ -893,11 +993,15 @@ class Interpreter:
         for param in function.args.kwonlyargs:
             inner.env.setdefault(param.arg, UNKNOWN)
         self.depth += 1
+        caller = self.owner
+        if self_value is not None:
+            self.owner = self.module.owner.get(id(function), self.owner)
         try:
             returns = ReturnCollector()
             after = self.block_returning(function.body, inner, region, returns)
         finally:
             self.depth -= 1
+            self.owner = caller
         if after is not None:
             for key, value in after.env.items():
                 if key.startswith("self."):
@@ -981,7 +1085,12 @@ BUILDERS: dict[str, Callable[[Any], Any]] = {
     "bool": bool,
 }
 """Builtins worked out on known values."""
-STRING_METHODS = frozenset({"lower", "upper", "startswith", "endswith", "strip", "replace"})
+STRING_METHODS = frozenset(
+    {
+        "lower", "upper", "casefold", "startswith", "endswith", "strip", "lstrip", "rstrip",
+        "replace", "split", "rsplit", "partition", "rpartition", "removeprefix", "removesuffix",
+    }
+)
 COMPARE: dict[type, Any] = {
     ast.Eq: lambda a, b: a == b,
     ast.NotEq: lambda a, b: a != b,
