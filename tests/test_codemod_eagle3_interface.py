@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import pytest
 from codemod_helpers import UNCHANGED, assert_codemod
 from decoder_snippets import BACKBONE, CAUSAL_LM, DECODER, DECODER_METHODS_STYLE, DECODER_PATH
 
@@ -229,3 +230,33 @@ def test_forward_that_only_names_aux_hidden_states_is_not_taken_as_patched():
         options=OPTIONS,
     )
     assert "uses the name aux_hidden_states but does not both append" in outcome.detail
+
+
+# A second hostile pass: wrappers whose class vLLM loads would still lack the interface after a
+# patch said applied. Each comes out failed, and nothing is written.
+WRAPPER_SHAPES = {
+    "attribute-renamed": KIMI.replace("self.language_model =", "self.text_model ="),
+    "stub-methods": KIMI.replace("SupportsPP,\n)", "SupportsPP,\n    SupportsEagle3,\n)").replace(
+        "SupportsPP):", "SupportsPP, SupportsEagle3):"
+    )
+    + "\n    def set_aux_hidden_state_layers(self, layers):\n        raise NotImplementedError\n"
+    + "\n    def get_eagle3_aux_hidden_state_layers(self):\n"
+    + '        """Not yet."""\n        raise NotImplementedError\n',
+    "rebound-later": KIMI + "\n\nKimiK25ForConditionalGeneration = _LegacyKimiK25\n",
+    "redefined-later": KIMI + "\n\nclass KimiK25ForConditionalGeneration(nn.Module):\n    pass\n",
+    "methods-deleted": KIMI
+    + '\n\nfor _name in ("set_aux_hidden_state_layers",):\n'
+    + "    delattr(KimiK25ForConditionalGeneration, _name)\n",
+}
+
+
+@pytest.mark.parametrize("wrapper", list(WRAPPER_SHAPES.values()), ids=list(WRAPPER_SHAPES))
+def test_a_wrapper_that_would_still_lack_the_interface_is_failed_not_applied(wrapper):
+    outcome = assert_codemod(
+        Eagle3Interface,
+        {TEXT: DECODER, WRAPPER: wrapper, INTERFACES: PROTOCOL},
+        UNCHANGED,
+        Status.FAILED,
+        options=OPTIONS,
+    )
+    assert WRAPPER in outcome.detail, outcome.detail

@@ -309,3 +309,47 @@ def test_an_architecture_named_in_a_dead_branch_is_not_mapped():
                 self.model.config.image_token_index = (""",
     )
     assert_codemod(MmImageToken, {PATH: before}, {PATH: after}, Status.APPLIED)
+
+
+# A second hostile pass: Kimi in a module constant the first branch tests (the new elif would
+# never be reached), and a mapping overwritten by a later store outside the chain.
+CONSTANT_CHAIN = """
+_IMAGE_TOKEN_ID_MODELS = ["Qwen2_5_VLForConditionalGeneration", "KimiK25ForConditionalGeneration"]
+
+
+class EagleProposer:
+    def load_model(self, target_model):
+        if supports_multimodal(target_model):
+            if self.get_model_name(target_model) in _IMAGE_TOKEN_ID_MODELS:
+                self.model.config.image_token_index = target_model.config.image_token_id
+            else:
+                self.model.config.image_token_index = target_model.config.image_token_index
+"""
+OVERWRITTEN = """
+class EagleProposer:
+    def load_model(self, target_model):
+        if supports_multimodal(target_model):
+            name = self.get_model_name(target_model)
+            if name == "KimiK25ForConditionalGeneration":
+                self.model.config.image_token_index = target_model.config.media_placeholder_token_id
+            else:
+                self.model.config.image_token_index = target_model.config.image_token_index
+            if name.startswith("Kimi"):
+                self.model.config.image_token_index = target_model.config.image_token_index
+"""
+
+
+def test_kimi_in_a_module_constant_of_an_earlier_branch_is_not_given_an_unreachable_branch():
+    outcome = assert_codemod(MmImageToken, {PATH: CONSTANT_CHAIN}, UNCHANGED, Status.FAILED)
+    assert "image_token_id" in outcome.detail, outcome.detail
+    mapped = CONSTANT_CHAIN.replace(
+        "target_model.config.image_token_id", "target_model.config.media_placeholder_token_id"
+    )
+    assert_codemod(MmImageToken, {PATH: mapped}, UNCHANGED, Status.PRESENT)
+    changed = mapped + "\n_IMAGE_TOKEN_ID_MODELS.remove('KimiK25ForConditionalGeneration')\n"
+    assert_codemod(MmImageToken, {PATH: changed}, UNCHANGED, Status.FAILED)
+
+
+def test_a_store_after_the_chain_that_overwrites_its_value_is_ambiguous():
+    outcome = assert_codemod(MmImageToken, {PATH: OVERWRITTEN}, UNCHANGED, Status.AMBIGUOUS)
+    assert f"{PATH}:10" in outcome.detail, outcome.detail

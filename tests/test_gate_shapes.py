@@ -159,8 +159,10 @@ MODULE_SHAPES = {
     + '        if self.method == "eagle3" and self.target_model_config:\n'
     + "            require()\n",
     "assignment-before-raise": PATCHED_LIST.replace(', "kimi_k2"', "")
-    + GATE.replace('            raise ValueError("no")', '            self.method = "eagle"\n'
-                   '            raise ValueError("no")'),
+    + GATE.replace(
+        '            raise ValueError("no")',
+        '            self.method = "eagle"\n            raise ValueError("no")',
+    ),
     "shadowed-any": "def any(values):\n    return all(values)\n\n\n"
     + PATCHED_LIST.replace('"qwen", "kimi_k2"', '"kimi_k2", "qwen"')
     + GATE.replace("s in model_type for s in TARGETS", "model_type == s for s in TARGETS"),

@@ -76,8 +76,24 @@ def assigned_targets(node: ast.Assign | ast.AnnAssign) -> list[ast.expr]:
     return list(node.targets) if isinstance(node, ast.Assign) else [node.target]
 
 
-SHADOWABLE = frozenset({"any", "all", "getattr", "hasattr", "list", "tuple", "set", "sorted",
-                        "frozenset", "len", "isinstance", "str", "bool", "vars"})
+SHADOWABLE = frozenset(
+    {
+        "any",
+        "all",
+        "getattr",
+        "hasattr",
+        "list",
+        "tuple",
+        "set",
+        "sorted",
+        "frozenset",
+        "len",
+        "isinstance",
+        "str",
+        "bool",
+        "vars",
+    }
+)
 """Builtins the interpreter works out itself: a module that rebinds one is not followed."""
 
 
@@ -341,7 +357,7 @@ class Module:
         self.functions: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}
         self.methods: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}
         self.classes: dict[str, dict[str, ast.FunctionDef | ast.AsyncFunctionDef]] = {}
-        self.owner: dict[int, str] = {}  # id of a method: the name of its class
+        self.owner: dict[ast.AST, str] = {}  # a method (nodes hash by identity): its class
         self.globals: dict[str, Val] = {}
         self.aliases: set[str] = set()
         for node in tree.body:
@@ -353,7 +369,7 @@ class Module:
                     if isinstance(item, FUNCTIONS):
                         self.methods[item.name] = item
                         methods[item.name] = item
-                        self.owner[id(item)] = node.name
+                        self.owner[item] = node.name
         interpreter = Interpreter(self, "")
         state = State()
         for node in tree.body:
@@ -391,7 +407,7 @@ class Module:
                 if isinstance(inner, ast.Global):  # rebound at run time: its value is unknown
                     for name in inner.names:
                         self.globals[name] = UNKNOWN
-        for name, value in list(self.globals.items()):
+        for name in list(self.globals):
             if name in SHADOWABLE:  # a builtin the gates call, rebound by the module
                 self.globals[name] = UNKNOWN
         for name in self.functions:
@@ -464,7 +480,7 @@ class Interpreter:
 
     # statements -------------------------------------------------------------------------
     def run(self, function: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
-        self.owner = self.module.owner.get(id(function))
+        self.owner = self.module.owner.get(function)
         state = State()
         for arg in [*function.args.posonlyargs, *function.args.args, *function.args.kwonlyargs]:
             if arg.arg == "self":
@@ -510,8 +526,11 @@ class Interpreter:
             for target in node.targets:
                 self.assign(target, value, state)
             method = state.env.get("self.method")
-            if not region and method is not None and method.known and "eagle3" not in str(
-                method.value
+            if (
+                not region
+                and method is not None
+                and method.known
+                and "eagle3" not in str(method.value)
             ):
                 # the method is no longer EAGLE-3: not the path this follows. Under a decision
                 # on the model type it is that decision's doing, and a raise after it refuses
@@ -543,7 +562,8 @@ class Interpreter:
                 body=[ast.Raise(exc=None, cause=None)],
                 orelse=[],
             )
-            return self.branch(ast.fix_missing_locations(ast.copy_location(fails, node)), state, region)
+            fails = ast.fix_missing_locations(ast.copy_location(fails, node))
+            return self.branch(fails, state, region)
         if isinstance(node, ast.With | ast.AsyncWith):
             for item in node.items:
                 self.eval(item.context_expr, state)
@@ -995,7 +1015,7 @@ class Interpreter:
         self.depth += 1
         caller = self.owner
         if self_value is not None:
-            self.owner = self.module.owner.get(id(function), self.owner)
+            self.owner = self.module.owner.get(function, self.owner)
         try:
             returns = ReturnCollector()
             after = self.block_returning(function.body, inner, region, returns)
@@ -1087,8 +1107,21 @@ BUILDERS: dict[str, Callable[[Any], Any]] = {
 """Builtins worked out on known values."""
 STRING_METHODS = frozenset(
     {
-        "lower", "upper", "casefold", "startswith", "endswith", "strip", "lstrip", "rstrip",
-        "replace", "split", "rsplit", "partition", "rpartition", "removeprefix", "removesuffix",
+        "lower",
+        "upper",
+        "casefold",
+        "startswith",
+        "endswith",
+        "strip",
+        "lstrip",
+        "rstrip",
+        "replace",
+        "split",
+        "rsplit",
+        "partition",
+        "rpartition",
+        "removeprefix",
+        "removesuffix",
     }
 )
 COMPARE: dict[type, Any] = {

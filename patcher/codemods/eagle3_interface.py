@@ -62,6 +62,60 @@ def delegating_methods(attribute: str) -> dict[str, str]:
     }
 
 
+def binds(cls: cst.ClassDef, attribute: str) -> bool:
+    """Whether a method of ``cls`` assigns ``self.<attribute>``: what the methods added read."""
+    target = m.Attribute(m.Name("self"), m.Name(attribute))
+    return bool(
+        m.findall(cls, m.Assign(targets=[m.ZeroOrMore(), m.AssignTarget(target), m.ZeroOrMore()]))
+        or m.findall(cls, m.AnnAssign(target=target))
+    )
+
+
+def does_nothing(method: cst.FunctionDef) -> bool:
+    """A method whose body only raises, passes or is ``...`` (a docstring aside): a stub."""
+    body = (
+        cst.ensure_type(method.body, cst.IndentedBlock).body
+        if isinstance(method.body, cst.IndentedBlock)
+        else [method.body]
+    )
+    for node in body:
+        smalls = node.body if isinstance(node, cst.SimpleStatementLine) else [node]
+        for small in smalls:
+            if isinstance(small, cst.Raise | cst.Pass):
+                continue
+            if isinstance(small, cst.Expr) and isinstance(
+                small.value, cst.SimpleString | cst.ConcatenatedString | cst.Ellipsis
+            ):
+                continue
+            return False
+    return True
+
+
+def rebound_later(module: cst.Module, class_name: str) -> cst.CSTNode | None:
+    """A module-level statement after ``class_name``'s definition that binds that name again,
+    or deletes or sets an attribute of the class: the class vLLM loads is not the one patched."""
+    seen = False
+    for node in module.body:
+        named = isinstance(node, cst.ClassDef | cst.FunctionDef) and node.name.value == class_name
+        if named and seen:
+            return node
+        if named or not seen:
+            seen = seen or named
+            continue
+        stores = list(m.findall(node, m.AssignTarget(target=m.Name(class_name))))
+        stores += m.findall(node, m.ImportAlias(asname=m.AsName(name=m.Name(class_name))))
+        stores += m.findall(
+            node,
+            m.Call(
+                func=m.Name("delattr") | m.Name("setattr"),
+                args=[m.Arg(m.Name(class_name)), m.ZeroOrMore()],
+            ),
+        )
+        if stores and not isinstance(node, cst.ClassDef | cst.FunctionDef):
+            return node
+    return None
+
+
 class Eagle3Interface(Codemod[InterfaceOptions]):
     DESCRIPTION = "Implement SupportsEagle3 on the text model and its multimodal wrapper."
 
@@ -101,7 +155,7 @@ class Eagle3Interface(Codemod[InterfaceOptions]):
         if edited is not backbone_class:
             module = edit_class(module, backbone, lambda _: edited)
         methods = backbone_methods(self.options.backbone_attribute)
-        module = self._interface(path, module, class_name, methods)
+        module = self._interface(path, module, class_name, methods, self.options.backbone_attribute)
         if module is not original:
             tree.update(path, module)
 
@@ -123,20 +177,48 @@ class Eagle3Interface(Codemod[InterfaceOptions]):
         )
         # older wrappers hold the backbone itself, not the causal-LM class
         methods = backbone_methods(attribute) if holds_backbone else delegating_methods(attribute)
-        module = self._interface(path, original, class_name, methods)
+        module = self._interface(path, original, class_name, methods, attribute)
         if module is not original:
             tree.update(path, module)
 
     def _interface(
-        self, path: str, module: cst.Module, class_name: str, methods: dict[str, str]
+        self,
+        path: str,
+        module: cst.Module,
+        class_name: str,
+        methods: dict[str, str],
+        attribute: str,
     ) -> cst.Module:
-        """Import the interface, add it to the class's bases, add the missing methods."""
+        """Import the interface, add it to the class's bases, add the missing methods (which
+        read ``self.<attribute>``). ShapeError where the class vLLM loads would still lack it:
+        the name rebound after the class, a method of the interface that is a stub, or an
+        attribute the new methods read that the class never sets."""
+        later = rebound_later(module, class_name)
+        if later is not None:
+            raise ShapeError(
+                f"{path}: {class_name} is bound again or changed after its class statement, so "
+                f"the class vLLM loads is not the one patched; nearest candidate: "
+                f"{describe(module, path, later)}"
+            )
         module, imported = templates.with_imports(module, path, [INTERFACE])
         if imported:
             self.report(f"{path} imports {INTERFACE}")
         cls = find_class(module, class_name)
         assert cls is not None
+        for name in methods:
+            method = find_method(cls, name)
+            if method is not None and does_nothing(method):
+                raise ShapeError(
+                    f"{path}: {class_name}.{name} is a stub (it only raises or passes): the "
+                    f"interface is declared, not implemented; nearest candidate: "
+                    f"{describe(module, path, method)}"
+                )
         missing = {name: code for name, code in methods.items() if find_method(cls, name) is None}
+        if missing and not binds(cls, attribute):
+            raise ShapeError(
+                f"{path}: the methods to add read self.{attribute}, which {class_name} never "
+                f"sets; nearest candidate: {describe(module, path, cls)}"
+            )
         add_base = INTERFACE not in base_names(cls)
         if add_base:
             self.report(f"{class_name} subclasses {INTERFACE}")

@@ -74,18 +74,63 @@ def names_architecture(test: cst.BaseExpression, architecture: str) -> bool:
     )
 
 
-def takes(test: cst.BaseExpression, name: str, architecture: str) -> bool | None:
+IMAGE_TOKEN_INDEX = m.Attribute(attr=m.Name("image_token_index"))
+
+
+def module_constants(module: cst.Module) -> dict[str, list[str]]:
+    """Module-level names bound once to a literal list, tuple or set of strings and never
+    changed (no other store, no method called on them): what a chain's ``in NAME`` reads."""
+    found: dict[str, list[str]] = {}
+    bound: dict[str, int] = {}
+    for statement in module.body:
+        if not isinstance(statement, cst.SimpleStatementLine):
+            continue
+        for small in statement.body:
+            if isinstance(small, cst.Assign) and len(small.targets) == 1:
+                target = small.targets[0].target
+                if isinstance(target, cst.Name):
+                    bound[target.value] = bound.get(target.value, 0) + 1
+                    values = literal_strings(small.value)
+                    if values is not None:
+                        found[target.value] = values
+    changed = {  # a method called on it, or an augmented store or del of it
+        cst.ensure_type(node, cst.Attribute).value.value  # type: ignore[attr-defined]
+        for node in m.findall(module, m.Attribute(value=m.Name()))
+    }
+    for node in m.findall(module, m.AugAssign() | m.Del()):
+        changed |= {
+            cst.ensure_type(n, cst.Name).value
+            for n in m.findall(getattr(node, "target", node), m.Name())
+        }
+    stores = [
+        cst.ensure_type(name, cst.Name).value
+        for target in m.findall(module, m.AssignTarget())
+        for name in m.findall(cst.ensure_type(target, cst.AssignTarget).target, m.Name())
+    ]
+    return {
+        name: values
+        for name, values in found.items()
+        if bound.get(name) == 1 and stores.count(name) == 1 and name not in changed
+    }
+
+
+def takes(
+    test: cst.BaseExpression,
+    name: str,
+    architecture: str,
+    constants: dict[str, list[str]] | None = None,
+) -> bool | None:
     """Whether a chain's ``test`` holds when the model name (the code ``name``) is
     ``architecture``: ``==``/``!=``/``in``/``not in`` a literal, ``and``/``or``/``not`` of such,
     and the constants True and False; None where that cannot be worked out from the code."""
     if isinstance(test, cst.Name) and test.value in ("True", "False"):
         return test.value == "True"
     if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
-        inner = takes(test.expression, name, architecture)
+        inner = takes(test.expression, name, architecture, constants)
         return None if inner is None else not inner
     if isinstance(test, cst.BooleanOperation):
-        left = takes(test.left, name, architecture)
-        right = takes(test.right, name, architecture)
+        left = takes(test.left, name, architecture, constants)
+        right = takes(test.right, name, architecture, constants)
         if isinstance(test.operator, cst.And):
             if left is False or right is False:
                 return False
@@ -98,12 +143,17 @@ def takes(test: cst.BaseExpression, name: str, architecture: str) -> bool | None
             return None
         target = test.comparisons[0]
         values = literal_strings(target.comparator)
+        constant = isinstance(target.comparator, cst.Name) and target.comparator.value in (
+            constants or {}
+        )
+        if constant:
+            values = (constants or {})[cst.ensure_type(target.comparator, cst.Name).value]
         if values is None:
             return None
         if isinstance(target.operator, cst.Equal | cst.NotEqual) and len(values) == 1:
             equal = values[0] == architecture
             return equal if isinstance(target.operator, cst.Equal) else not equal
-        if isinstance(target.comparator, cst.List | cst.Tuple | cst.Set):
+        if constant or isinstance(target.comparator, cst.List | cst.Tuple | cst.Set):
             if isinstance(target.operator, cst.In):
                 return architecture in values
             if isinstance(target.operator, cst.NotIn):
@@ -234,6 +284,17 @@ class MmImageToken(FileCodemod):
                 Status.NOT_NEEDED, "no image_token_index fallback in a multimodal branch"
             )
         ((path, module, chain),) = found
+        inside = set(m.findall(chain.head, IMAGE_TOKEN_INDEX))  # nodes are equal by identity
+        elsewhere = [n for n in m.findall(module, IMAGE_TOKEN_INDEX) if n not in inside]
+        if elsewhere:
+            # a later store overwrites what the chain set, a read elsewhere is a second barrier
+            lines = ", ".join(f"{path}:{line_of(module, n)}" for n in elsewhere)
+            return Outcome(
+                Status.AMBIGUOUS,
+                f"{path}:{line_of(module, chain.head)}: the chain sets image_token_index, and "
+                f"{lines} touches it too, outside the chain: {self.name} decides one, so it "
+                f"patched none",
+            )
         if self._mapped(module, path, chain):
             return Outcome(Status.PRESENT, f"{path}: {architecture} already mapped")
         tree.update(
@@ -261,16 +322,17 @@ class MmImageToken(FileCodemod):
         attribute (the config has only its own: a patch there is not the fix)."""
         architecture = self.model.architecture or ""
         head = chain.tests[0]
-        if not any(names_architecture(test, architecture) for test in chain.tests):
-            return False
         if not isinstance(head, cst.Comparison):
             raise ShapeError(
                 f"{path}: cannot tell which branch {architecture} takes; nearest candidate: "
                 f"{describe(module, path, chain.head)}"
             )
         name = module.code_for_node(head.left)
+        constants = module_constants(module)
         for branch in chain.branches:
-            holds = takes(branch.test, name, architecture)
+            # every test ahead of the new branch must be known not to hold for it, or the new
+            # branch is never reached: one that holds is the branch it takes already
+            holds = takes(branch.test, name, architecture, constants)
             if holds is None:
                 raise ShapeError(
                     f"{path}: cannot tell whether {architecture} takes the branch "
@@ -278,8 +340,6 @@ class MmImageToken(FileCodemod):
                     f"{describe(module, path, chain.head)}"
                 )
             if holds:
-                if not names_architecture(branch.test, architecture):
-                    return False
                 self._reads_attribute(module, path, chain, branch)
                 return True
         return False
