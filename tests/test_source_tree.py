@@ -196,7 +196,9 @@ def test_an_unreadable_target_is_a_one_line_error(tree, capsys):
     (tree / EAGLE).unlink()
     (tree / EAGLE).symlink_to("/proc/self/mem")
     assert main(["diff", "--source", str(tree)]) == 2
-    assert f"{tree / EAGLE}: cannot read it (Input/output error)" in one_error_line(capsys)
+    assert f"cannot read vLLM source file {tree / EAGLE}: Input/output error" in one_error_line(
+        capsys
+    )
 
 
 CONCURRENT_PATCHSETS = ("glm4-moe-eagle3", "gemma3-eagle3")
@@ -241,3 +243,25 @@ def test_concurrent_applies_of_two_patchsets_both_land(two_patchset_tree, tmp_pa
             assert "patched" in out
         speculative = (root / SPECULATIVE).read_text()
         assert '"glm4_moe"' in speculative and '"gemma3_text"' in speculative, f"try {attempt}"
+
+
+@pytest.mark.parametrize("made", ["fifo", "device-link", "folder"])
+def test_a_module_that_is_not_a_regular_file_is_refused_never_read_as_absent(tree, made):
+    """A FIFO, a link to /dev/zero or a folder where the gate's module should be: one line,
+    exit 2, nothing written (it was 'not-needed', exit 0, and the other modules patched)."""
+    gate = tree / "vllm/config/speculative.py"
+    gate.unlink()
+    if made == "fifo":
+        os.mkfifo(gate)
+    elif made == "device-link":
+        gate.symlink_to("/dev/zero")
+    else:
+        gate.mkdir()
+    before = snapshot(tree)
+    done = subprocess.run(
+        [PATCHER, "apply", "--source", str(tree)], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stderr.strip().splitlines()[-1].startswith("patcher: error: cannot read vLLM")
+    assert "speculative.py" in done.stderr and "Traceback" not in done.stderr
+    assert snapshot(tree) == before

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from packaging.version import Version
 
+from patcher import files
 from patcher.errors import PatcherError
 from patcher.sources.base import Source
 
@@ -54,12 +55,12 @@ class DirectorySource(Source):
 
     def read(self, path: str) -> bytes | None:
         file = self.root / path
-        if not file.is_file():
-            return None
         try:
-            return file.read_bytes()
-        except OSError as error:
-            raise PatcherError(f"{file}: cannot read it ({error.strerror})") from error
+            # a FIFO, a device or a folder where a module should be is refused, never read as
+            # absent: a gate behind one would be called not-needed
+            return files.read_regular(file, "vLLM source file")
+        except files.Missing:  # nothing there, or a symlink that leads nowhere
+            return None
 
 
 def walk(root: Path, top: str) -> Iterator[str]:
@@ -80,8 +81,12 @@ def walk(root: Path, top: str) -> Iterator[str]:
         relative = Path(folder).relative_to(root)
         for name in files:
             path = os.path.join(folder, name)
-            if os.path.isfile(path) or not os.path.exists(path):  # a dangling link is listed:
-                yield (relative / name).as_posix()  # a file it hides cannot be proven absent
+            if os.path.isfile(path) or not os.path.exists(path) or name.endswith(".py"):
+                # a dangling link is listed: a file it hides cannot be proven absent; so is a
+                # module that is a FIFO or a device, which read refuses
+                yield (relative / name).as_posix()
+        # a folder where a module should be is listed too, for read to refuse
+        yield from ((relative / d).as_posix() for d in dirs if d.endswith(".py"))
 
 
 def read_version(version_file: Path) -> str | None:
