@@ -70,7 +70,7 @@ def walk(root: Path, top: str) -> Iterator[str]:
     A tree may link a folder in from elsewhere; skipping it would drop a patch silently.
     """
     chains: dict[str, frozenset[str]] = {}  # each folder's real path and its ancestors'
-    for folder, dirs, files in os.walk(root / top, followlinks=True):
+    for folder, dirs, entries in os.walk(root / top, followlinks=True):
         real = os.path.realpath(folder)
         above = chains.get(os.path.dirname(folder), frozenset())
         if real in above:  # a link back up its own path: a loop
@@ -79,7 +79,7 @@ def walk(root: Path, top: str) -> Iterator[str]:
         chains[folder] = above | {real}
         dirs[:] = [d for d in dirs if d != "__pycache__"]
         relative = Path(folder).relative_to(root)
-        for name in files:
+        for name in entries:
             path = os.path.join(folder, name)
             if os.path.isfile(path) or not os.path.exists(path) or name.endswith(".py"):
                 # a dangling link is listed: a file it hides cannot be proven absent; so is a
