@@ -47,9 +47,23 @@ def folder_lock(folder: Path) -> FileLock:
     dist-info), across processes. The lock lives here: a file left in the folder would be one
     its owner never put there (and, in a dist-info, one RECORD does not list)."""
     key = hashlib.sha256(os.path.realpath(folder).encode()).hexdigest()[:16]
-    locks = cache_dir() / "folder-locks"
-    locks.mkdir(exist_ok=True)
+    locks = cache_folder(cache_dir() / "folder-locks")
     return FileLock(str(locks / f"{key}.lock"))
+
+
+def cache_folder(folder: Path) -> Path:
+    """``folder`` of patcher's cache, made if missing; one line where something else (a file,
+    a dangling link) stands in its place, which patcher never removes for the user."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError) as error:
+        raise PatcherError(
+            f"{error.filename or folder}: in patcher's cache (PATCHER_CACHE_DIR), not a folder; "
+            f"remove it"
+        ) from error
+    except OSError as error:
+        raise PatcherError(f"cannot make {folder}: {error.strerror or error}") from error
+    return folder
 
 
 def sha256_of(path: Path) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import re
 import tomllib
 from dataclasses import dataclass, field
 from importlib import resources
@@ -224,15 +225,36 @@ def load(name_or_path: str | None = None) -> Patchset:
     return parse(read_regular(path, "patchset"), str(path))
 
 
+NAME = re.compile(r"[A-Za-z0-9]+(?:[._-][A-Za-z0-9]+)*")
+"""A patchset's name and its wheel's local label: letters and digits in runs joined by one
+``.``, ``_`` or ``-`` (PEP 440's local segment). A name is also a folder of the proofs' cache
+and part of file names, so no ``/``, no ``..``, no spaces."""
+
+
+def naming_problems(header: Header) -> list[str]:
+    label = header.local_label or header.name.replace("-", ".")
+    problems = []
+    if not NAME.fullmatch(header.name):
+        problems.append(f"name: {header.name!r} is not letters and digits joined by . _ or -")
+    elif not NAME.fullmatch(label):
+        problems.append(
+            f"local_label: {label!r} is not a wheel's local version label (letters and digits "
+            f"joined by . _ or -)"
+        )
+    return problems
+
+
 def parse(content: bytes, where: str) -> Patchset:
     """The patchset in ``content``, or one error with a line per problem, each naming the key."""
     try:
         data = tomllib.loads(content.decode("utf-8"))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError, RecursionError) as error:
         raise PatcherError(f"{where}: not a TOML patchset ({error})") from error
     problems: list[str] = []
     header = schema.read(Header, {k: v for k, v in data.items() if k != "patches"}, "", problems)
     patches = read_patches(data.get("patches"), problems)
+    if header is not None:
+        problems += naming_problems(header)
     if problems or header is None or patches is None:
         raise PatcherError("\n".join(f"{where}: {problem}" for problem in problems))
     return Patchset(

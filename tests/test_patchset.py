@@ -236,3 +236,28 @@ def test_a_sessions_table_that_is_wrong_is_one_line(table, line):
     with pytest.raises(PatcherError) as error:
         patchsets.parse(text.encode(), "small.toml")
     assert any(found.startswith(f"small.toml: {line}") for found in str(error.value).splitlines())
+
+
+SMALL = '{head}\npatches = [{{ codemod = "eagle3-whitelist" }}]\n\n[model]\ntypes = ["kimi_k2"]\n'
+
+
+@pytest.mark.parametrize(
+    ("head", "line"),
+    [
+        ('name = "../../../outside/x"', "name: '../../../outside/x' is not letters and digits"),
+        ('name = "a b"', "name: 'a b' is not letters"),
+        ('name = "a/b"', "name: 'a/b' is not letters"),
+        ('name = "a..b"', "name: 'a..b' is not letters"),
+        ('name = "small"\nlocal_label = "a/../b c;rm"', "local_label: 'a/../b c;rm' is not"),
+        ('name = "small-.x"', "name: 'small-.x' is not"),
+        # nested past what Python's TOML reader follows: one line, not a RecursionError
+        ('name = "small"\nx = ' + "[" * 100_000 + "]" * 100_000, "not a TOML patchset"),
+    ],
+)
+def test_a_name_or_label_that_is_not_a_plain_token_is_refused(tmp_path, capsys, head, line):
+    """A patchset's name is a folder of the proofs' cache and part of file names, its label a
+    wheel's local version (second hostile pass: both were taken as given, exit 0)."""
+    path = tmp_path / "small.toml"
+    path.write_text(SMALL.format(head=head))
+    assert main(["diff", "--vllm", "0.16.0", "--patchset", str(path)]) == 2
+    assert line in error_lines(capsys)[0]

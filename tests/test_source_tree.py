@@ -265,3 +265,28 @@ def test_a_module_that_is_not_a_regular_file_is_refused_never_read_as_absent(tre
     assert done.stderr.strip().splitlines()[-1].startswith("patcher: error: cannot read vLLM")
     assert "speculative.py" in done.stderr and "Traceback" not in done.stderr
     assert snapshot(tree) == before
+
+
+@pytest.mark.parametrize("stand_in", ["file", "dangling-link"])
+def test_a_cache_folder_that_is_not_a_folder_is_one_line(tree, tmp_path, stand_in):
+    """$PATCHER_CACHE_DIR/folder-locks a file, or a link to nowhere: it was FileExistsError's
+    traceback (second hostile pass)."""
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    if stand_in == "file":
+        (cache / "folder-locks").write_text("x")
+    else:
+        (cache / "folder-locks").symlink_to(tmp_path / "nowhere" / "at-all")
+    before = snapshot(tree)
+    done = subprocess.run(
+        [PATCHER, "apply", "--source", str(tree)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PATCHER_CACHE_DIR": str(cache)},
+    )
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr
+    assert done.stderr.strip().splitlines()[-1].startswith("patcher: error: ")
+    assert "folder-locks" in done.stderr
+    assert snapshot(tree) == before

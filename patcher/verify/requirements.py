@@ -75,7 +75,7 @@ def read_gpu_stack(text: str) -> tuple[LeftOut, ...]:
     problems: list[str] = []
     try:
         stack = schema.read(GpuStack, tomllib.loads(text), "", problems)
-    except tomllib.TOMLDecodeError as error:
+    except (tomllib.TOMLDecodeError, RecursionError) as error:
         problems.append(f"not TOML ({error})")
         stack = None
     if stack is None:
