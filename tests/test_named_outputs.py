@@ -213,6 +213,20 @@ def test_two_outputs_on_stdout_are_refused(fake: FakeIndex) -> None:
     assert one_line(code, err) == "--json and --markdown cannot both write to stdout (-)"
 
 
+def test_two_outputs_naming_one_file_are_refused_before_anything_is_written(
+    fake: FakeIndex, tmp_path: Path
+) -> None:
+    """Spelled alike, by another path or through a link: one would overwrite the other, exit 0
+    (second hostile pass)."""
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "link.md").symlink_to(tmp_path / "out.md")
+    target = tmp_path / "out.md"
+    for other in (target, tmp_path / "sub" / ".." / "out.md", tmp_path / "link.md"):
+        code, _, err = matrix(fake, "--json", str(target), "--markdown", str(other))
+        assert one_line(code, err).startswith("--json and --markdown name the same file"), err
+        assert not target.exists()
+
+
 @pytest.mark.parametrize("flag", ["--json", "--markdown", "--fanout"])
 def test_a_missing_folder_is_one_line_before_the_work(
     fake: FakeIndex, tmp_path: Path, flag: str

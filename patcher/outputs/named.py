@@ -188,4 +188,14 @@ def one_stdout(options: dict[str, Path | None]) -> bool:
     on_stdout = [flag for flag, path in options.items() if path == STDOUT]
     if len(on_stdout) > 1:
         raise PatcherError(f"{' and '.join(on_stdout)} cannot both write to stdout (-)")
+    seen: dict[Path, str] = {}
+    for flag, path in options.items():
+        if path is None or path == STDOUT:
+            continue
+        real = Path(os.path.realpath(path))  # the same file by another spelling or a link
+        if real in seen:
+            raise PatcherError(
+                f"{seen[real]} and {flag} name the same file, {path}: one would overwrite the other"
+            )
+        seen[real] = flag
     return bool(on_stdout)
