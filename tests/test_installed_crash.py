@@ -79,6 +79,9 @@ def assert_official(site: Path, wheel: Path, official: dict[str, bytes]) -> None
         for path in PATCHED:
             assert (site / path).read_bytes() == archive.read(path)
     assert snapshot(site) == official
+    # no folder is left that RECORD does not list: a revert killed after its last removal and
+    # finished by the next left the copies' folders empty (second hostile pass)
+    assert not (site / INFO / "patcher-originals").exists()
 
 
 def assert_patched(site: Path, patched: dict[str, bytes]) -> None:

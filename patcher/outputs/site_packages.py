@@ -55,6 +55,9 @@ def recover(installation: Installation) -> str | None:
     if found is None:
         return None
     journal, outcome = found
+    # a revert killed after its last removal, or an apply undone, leaves the copies' folders
+    # empty: nothing lists them, so they go as a finished revert's do
+    remove_empty_folders(installation.root / installation.info / ORIGINALS)
     return (
         f"{transaction.describe(journal).removeprefix('interrupted: ')}, was interrupted; {outcome}"
     )
