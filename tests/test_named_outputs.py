@@ -153,6 +153,24 @@ def test_a_fifo_is_written_in_place_for_its_reader(fake: FakeIndex, tmp_path: Pa
     assert rows_of(received[0].decode())[0]["vllm"] == VERSION
 
 
+def test_a_fifo_no_process_reads_is_one_line_not_a_hang(
+    fake: FakeIndex, tmp_path: Path, monkeypatch
+) -> None:
+    """A blocking open of a FIFO without a reader waits for ever: matrix --json FIFO hung past
+    75 s (second hostile pass). After FIFO_WAIT seconds, it is refused in one line."""
+    from patcher.errors import PatcherError
+    from patcher.outputs import named
+
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    monkeypatch.setattr(named, "FIFO_WAIT", 1.0)
+    started = time.monotonic()
+    with pytest.raises(PatcherError, match="a FIFO no process read in"):
+        named.write_file(fifo, b"{}", "--json")
+    assert time.monotonic() - started < 10
+    assert stat.S_ISFIFO(fifo.stat().st_mode)
+
+
 def test_a_link_to_a_descriptor_is_written_in_place(fake: FakeIndex, tmp_path: Path) -> None:
     """``--json /dev/stdout`` with stdout on a file: that file gets the JSON after the tables,
     and the link stays (a link of our own to /proc/self/fd/1 stands in for /dev/stdout, which

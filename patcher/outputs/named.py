@@ -17,7 +17,9 @@ import errno
 import os
 import stat
 import sys
+import time
 from pathlib import Path
+from typing import BinaryIO
 
 from patcher.cache import create_new, name_beside
 from patcher.errors import OutputClosed, PatcherError, StdoutError
@@ -120,13 +122,42 @@ def write_file(path: Path, data: bytes, option: str) -> None:
             sys.stdout.flush()
             with path.open("ab") as stream:
                 stream.write(data)
+        elif mode is not None and stat.S_ISFIFO(mode):
+            with _fifo_writer(path) as stream:  # in place, for the process reading it
+                stream.write(data)
         elif mode is not None and not stat.S_ISREG(mode):
-            with path.open("wb") as stream:  # a device or a FIFO: in place
+            with path.open("wb") as stream:  # a device: in place
                 stream.write(data)
         else:
             _replace(_resolved(path), data, None if mode is None else stat.S_IMODE(mode))
     except OSError as error:
         raise PatcherError(f"cannot write {path}: {error.strerror or error}") from error
+
+
+FIFO_WAIT = 10.0
+"""How long a FIFO named as an output may go without a reader before patcher gives up: a
+blocking open would wait for one for ever."""
+
+
+def _fifo_writer(path: Path) -> BinaryIO:
+    """``path``, a FIFO, open for writing once a process reads it; a one-line error where none
+    has in ``FIFO_WAIT`` seconds (a blocking open would hang the command)."""
+    wait = FIFO_WAIT
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK)
+            break
+        except OSError as error:
+            if error.errno != errno.ENXIO:  # ENXIO: no reader yet
+                raise
+            if time.monotonic() > deadline:
+                raise PatcherError(
+                    f"cannot write {path}: a FIFO no process read in {wait:.0f} s"
+                ) from error
+            time.sleep(0.05)
+    os.set_blocking(fd, True)  # the reader may be slower than this writer
+    return os.fdopen(fd, "wb")
 
 
 def _write_stdout(data: bytes) -> None:
