@@ -453,3 +453,55 @@ def test_an_interrupt_landing_just_after_a_rename_rolls_that_rename_back_too(
     monkeypatch.setattr(module.os, "replace", real)
     assert {p: p.read_bytes() for p in files} == files
     assert sorted(p.name for p in tmp_path.rglob("*")) == sorted(["site", *(p.name for p in files)])
+
+
+@pytest.mark.parametrize("window", ["folder-made", "staged", "kept-aside", "removal-aside"])
+@pytest.mark.parametrize("journal", [True, False])
+def test_a_ctrl_c_landing_between_a_file_made_and_its_record_leaves_nothing(
+    tmp_path, monkeypatch, window, journal
+):
+    """A real SIGINT (not a raised exception) that lands right after the commit made a folder,
+    staged a copy or kept an original aside, before it recorded that: the copy was left behind,
+    where no rollback knew of it (second hostile pass: Ctrl-C during apply --installed left a
+    stray copy in patcher-originals/, which status took for a kept original, and revert and
+    apply both refused). Every file must be as before and nothing else left."""
+    from patcher.outputs import transaction as module
+
+    folder = tmp_path / "site"
+    folder.mkdir()
+    files = {folder / f"f{i}.py": f"old {i}\n".encode() for i in range(3)}
+    for path, data in files.items():
+        path.write_bytes(data)
+    doomed = folder / "doomed.py"
+    doomed.write_bytes(b"to go\n")
+    kw = {"journal": tmp_path / "journal.json", "root": folder} if journal else {}
+    commit = module.Transaction(**kw)
+    for path in files:
+        commit.write(path, b"new\n", 0o644)
+    commit.write(folder / "originals" / "deep" / "kept.py", b"kept\n", 0o644)
+    commit.remove(doomed)
+    name = {
+        "folder-made": "make_parents",
+        "staged": "stage",
+        "kept-aside": "keep_aside",
+        "removal-aside": "keep_aside",
+    }[window]
+    real = getattr(module, name)
+    calls = []
+
+    def then_ctrl_c(*args, **kwargs):
+        result = real(*args, **kwargs)
+        calls.append(args)
+        last_aside = window == "removal-aside" and args[0] == doomed
+        if (window != "removal-aside" and len(calls) == 2) or last_aside:
+            os.kill(os.getpid(), signal.SIGINT)  # lands at the next bytecode, or when unheld
+        return result
+
+    monkeypatch.setattr(module, name, then_ctrl_c)
+    with pytest.raises(KeyboardInterrupt):
+        commit.commit()
+    monkeypatch.setattr(module, name, real)
+    assert {p: p.read_bytes() for p in files} == files
+    assert doomed.read_bytes() == b"to go\n"
+    left = sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*"))
+    assert left == sorted(["site", "site/doomed.py", *(f"site/{p.name}" for p in files)])

@@ -22,6 +22,7 @@ import os
 import shutil
 import signal
 import tempfile
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -214,17 +215,34 @@ def recover(path: Path, root: Path) -> tuple[Journal, str] | None:
 
 @contextlib.contextmanager
 def signals_held() -> Iterator[None]:
-    """Ctrl-C and SIGTERM held back (delivered when this ends) while files are put back."""
-    held = {signal.SIGINT, signal.SIGTERM}
-    try:
-        old = signal.pthread_sigmask(signal.SIG_BLOCK, held)
-    except (AttributeError, OSError, ValueError):  # no signal masks here
-        yield
+    """Ctrl-C and SIGTERM held back (delivered when this ends) while files are put back, or
+    while a file made is recorded. In the main thread by swapping their Python handlers for
+    one that notes them: a mask is the calling thread's own, and with another thread running
+    the kernel hands the signal to that one, whose flag the main thread then acts on at once."""
+    held = (signal.SIGINT, signal.SIGTERM)
+    if threading.current_thread() is not threading.main_thread():
+        try:
+            old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, set(held))
+        except (AttributeError, OSError, ValueError):  # no signal masks here
+            yield
+            return
+        try:
+            yield
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
         return
+    caught: list[int] = []
+    before = {number: signal.getsignal(number) for number in held}
+    swapped = [n for n, handler in before.items() if handler not in (signal.SIG_IGN, None)]
+    for number in swapped:
+        signal.signal(number, lambda signum, frame: caught.append(signum))
     try:
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+        for number in swapped:
+            signal.signal(number, before[number])
+        for signum in caught:  # now, to the handler it had
+            os.kill(os.getpid(), signum)
 
 
 def sync_folders(folders: set[Path]) -> None:
@@ -338,27 +356,34 @@ class Transaction:
                 self.write_journal()
                 journaled = True
                 checkpoint(step := 1)
+            # each file made, moved or removed is recorded for the rollback before a Ctrl-C or a
+            # SIGTERM can land: signals are held from the act to its record (one landing in
+            # between left a staged or aside copy, or a folder, that no rollback knew of; in
+            # patcher-originals/ a stray copy read as a kept original, and revert refused)
             for write in self.writes:
                 current = write.target
-                make_parents(write.target.parent, made)
-                staged.append((stage(write, journaled), write))
+                with signals_held():
+                    make_parents(write.target.parent, made)
+                    staged.append((stage(write, journaled), write))
             if journaled:
                 sync_folders({w.target.parent for w in self.writes})
             for tmp, write in staged:
                 current = write.target
                 checkpoint(step := step + 1)
-                aside = keep_aside(write.target) if write.target.exists() else None
-                pending = (write.target, aside, tmp)
-                os.replace(tmp, write.target)
-                undo.append((write.target, aside))
-                pending = None
+                with signals_held():
+                    aside = keep_aside(write.target) if write.target.exists() else None
+                    pending = (write.target, aside, tmp)
+                    os.replace(tmp, write.target)
+                    undo.append((write.target, aside))
+                    pending = None
             for target in self.removals:
                 current = target
                 checkpoint(step := step + 1)
-                pending = (target, keep_aside(target), None)
-                target.unlink()
-                undo.append(pending[:2])
-                pending = None
+                with signals_held():
+                    pending = (target, keep_aside(target), None)
+                    target.unlink()
+                    undo.append(pending[:2])
+                    pending = None
             checkpoint(step := step + 1)
         except BaseException as error:
             with signals_held():
