@@ -505,3 +505,24 @@ def test_a_ctrl_c_landing_between_a_file_made_and_its_record_leaves_nothing(
     assert doomed.read_bytes() == b"to go\n"
     left = sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*"))
     assert left == sorted(["site", "site/doomed.py", *(f"site/{p.name}" for p in files)])
+
+
+@pytest.mark.network
+@pytest.mark.parametrize("command", ["apply", "revert"])
+def test_empty_copy_folders_a_killed_revert_left_are_removed_by_the_next_run(
+    tmp_path, release, command
+):
+    """A revert SIGKILLed after its commit removed the journal, before it removed the copies'
+    folders, left an empty patcher-originals/ tree that no RECORD lists, and the next revert
+    ('nothing to revert') kept it (second hostile pass). The next apply or revert removes it;
+    a folder that holds a file stays."""
+    python = synthetic(tmp_path, release, "0.16.0")
+    site = tmp_path / "site"
+    info = next(site.glob("vllm-*.dist-info"))
+    (info / "patcher-originals" / "vllm" / "config").mkdir(parents=True)
+    done = run(python, command)
+    assert done.returncode == 0, done.stderr
+    if command == "apply":  # its copies are there now, in folders of their own
+        assert any((info / "patcher-originals").rglob("*.py"))
+        assert run(python, "revert").returncode == 0
+    assert not (info / "patcher-originals").exists()

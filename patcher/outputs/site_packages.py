@@ -52,12 +52,13 @@ def recover(installation: Installation) -> str | None:
     """Finish an apply or revert that was killed half way (see ``transaction.recover``): what
     was done, in a line, or None if nothing was interrupted. Run under ``locked``."""
     found = transaction.recover(journal_path(installation), installation.root)
+    # a revert killed after its commit (journal gone) or after its last removal, or an apply
+    # undone, leaves the copies' folders empty: nothing lists them, so they go as a finished
+    # revert's do, whether or not there was a journal to finish
+    remove_empty_folders(installation.root / installation.info / ORIGINALS)
     if found is None:
         return None
     journal, outcome = found
-    # a revert killed after its last removal, or an apply undone, leaves the copies' folders
-    # empty: nothing lists them, so they go as a finished revert's do
-    remove_empty_folders(installation.root / installation.info / ORIGINALS)
     return (
         f"{transaction.describe(journal).removeprefix('interrupted: ')}, was interrupted; {outcome}"
     )
