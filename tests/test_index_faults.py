@@ -495,4 +495,7 @@ def test_an_answer_without_end_is_cut_off_at_the_bound_not_read_into_memory(
     with pytest.raises(PatcherError, match="was cut off") as caught:
         patcher.index.HttpClient().get(url)
     assert "\n" not in str(caught.value)
-    assert len(served) < 64, "the server was read far past the bound"
+    # the server runs ahead of the reader by what the loopback socket's buffers hold (up to
+    # about 10 MiB when the kernel grows them under load: 64 chunks was seen to flake beside
+    # other tests); an unbounded read takes all 1024
+    assert len(served) < 256, "the server was read far past the bound"
