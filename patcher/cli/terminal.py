@@ -543,8 +543,9 @@ def print_data(data: object) -> None:
 def check_outputs(options: dict[str, Path | None]) -> None:
     """The named output files checked before the work that fills them; with one of them ``-``
     (stdout), the tables go to stderr so that stdout holds that output alone."""
-    from patcher.outputs.named import check_file, one_stdout
+    from patcher.outputs.named import check_file, distinct_files, one_stdout
 
+    distinct_files(options)
     if one_stdout(options):
         out.file = sys.stderr
     for flag, path in options.items():

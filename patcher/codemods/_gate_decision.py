@@ -186,10 +186,7 @@ def mentions_target_type(node: ast.AST) -> bool:
         if (
             isinstance(child, ast.Attribute)
             and child.attr == "model_type"
-            and not any(
-                "draft" in (getattr(n, "id", None) or getattr(n, "attr", "") or "").lower()
-                for n in ast.walk(child.value)
-            )
+            and not names_draft(child.value)
         ):
             return True
         if (
@@ -382,8 +379,7 @@ class Module:
                     value = interpreter.eval(node.value, state)
                 except Undecidable:
                     value = UNKNOWN
-                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-                for target in targets:
+                for target in assigned_targets(node):
                     if isinstance(target, ast.Name):
                         self.globals[target.id] = value
                         if (
@@ -407,12 +403,8 @@ class Module:
                 if isinstance(inner, ast.Global):  # rebound at run time: its value is unknown
                     for name in inner.names:
                         self.globals[name] = UNKNOWN
-        for name in list(self.globals):
-            if name in SHADOWABLE:  # a builtin the gates call, rebound by the module
-                self.globals[name] = UNKNOWN
-        for name in self.functions:
-            if name in SHADOWABLE:
-                self.globals[name] = UNKNOWN
+        for name in SHADOWABLE & {*self.globals, *self.functions}:  # a builtin rebound here
+            self.globals[name] = UNKNOWN
 
     def forget(self, node: ast.AST) -> None:
         """Every global ``node`` names, or a module function it calls names, becomes unknown."""

@@ -97,11 +97,11 @@ def rebound_later(module: cst.Module, class_name: str) -> cst.CSTNode | None:
     seen = False
     for node in module.body:
         named = isinstance(node, cst.ClassDef | cst.FunctionDef) and node.name.value == class_name
-        if named and seen:
-            return node
-        if named or not seen:
-            seen = seen or named
+        if not seen:
+            seen = named
             continue
+        if named:
+            return node
         stores = list(m.findall(node, m.AssignTarget(target=m.Name(class_name))))
         stores += m.findall(node, m.ImportAlias(asname=m.AsName(name=m.Name(class_name))))
         stores += m.findall(

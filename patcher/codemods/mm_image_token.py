@@ -67,13 +67,6 @@ def find_chains(branch: cst.If) -> list[Chain]:
     return chains
 
 
-def names_architecture(test: cst.BaseExpression, architecture: str) -> bool:
-    return any(
-        isinstance(s, cst.SimpleString) and s.evaluated_value == architecture
-        for s in m.findall(test, m.SimpleString())
-    )
-
-
 IMAGE_TOKEN_INDEX = m.Attribute(attr=m.Name("image_token_index"))
 
 
@@ -81,18 +74,15 @@ def module_constants(module: cst.Module) -> dict[str, list[str]]:
     """Module-level names bound once to a literal list, tuple or set of strings and never
     changed (no other store, no method called on them): what a chain's ``in NAME`` reads."""
     found: dict[str, list[str]] = {}
-    bound: dict[str, int] = {}
     for statement in module.body:
         if not isinstance(statement, cst.SimpleStatementLine):
             continue
         for small in statement.body:
             if isinstance(small, cst.Assign) and len(small.targets) == 1:
                 target = small.targets[0].target
-                if isinstance(target, cst.Name):
-                    bound[target.value] = bound.get(target.value, 0) + 1
-                    values = literal_strings(small.value)
-                    if values is not None:
-                        found[target.value] = values
+                values = literal_strings(small.value)
+                if isinstance(target, cst.Name) and values is not None:
+                    found[target.value] = values
     changed = {  # a method called on it, or an augmented store or del of it
         cst.ensure_type(node, cst.Attribute).value.value  # type: ignore[attr-defined]
         for node in m.findall(module, m.Attribute(value=m.Name()))
@@ -110,7 +100,7 @@ def module_constants(module: cst.Module) -> dict[str, list[str]]:
     return {
         name: values
         for name, values in found.items()
-        if bound.get(name) == 1 and stores.count(name) == 1 and name not in changed
+        if stores.count(name) == 1 and name not in changed  # bound here and nowhere else
     }
 
 
@@ -142,18 +132,16 @@ def takes(
         if cst.Module([]).code_for_node(test.left) != name:
             return None
         target = test.comparisons[0]
-        values = literal_strings(target.comparator)
-        constant = isinstance(target.comparator, cst.Name) and target.comparator.value in (
-            constants or {}
-        )
-        if constant:
-            values = (constants or {})[cst.ensure_type(target.comparator, cst.Name).value]
+        comparator = target.comparator
+        known = constants or {}
+        constant = known.get(comparator.value) if isinstance(comparator, cst.Name) else None
+        values = constant if constant is not None else literal_strings(comparator)
         if values is None:
             return None
         if isinstance(target.operator, cst.Equal | cst.NotEqual) and len(values) == 1:
             equal = values[0] == architecture
             return equal if isinstance(target.operator, cst.Equal) else not equal
-        if constant or isinstance(target.comparator, cst.List | cst.Tuple | cst.Set):
+        if constant is not None or isinstance(comparator, cst.List | cst.Tuple | cst.Set):
             if isinstance(target.operator, cst.In):
                 return architecture in values
             if isinstance(target.operator, cst.NotIn):

@@ -219,6 +219,12 @@ def one_stdout(options: dict[str, Path | None]) -> bool:
     on_stdout = [flag for flag, path in options.items() if path == STDOUT]
     if len(on_stdout) > 1:
         raise PatcherError(f"{' and '.join(on_stdout)} cannot both write to stdout (-)")
+    return bool(on_stdout)
+
+
+def distinct_files(options: dict[str, Path | None]) -> None:
+    """Two of ``options`` (flag -> path) naming one file, by any spelling or link, is an
+    error: one would overwrite the other."""
     seen: dict[Path, str] = {}
     for flag, path in options.items():
         if path is None or path == STDOUT:
@@ -229,4 +235,3 @@ def one_stdout(options: dict[str, Path | None]) -> bool:
                 f"{seen[real]} and {flag} name the same file, {path}: one would overwrite the other"
             )
         seen[real] = flag
-    return bool(on_stdout)
