@@ -242,6 +242,11 @@ WRAPPER_SHAPES = {
     + "\n    def set_aux_hidden_state_layers(self, layers):\n        raise NotImplementedError\n"
     + "\n    def get_eagle3_aux_hidden_state_layers(self):\n"
     + '        """Not yet."""\n        raise NotImplementedError\n',
+    "one-line-stubs": KIMI.replace("SupportsPP,\n)", "SupportsPP,\n    SupportsEagle3,\n)").replace(
+        "SupportsPP):", "SupportsPP, SupportsEagle3):"
+    )
+    + "\n    def set_aux_hidden_state_layers(self, layers): raise NotImplementedError\n"
+    + "\n    def get_eagle3_aux_hidden_state_layers(self): ...\n",
     "rebound-later": KIMI + "\n\nKimiK25ForConditionalGeneration = _LegacyKimiK25\n",
     "redefined-later": KIMI + "\n\nclass KimiK25ForConditionalGeneration(nn.Module):\n    pass\n",
     "methods-deleted": KIMI

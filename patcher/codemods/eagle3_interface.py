@@ -73,12 +73,8 @@ def binds(cls: cst.ClassDef, attribute: str) -> bool:
 
 def does_nothing(method: cst.FunctionDef) -> bool:
     """A method whose body only raises, passes or is ``...`` (a docstring aside): a stub."""
-    body = (
-        cst.ensure_type(method.body, cst.IndentedBlock).body
-        if isinstance(method.body, cst.IndentedBlock)
-        else [method.body]
-    )
-    for node in body:
+    # an indented block's statements, or a one-line body's small statements (``: raise X``)
+    for node in method.body.body:
         smalls = node.body if isinstance(node, cst.SimpleStatementLine) else [node]
         for small in smalls:
             if isinstance(small, cst.Raise | cst.Pass):
