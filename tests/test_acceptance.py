@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import random
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -22,6 +23,7 @@ from patcher.acceptance.run import recipe_for
 from patcher.acceptance.trained import HASHES, RESULT, entry_key, file_hashes, verified
 from patcher.errors import PatcherError
 from patcher.replica.build import generate
+from patcher.replica.spec import for_architecture, known
 from patcher.serving.cpu import CpuReport, CpuSetup, RunPlan, RunResult, compilation_mode
 from patcher.serving.load import Load
 from patcher.serving.metrics import SpecDecodeCounters
@@ -95,6 +97,34 @@ def test_the_recipe_feeds_the_ids_vllm_serves_by_default_and_unrolls_k_steps():
     recipe = recipe_for(generate("Glm4MoeForCausalLM"), 3, 600)
     assert recipe.aux_ids == (2, 4, 5) and recipe.drafter.unroll == 3
     assert recipe.budget_seconds == 600 and recipe.to_json()["pretrain"]["steps"] == 1500
+
+
+def test_a_replicas_own_acceptance_parts_go_over_the_default_and_nothing_else_changes():
+    glm = generate("Glm4MoeForCausalLM")
+    default = recipe_for(glm, 3, 600)
+    tuned = recipe_for(replace(glm, acceptance={"pretrain": {"steps": 3000, "lr": 1}}), 3, 600)
+    assert tuned.pretrain == Pretrain(steps=3000, lr=1) and tuned.drafter == default.drafter
+    assert replace(tuned, pretrain=default.pretrain) == default
+    unroll = replace(glm, acceptance={"drafter": {"unroll": 5}})
+    assert recipe_for(unroll, 3, 600).drafter.unroll == 3  # the command line's
+
+
+def test_acceptance_parts_the_recipe_lacks_are_one_message_naming_each():
+    bad = {"pretrain": {"epochs": 2, "steps": 2.5}, "serve": {"prompts": 9}, "x": {}}
+    with pytest.raises(PatcherError) as refusal:
+        Recipe(aux_ids=(2, 4, 5)).with_parts(bad, "kimi.toml")
+    assert str(refusal.value) == (
+        "kimi.toml: acceptance.pretrain.epochs: pretrain has no epochs; "
+        "acceptance.pretrain.steps: 2.5 is not a whole number; "
+        "acceptance.serve: no such part (parts: pretrain, data, drafter); "
+        "acceptance.x: no such part (parts: pretrain, data, drafter)"
+    )
+
+
+def test_every_built_in_replicas_acceptance_parts_are_ones_the_recipe_has():
+    for architecture in known():
+        parts = for_architecture(architecture).acceptance
+        Recipe(aux_ids=(2, 4, 5)).with_parts(parts, architecture)
 
 
 def test_the_cache_key_follows_the_recipe_and_the_replica_not_the_budget():

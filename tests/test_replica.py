@@ -150,6 +150,7 @@ def test_a_recipe_with_several_problems_names_them_all():
                     "pad": "<s>",
                     "ids": {"eos_token_id": "</s>"},
                 },
+                "acceptance": {"pretrain": {"steps": -1, "lr": "fast", "x": True}, "data": 3},
             },
             "x.toml",
         )
@@ -158,6 +159,9 @@ def test_a_recipe_with_several_problems_names_them_all():
     assert "default_drafter 'mla' has no [drafter.mla]" in message
     assert "tokenizer.eos is not one of tokenizer.special" in message
     assert "tokenizer.ids.eos_token_id names '</s>'" in message
+    for key in ("steps", "lr", "x"):
+        assert f"acceptance.pretrain.{key} is not a positive number" in message
+    assert "acceptance.data is not a table" in message
 
 
 def test_from_shrinks_a_users_configs_and_keeps_names_and_vocabulary(tmp_path):

@@ -8,8 +8,10 @@ every position.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
+
+from patcher.errors import PatcherError
 
 
 @dataclass(frozen=True)
@@ -77,3 +79,29 @@ class Recipe:
     def to_json(self) -> dict[str, Any]:
         """What ``train.py`` reads, and what the cache key and the report hold."""
         return asdict(self)
+
+    def with_parts(self, parts: dict[str, dict[str, Any]], where: str) -> Recipe:
+        """This recipe with ``parts`` (a replica's ``[acceptance]`` table) put over its own:
+        ``{"pretrain": {"steps": 3000}}``; every key it does not have, every value of another
+        type, in one message naming ``where``."""
+        problems = []
+        changed: dict[str, Any] = {}
+        for name, table in parts.items():
+            part = getattr(self, name, None) if name in TUNABLE else None
+            if part is None:
+                problems.append(f"acceptance.{name}: no such part (parts: {', '.join(TUNABLE)})")
+                continue
+            own = {f.name: getattr(part, f.name) for f in fields(part)}
+            for key, value in table.items():
+                if key not in own:
+                    problems.append(f"acceptance.{name}.{key}: {name} has no {key}")
+                elif isinstance(own[key], int) and not isinstance(value, int):
+                    problems.append(f"acceptance.{name}.{key}: {value!r} is not a whole number")
+            changed[name] = replace(part, **{k: v for k, v in table.items() if k in own})
+        if problems:
+            raise PatcherError(f"{where}: {'; '.join(problems)}")
+        return replace(self, **changed)
+
+
+TUNABLE = ("pretrain", "data", "drafter")
+"""The parts a replica may tune; ``serve`` is what the proof measures, the same for all."""

@@ -6,12 +6,12 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from patcher.acceptance.proof import BASELINE, CONTROL, TRAINED, Acceptance, check_fit, judge
-from patcher.acceptance.recipe import DrafterTraining, Recipe
+from patcher.acceptance.recipe import Recipe
 from patcher.acceptance.trained import Trained, trained_replica
 from patcher.errors import PatcherError
 from patcher.replica.build import Replica, generate, generate_backbone
@@ -59,12 +59,14 @@ def replica_to_train(
 
 
 def recipe_for(replica: Replica, unroll: int, budget_seconds: float) -> Recipe:
-    """The default recipe, fed the ids vLLM serves this target's drafter with by default."""
+    """The default recipe with the replica's own ``[acceptance]`` parts over it, fed the ids
+    vLLM serves this target's drafter with by default; ``unroll`` is the command line's."""
     check_fit(replica.target, replica.drafter)
     config = json.loads(replica.target["config.json"])
     layers = int((config.get("text_config") or config)["num_hidden_layers"])
-    drafter = DrafterTraining(unroll=unroll)
-    return Recipe(aux_ids=default_ids(layers), budget_seconds=budget_seconds, drafter=drafter)
+    default = Recipe(aux_ids=default_ids(layers), budget_seconds=budget_seconds)
+    tuned = default.with_parts(replica.acceptance, f"the {replica.architecture} replica's recipe")
+    return replace(tuned, drafter=replace(tuned.drafter, unroll=unroll))
 
 
 def served_setup(

@@ -7,6 +7,7 @@ needs (extra server flags, environment), with notes on what was changed from the
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 from collections.abc import Collection
 from dataclasses import dataclass
@@ -49,6 +50,9 @@ class Replica:
     """The server takes an image per request: a serving run sends one."""
     torchvision: bool = False
     """The serving venv needs torchvision's Python half (``ReplicaSpec.torchvision``)."""
+    acceptance: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
+    """How the acceptance proof trains this replica where it is not the default
+    (``ReplicaSpec.acceptance``)."""
 
     def manifest(self) -> dict[str, Any]:
         """What ``patcher serve-bench --device cpu`` reads back from the replica's folder."""
@@ -325,6 +329,7 @@ def generate(
         ),
         images=spec.images,
         torchvision=spec.torchvision,
+        acceptance=spec.acceptance,
     )
 
 
@@ -367,6 +372,7 @@ def generate_backbone(architecture: str | None, release: Collection[str] | None 
         speculative=speculative,
         env=whole.env,
         notes=(note,),
+        acceptance=spec.acceptance,
     )
 
 

@@ -69,6 +69,9 @@ class ReplicaSpec:
     """The text model alone, for an ``architecture`` transformers lacks (remote code): its
     ``architecture`` and ``model_type`` as transformers names them, and the ``drafter`` kind
     served beside it. What needs transformers' class (the acceptance proof) replicates this."""
+    acceptance: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """The acceptance proof's recipe for this replica where it is not the default: a table per
+    part of ``patcher.acceptance.recipe.Recipe`` (``pretrain``, ``data``, ...), checked there."""
 
     @classmethod
     def parse(cls, data: dict[str, Any], where: str) -> ReplicaSpec:
@@ -99,6 +102,7 @@ class ReplicaSpec:
             if not isinstance(when, dict) or not isinstance(when.get("release_has"), str):
                 problems.append(f"serve_when #{number} names no release_has file")
         problems += backbone_problems(data.get("backbone"), data, drafters)
+        problems += acceptance_problems(data.get("acceptance"))
         if problems:
             raise PatcherError(f"{where}: {'; '.join(problems)}")
         shrink = data.get("shrink", {})
@@ -132,6 +136,7 @@ class ReplicaSpec:
             images=bool(data.get("images", False)),
             torchvision=bool(data.get("torchvision", False)),
             backbone=dict(data.get("backbone", {})),
+            acceptance={part: dict(table) for part, table in data.get("acceptance", {}).items()},
         )
 
 
@@ -153,6 +158,26 @@ def backbone_problems(backbone: Any, data: dict[str, Any], drafters: dict[str, A
         problems.append("backbone needs text_config: the backbone is the text model")
     if isinstance(backbone.get("drafter"), str) and backbone["drafter"] not in drafters:
         problems.append(f"backbone.drafter {backbone['drafter']!r} has no [drafter.*]")
+    return problems
+
+
+def acceptance_problems(acceptance: Any) -> list[str]:
+    """What an ``[acceptance]`` table gets wrong in shape: each part a table of positive
+    numbers (which parts and keys exist is the recipe's to say)."""
+    if acceptance is None:
+        return []
+    if not isinstance(acceptance, dict):
+        return ["acceptance is not a table"]
+    problems = []
+    for part, table in acceptance.items():
+        if not isinstance(table, dict):
+            problems.append(f"acceptance.{part} is not a table")
+            continue
+        problems += [
+            f"acceptance.{part}.{key} is not a positive number"
+            for key, value in table.items()
+            if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0
+        ]
     return problems
 
 
