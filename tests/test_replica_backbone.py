@@ -56,7 +56,9 @@ def test_the_backbone_is_text_only_with_the_llama_drafter_and_its_serve_args():
 def test_the_acceptance_proof_trains_the_backbone_where_the_recipe_names_one():
     replica = replica_to_train(KIMI, None, RELEASE)
     assert config(replica.target)["architectures"] == ["DeepseekV3ForCausalLM"]
-    assert recipe_for(replica, 3, 60.0).aux_ids == (2, 4, 5)  # its 8 layers' default ids
+    recipe = recipe_for(replica, 3, 60.0)
+    assert recipe.aux_ids == (2, 4, 5)  # its 8 layers' default ids
+    assert recipe.pretrain.lr == 1e-3  # the recipe's [acceptance.pretrain]: at 2e-3 it stalls
     glm = replica_to_train("Glm4MoeForCausalLM", None, RELEASE)
     assert glm.target == generate("Glm4MoeForCausalLM", None, RELEASE).target
 
