@@ -274,13 +274,13 @@ def serve_bench_cpu(args: argparse.Namespace) -> int:
     extra: tuple[str, ...] = ()
     speculative: dict[str, object] = {}
     images = torchvision = False
+    release = release_files(base.official)
     if args.model:
         model, drafter = args.model, args.drafter
         load_format = load_format_for(model, drafter)
         notes.append(WEIGHTS_NOTE if load_format == "auto" else RANDOM_WEIGHTS_NOTE)
         # MLA as a replica's recipe serves it: off without a CPU MLA backend, else CPU_MLA
         drafter_config = read_config(Path(drafter)) if drafter and Path(drafter).is_dir() else None
-        release = release_files(base.official)
         env, extra, speculative, mla_note = users_mla(
             read_config(Path(model)), drafter_config, release, model
         )
@@ -288,7 +288,6 @@ def serve_bench_cpu(args: argparse.Namespace) -> int:
     else:
         load_format = "dummy"
         architecture = patchsets.load(args.patchset).model.architecture
-        release = release_files(base.official)
         replica = generate(architecture, args.drafter_kind, release)
         if args.replica:
             replica_dir = write_replica(replica, args.replica, "--replica")

@@ -178,17 +178,27 @@ MLA_OFF_NOTE = (
 )
 
 
+def text_config(config: dict[str, Any]) -> dict[str, Any]:
+    """A config's text model: its ``text_config`` where that is an object, else itself."""
+    nested = config.get("text_config")
+    return nested if isinstance(nested, dict) else config
+
+
+def is_mla(config: dict[str, Any]) -> bool:
+    """Its text config names an MLA latent (``kv_lora_rank``)."""
+    return isinstance(text_config(config).get("kv_lora_rank"), int)
+
+
 def mla_off(
     config: dict[str, Any], release: Collection[str] | None, what: str
 ) -> tuple[dict[str, str], str | None]:
     """vLLM's ``VLLM_MLA_DISABLE`` for an MLA model (its text config names ``kv_lora_rank``) on
     a release without a CPU MLA backend (by its file names), and the note that says which parts
     serving without MLA stands in for; nothing for other models or releases (or none named)."""
-    nested = config.get("text_config")
-    text: dict[str, Any] = nested if isinstance(nested, dict) else config
-    rank, rope = text.get("kv_lora_rank"), text.get("qk_rope_head_dim")
-    if not isinstance(rank, int) or release is None or CPU_MLA_BACKEND in release:
+    if not is_mla(config) or release is None or CPU_MLA_BACKEND in release:
         return {}, None
+    text = text_config(config)
+    rank, rope = text["kv_lora_rank"], text.get("qk_rope_head_dim")
     width = rank + (rope if isinstance(rope, int) else 0)
     note = MLA_OFF_NOTE.format(backend=CPU_MLA_BACKEND, what=what, rank=rank, width=width)
     return dict(MLA_OFF), note
@@ -206,13 +216,6 @@ LLAMA_BESIDE_MLA_NOTE = (
     "(CPU_MLA 16, CPU_ATTN a multiple of 32), so every run serves the target as standard "
     "attention (DeepseekV2Attention, the same weights): the numbers are not MLA's to the digit"
 )
-
-
-def is_mla(config: dict[str, Any]) -> bool:
-    """Its text config names an MLA latent (``kv_lora_rank``)."""
-    nested = config.get("text_config")
-    text: dict[str, Any] = nested if isinstance(nested, dict) else config
-    return isinstance(text.get("kv_lora_rank"), int)
 
 
 def users_mla(
