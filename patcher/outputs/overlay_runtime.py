@@ -1,0 +1,332 @@
+"""The overlay's runtime: serves patched vLLM modules at import; standard library only.
+
+``patcher overlay`` copies this file into its wheel as ``vllm_patcher_overlay/__init__.py``,
+beside ``manifest.json`` and ``modules/`` (the patched files). Nothing of vLLM is touched:
+
+- ``vllm_patcher_overlay.pth`` (and ``vllm_patcher_overlay.start``, PEP 829's form of the same)
+  calls :func:`activate` as ``site`` starts each interpreter, spawned children included. It puts
+  a finder first on ``sys.meta_path`` and reads nothing: the manifest is read on the first
+  import of a ``vllm`` module.
+- The finder answers only for the manifest's module names. On the first of them it hashes every
+  target the installed vLLM has against the manifest's official sha256: all match, and each
+  target is served from the overlay's own real file (tracebacks, ``inspect``, dynamo and vLLM's
+  compile-cache hashing see a real file; byte code goes to the overlay's ``__pycache__``); one
+  mismatch, a broken manifest, a target imported before the check, or a second overlay, and
+  the overlay is off for the whole process, with one line on stderr. A process never runs a mix.
+- ``PATCHER_OVERLAY=0`` turns it off.
+- :func:`plugin` is a ``vllm.general_plugins`` entry point: in every vLLM process it settles
+  the check and logs one line saying whether the targets came from the overlay, and why not.
+"""
+
+import os
+import sys
+
+NAME = "vllm_patcher_overlay"
+SWITCH = "PATCHER_OVERLAY"
+"""``0``, ``off``, ``false`` or ``no`` turn the overlay off."""
+HERE = os.path.dirname(os.path.abspath(__file__))
+MODULES = os.path.join(HERE, "modules")
+MANIFEST = os.path.join(HERE, "manifest.json")
+FORMAT = 1
+PIECE = 1 << 20
+
+
+class Broken(Exception):
+    """The overlay cannot be used: the message says why, in one line."""
+
+
+def _say(message):
+    try:
+        sys.stderr.write("patcher overlay: " + message.replace("\n", " ") + "\n")
+        sys.stderr.flush()
+    except Exception:  # a closed or missing stderr: the decision stands without the line
+        pass
+
+
+def switched_off():
+    return os.environ.get(SWITCH, "").strip().lower() in ("0", "off", "false", "no")
+
+
+def _hex(value):
+    return (
+        isinstance(value, str) and len(value) == 64 and all(c in "0123456789abcdef" for c in value)
+    )
+
+
+def _module_path(name):
+    """``vllm.config.speculative`` -> ``vllm/config/speculative.py``; a package's own
+    ``__init__.py`` is named by the package."""
+    return name.replace(".", "/")
+
+
+def read_manifest(path=MANIFEST):
+    """The manifest, checked: every problem in one line (Broken)."""
+    import json
+
+    try:
+        with open(path, "rb") as handle:
+            data = json.loads(handle.read(1 << 22).decode("utf-8"))
+    except (OSError, ValueError) as error:
+        raise Broken(f"cannot read its manifest {path}: {error}") from None
+    problems = []
+    if not isinstance(data, dict):
+        raise Broken(f"its manifest {path} is not a JSON object")
+    if data.get("format") != FORMAT:
+        problems.append(f"format {data.get('format')!r}, not {FORMAT}")
+    for key in ("distribution", "version"):
+        if not isinstance(data.get(key), str) or not data.get(key):
+            problems.append(f"{key} is not a name")
+    modules = data.get("modules")
+    if not isinstance(modules, dict) or not modules:
+        problems.append("modules is not a non-empty object")
+        modules = {}
+    for name, entry in sorted(modules.items()):
+        parts = name.split(".") if isinstance(name, str) else []
+        if len(parts) < 2 or parts[0] != "vllm" or not all(p.isidentifier() for p in parts):
+            problems.append(f"{name!r} is not a module of vllm")
+            continue
+        if not isinstance(entry, dict):
+            problems.append(f"{name}: not an object")
+            continue
+        file = entry.get("file")
+        if file not in (_module_path(name) + ".py", _module_path(name) + "/__init__.py"):
+            problems.append(f"{name}: file {file!r} is not the module's")
+        for key in ("official_sha256", "patched_sha256"):
+            if not _hex(entry.get(key)):
+                problems.append(f"{name}: {key} is not a sha256")
+    if problems:
+        raise Broken(f"its manifest {path} is broken: {'; '.join(problems)}")
+    return data
+
+
+def _sha256(path):
+    import hashlib
+
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while True:
+            chunk = handle.read(PIECE)
+            if not chunk:
+                return digest.hexdigest()
+            digest.update(chunk)
+
+
+def vllm_root():
+    """The folder the installed ``vllm`` package sits in (site-packages), found as the import
+    system would find it, without importing it; None where there is none."""
+    module = sys.modules.get("vllm")
+    locations = list(getattr(module, "__path__", None) or []) if module is not None else []
+    if not locations:
+        from importlib.machinery import PathFinder
+
+        spec = PathFinder.find_spec("vllm")
+        locations = list(spec.submodule_search_locations or []) if spec is not None else []
+    return os.path.dirname(os.path.abspath(locations[0])) if locations else None
+
+
+def _installed_version(distribution):
+    try:
+        from importlib.metadata import version
+
+        return version(distribution)
+    except Exception:
+        return None
+
+
+def check(manifest):
+    """None where every target of the installed vLLM is the official file the overlay was made
+    from, else why not (one line)."""
+    root = vllm_root()
+    if root is None:
+        return "no vllm package is importable here"
+    changed = []
+    for _name, entry in sorted(manifest["modules"].items()):
+        path = os.path.join(root, entry["file"])
+        try:
+            found = _sha256(path)
+        except OSError as error:
+            changed.append(f"{path} ({error.strerror or error})")
+            continue
+        if found != entry["official_sha256"]:
+            changed.append(path)
+    if not changed:
+        return None
+    want = f"{manifest['distribution']} {manifest['version']}"
+    have = _installed_version(manifest["distribution"])
+    if have is not None and have != manifest["version"]:
+        return f"it is for {want}, and {manifest['distribution']} {have} is installed"
+    more = f" (and {len(changed) - 1} more)" if len(changed) > 1 else ""
+    return (
+        f"{changed[0]}{more} is not the official file of {want} it was made for (edited, "
+        "patched in place, or another build)"
+    )
+
+
+class OverlayFinder:
+    """The meta-path finder: the manifest's modules from the overlay, all or none."""
+
+    patcher_overlay = True
+
+    def __init__(self):
+        self.manifest = None
+        self.active = None  # None: not decided yet
+        self.why = None
+        self.served = []
+
+    def decide(self):
+        """Settle, once, whether this process uses the overlay; True if it does."""
+        if self.active is not None:
+            return self.active
+        try:
+            self.manifest = read_manifest()
+            why = check(self.manifest)
+            if why is None:
+                early = [n for n in self.manifest["modules"] if n in sys.modules]
+                if early:
+                    why = f"{early[0]} was imported before the overlay could serve it"
+        except Broken as error:
+            why = str(error)
+        except Exception as error:  # never a traceback inside the user's vLLM process
+            why = f"its check failed: {type(error).__name__}: {error}"
+        self._settle(why)
+        return self.active
+
+    def _settle(self, why):
+        self.active = why is None
+        self.why = why
+        if why is not None:
+            _say("off, vLLM runs as official: " + why)
+
+    def turn_off(self, why):
+        if self.active is None or self.active:
+            self._settle(why)
+
+    def find_spec(self, fullname, path=None, target=None):
+        if not fullname.startswith("vllm."):
+            return None
+        if self.active is None:
+            self.decide()
+        if not self.active:
+            return None
+        entry = self.manifest["modules"].get(fullname)
+        if entry is None:
+            return None
+        return self._spec(fullname, entry)
+
+    def _spec(self, fullname, entry):
+        from importlib.machinery import SourceFileLoader
+        from importlib.util import spec_from_file_location
+
+        file = os.path.join(MODULES, entry["file"])
+        search = None
+        if entry["file"].endswith("/__init__.py"):
+            search = [os.path.join(vllm_root() or "", os.path.dirname(entry["file"]))]
+        self.served.append(fullname)
+        return spec_from_file_location(
+            fullname,
+            file,
+            loader=SourceFileLoader(fullname, file),
+            submodule_search_locations=search,
+        )
+
+    def invalidate_caches(self):
+        return None
+
+
+_FINDER = None
+
+
+def finder():
+    """This process's finder, or None where the overlay was not activated."""
+    return _FINDER
+
+
+def activate():
+    """Put the finder first on ``sys.meta_path``, once (the ``.pth`` line and the ``.start``
+    entry point both call it). A second overlay already there turns both off."""
+    global _FINDER
+    try:
+        if _FINDER is not None or switched_off():
+            return
+        others = [f for f in sys.meta_path if getattr(f, "patcher_overlay", False)]
+        _FINDER = OverlayFinder()
+        if others:
+            why = "two overlays in one interpreter ({} and {})".format(
+                getattr(sys.modules.get(type(others[0]).__module__), "__file__", "?"),
+                __file__,
+            )
+            for other in others:
+                other.turn_off(why)
+            _FINDER.active = False
+            _FINDER.why = why
+            return
+        sys.meta_path.insert(0, _FINDER)
+    except Exception as error:  # startup must go on whatever happens here
+        _say(f"not activated: {type(error).__name__}: {error}")
+
+
+def status():
+    """What this interpreter would do, as data: for ``patcher status``."""
+    if switched_off():
+        return {"active": False, "why": f"{SWITCH}={os.environ.get(SWITCH)}"}
+    try:
+        manifest = read_manifest()
+    except Broken as error:
+        return {"active": False, "why": str(error)}
+    why = check(manifest)
+    current = finder()
+    if why is None and current is None:
+        why = "not activated in this interpreter (python -S, or a launcher that skips .pth files)"
+    if why is None and current is not None and current.active is False:
+        why = current.why
+    return {
+        "active": why is None,
+        "why": why,
+        "distribution": manifest["distribution"],
+        "version": manifest["version"],
+        "patchsets": manifest.get("patchsets", []),
+        "modules": sorted(manifest["modules"]),
+    }
+
+
+def plugin():
+    """vLLM's ``general_plugins`` hook: one line in each vLLM process, saying whether the
+    targets came from the overlay, and why not."""
+    import logging
+
+    log = logging.getLogger("vllm.patcher_overlay")
+    try:
+        current = finder()
+        if current is None:
+            if switched_off():
+                log.info("patcher overlay: off (%s=%s)", SWITCH, os.environ.get(SWITCH))
+            else:
+                log.warning(
+                    "patcher overlay: installed but not active in this process (python -S, or "
+                    "a launcher that skips .pth files); vLLM runs as official"
+                )
+            return
+        if not current.decide():
+            log.warning("patcher overlay: off, vLLM runs as official: %s", current.why)
+            return
+        manifest = current.manifest
+        foreign = [
+            name
+            for name in manifest["modules"]
+            if name in sys.modules
+            and not os.path.abspath(getattr(sys.modules[name], "__file__", "") or "").startswith(
+                MODULES + os.sep
+            )
+        ]
+        if foreign:
+            log.warning("patcher overlay: %s did not come from the overlay", foreign[0])
+            return
+        log.info(
+            "patcher overlay: active, %d modules of %s %s patched (%s)",
+            len(manifest["modules"]),
+            manifest["distribution"],
+            manifest["version"],
+            ", ".join(manifest.get("patchsets", [])),
+        )
+    except Exception as error:
+        log.warning("patcher overlay: its check failed: %s: %s", type(error).__name__, error)
