@@ -329,3 +329,40 @@ def test_a_plan_reports_its_problems(modules, problem):
 
     with pytest.raises(PatcherError, match=problem):
         plan(modules=modules)
+
+
+def patcher(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    from commandline import PATCHER
+
+    return subprocess.run(
+        [PATCHER, *args], capture_output=True, text=True, cwd=cwd, timeout=120, check=False
+    )
+
+
+def test_status_sees_the_overlay_active_or_off(env, overlay):
+    env.install(overlay)
+    shown = patcher(
+        "status", "--installed", "--python", str(env.python), "--format", "json", cwd=env.root
+    )
+    data = json.loads(shown.stdout)
+    assert data["overlay"]["active"] is True, shown.stderr
+    assert data["overlay"]["modules"] == ["vllm.config.speculative", "vllm.v1.spec_decode.eagle"]
+    (env.site / TARGET).write_bytes(b"# edited\n")
+    data = json.loads(
+        patcher(
+            "status", "--installed", "--python", str(env.python), "--format", "json", cwd=env.root
+        ).stdout
+    )
+    assert data["overlay"]["active"] is False
+    assert str(env.site / TARGET) in data["overlay"]["why"]
+
+
+def test_apply_installed_is_not_stacked_on_an_overlay(env, overlay):
+    env.install(overlay)
+    before = official_state(env)
+    done = patcher("apply", "--installed", "--python", str(env.python), cwd=env.root)
+    assert done.returncode == 2
+    (line,) = done.stderr.strip().splitlines()[-1:]
+    assert line.startswith("patcher: error: an overlay (kimi-k2.5-eagle3 for vllm 0.16.0)"), line
+    assert "Traceback" not in done.stderr
+    assert official_state(env) == before

@@ -56,6 +56,8 @@ from patcher.outputs import site_packages
 from patcher.outputs.base import Output
 from patcher.outputs.git_branch import BranchOutput
 from patcher.outputs.named import STDOUT, write_file
+from patcher.outputs.overlay import describe as describe_overlay
+from patcher.outputs.overlay import installed_overlay, overlay_status
 from patcher.outputs.tree import TreeOutput
 from patcher.outputs.wheel import (
     WheelPlan,
@@ -368,6 +370,12 @@ def apply_installed(args: argparse.Namespace) -> int:
 
 def apply_locked(args: argparse.Namespace, installation: Installation) -> int:
     patchset = patchsets.load(args.patchset)
+    if (overlay := installed_overlay(installation.root)) is not None:
+        raise PatcherError(
+            f"an overlay ({describe_overlay(overlay)}) is installed beside "
+            f"{installation.description}: the two are not stacked; pip uninstall "
+            "vllm-patcher-overlay first, or keep the overlay"
+        )
     provenance = installation.provenance()
     if provenance is not None:
         if provenance.patchset != patchset.name:
@@ -480,6 +488,13 @@ def command_status(args: argparse.Namespace) -> int:
             "files": [f.path for f in provenance.files],
             "problems": found,
         }
+    overlay = overlay_status(installation.python)
+    data["overlay"] = overlay
+    if overlay is None:
+        table.add_row("overlay", "none")
+    else:
+        state = "active" if overlay.get("active") else f"off: {overlay.get('why')}"
+        table.add_row("overlay", f"{describe_overlay(overlay)}, {state}")
     name = args.patchset or (provenance.patchset if provenance else None)
     verdict = matrix_verdict(installation, name, args)
     table.add_row("matrix", verdict_line(verdict))

@@ -200,3 +200,42 @@ def installed_overlay(site: Path) -> dict[str, object] | None:
     if not isinstance(data, dict):
         raise PatcherError(f"{manifest}: an overlay's manifest that is not a JSON object")
     return data
+
+
+def describe(data: dict[str, object]) -> str:
+    """An overlay's manifest or status in words: its patchsets and the vLLM it is for."""
+    patchsets = data.get("patchsets")
+    names = ", ".join(map(str, patchsets)) if isinstance(patchsets, list) else "?"
+    return f"{names or '?'} for {data.get('distribution', 'vllm')} {data.get('version', '?')}"
+
+
+STATUS_SCRIPT = f"""
+import json, sys
+try:
+    import {PACKAGE} as overlay
+except ImportError:
+    print("null")
+    sys.exit(0)
+print(json.dumps(overlay.status()))
+"""
+
+
+def overlay_status(python: str) -> dict[str, object] | None:
+    """What the overlay installed for ``python`` would do there (its runtime's ``status()``,
+    asked in that interpreter, so its site and its environment decide), None without one."""
+    import subprocess
+
+    try:
+        done = subprocess.run(
+            [python, "-c", STATUS_SCRIPT], capture_output=True, text=True, timeout=60, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired) as error:
+        raise PatcherError(f"{python}: cannot ask it about an overlay ({error})") from error
+    try:
+        data = json.loads(done.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        raise PatcherError(f"{python}: its overlay's status is unreadable ({tail})") from None
+    if data is not None and not isinstance(data, dict):
+        raise PatcherError(f"{python}: its overlay's status is not an object")
+    return data
