@@ -273,11 +273,9 @@ def test_two_overlays_in_one_interpreter_turn_both_off(env, overlay, tmp_path):
     second.mkdir()
     with zipfile.ZipFile(overlay) as archive:
         archive.extractall(second)
+    (second / PACKAGE).rename(second / "second_overlay")  # another copy, under its own name
     (env.site / "zz-second.pth").write_text(
-        f"{second}\nimport sys; sys.path.insert(0, {str(second)!r}); "
-        f"import importlib.util as u; s = u.spec_from_file_location('second_overlay', "
-        f"{str(second / PACKAGE / '__init__.py')!r}); m = u.module_from_spec(s); "
-        "s.loader.exec_module(m); m.activate()\n"
+        f"{second}\nimport second_overlay; second_overlay.activate()\n"
     )
     done = env.run("import vllm.config.speculative as s; print(s.VALUE)")
     assert done.stdout.split() == ["official"], done.stderr

@@ -1,10 +1,11 @@
 """The overlay wheel: the patched modules of one vLLM release, served at import, no vLLM file
 touched.
 
-It installs beside the official vLLM and leaves with ``pip uninstall``. Its runtime is
-``overlay_runtime.py`` (standard library only), copied in as the package's ``__init__.py``; the
-manifest names the vLLM distribution and version and, per module, the official and patched
-sha256, which the runtime checks before it serves anything.
+It installs beside the official vLLM and leaves with ``pip uninstall``. Its code is
+``overlay_boot.py`` and ``overlay_runtime.py`` (standard library only), copied in as the
+package's ``__init__.py`` and ``runtime.py``; the manifest names the vLLM distribution and
+version and, per module, the official and patched sha256, which the runtime checks before it
+serves anything.
 """
 
 from __future__ import annotations
@@ -33,6 +34,9 @@ second one replaces the first (pip uninstalls it) rather than stacking."""
 DISTRIBUTION = "vllm-patcher-overlay"
 FORMAT = 1
 RUNTIME = Path(__file__).with_name("overlay_runtime.py")
+"""The finder's logic, ``vllm_patcher_overlay/runtime.py``: read on the first vLLM import."""
+BOOT = Path(__file__).with_name("overlay_boot.py")
+"""The package's ``__init__.py``, which every interpreter imports: small."""
 PTH_LINE = f"import {PACKAGE}; {PACKAGE}.activate()\n"
 """A ``.pth`` import line: ``site`` runs it at every interpreter's start."""
 START_LINE = f"{PACKAGE}:activate\n"
@@ -122,7 +126,8 @@ class OverlayPlan:
         )
         entry_points = f"[vllm.general_plugins]\npatcher_overlay = {PACKAGE}:plugin\n"
         return [
-            (f"{PACKAGE}/__init__.py", RUNTIME.read_bytes()),
+            (f"{PACKAGE}/__init__.py", BOOT.read_bytes()),
+            (f"{PACKAGE}/runtime.py", RUNTIME.read_bytes()),
             (f"{PACKAGE}/manifest.json", manifest.encode()),
             *((f"{PACKAGE}/modules/{path}", patched) for path, _, patched in sorted(self.modules)),
             (f"{PACKAGE}.pth", PTH_LINE.encode()),
@@ -133,9 +138,15 @@ class OverlayPlan:
         ]
 
 
-def overlay_plan(result: PatchResult, official: Source, label: str | None = None) -> OverlayPlan:
+def overlay_plan(
+    result: PatchResult,
+    official: Source,
+    label: str | None = None,
+    patchsets: tuple[str, ...] | None = None,
+) -> OverlayPlan:
     """The overlay of ``result``, a run over ``official``, whose bytes it hashes; labelled with
-    the patchset's local label unless ``label`` is given."""
+    the patchset's local label unless ``label`` is given, naming ``patchsets`` (default: the
+    result's) where it holds more than one patchset's texts."""
     modules = []
     for path, text in sorted(result.changed.items()):
         data = official.read(path)
@@ -147,7 +158,7 @@ def overlay_plan(result: PatchResult, official: Source, label: str | None = None
         distribution=result.distribution,
         vllm=str(result.version),
         version=local_version(str(result.version), chosen),
-        patchsets=(result.patchset.name,),
+        patchsets=patchsets or (result.patchset.name,),
         modules=tuple(modules),
     )
 
@@ -166,6 +177,18 @@ def wheel_bytes(plan: OverlayPlan) -> bytes:
             info.external_attr = 0o644 << 16
             archive.writestr(info, data)
     return buffer.getvalue()
+
+
+def cached_overlay(plan: OverlayPlan, official_sha256: str) -> Path:
+    """The overlay in patcher's cache beside the patched wheels of the same official wheel;
+    equal plans give equal bytes, so one written before is kept."""
+    from patcher.cache import cache_dir
+
+    dist = cache_dir() / "patched" / official_sha256 / "overlay"
+    target = dist / plan.wheel_name
+    if target.is_file() and target.read_bytes() == wheel_bytes(plan):
+        return target
+    return build_overlay(plan, dist)
 
 
 def build_overlay(plan: OverlayPlan, dist: Path) -> Path:

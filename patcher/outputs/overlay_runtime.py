@@ -1,12 +1,12 @@
 """The overlay's runtime: serves patched vLLM modules at import; standard library only.
 
-``patcher overlay`` copies this file into its wheel as ``vllm_patcher_overlay/__init__.py``,
+``patcher overlay`` copies this file into its wheel as ``vllm_patcher_overlay/runtime.py``,
 beside ``manifest.json`` and ``modules/`` (the patched files). Nothing of vLLM is touched:
 
 - ``vllm_patcher_overlay.pth`` (and ``vllm_patcher_overlay.start``, PEP 829's form of the same)
-  calls :func:`activate` as ``site`` starts each interpreter, spawned children included. It puts
-  a finder first on ``sys.meta_path`` and reads nothing: the manifest is read on the first
-  import of a ``vllm`` module.
+  calls ``activate`` in the package's ``__init__.py`` (``overlay_boot.py``) as ``site`` starts
+  each interpreter, spawned children included. It puts a finder first on ``sys.meta_path`` and
+  reads nothing; this module is imported, and the manifest read, on the first ``vllm.*`` import.
 - The finder answers only for the manifest's module names. On the first of them it hashes every
   target the installed vLLM has against the manifest's official sha256: all match, and each
   target is served from the overlay's own real file (tracebacks, ``inspect``, dynamo and vLLM's
@@ -14,8 +14,9 @@ beside ``manifest.json`` and ``modules/`` (the patched files). Nothing of vLLM i
   mismatch, a broken manifest, a target imported before the check, or a second overlay, and
   the overlay is off for the whole process, with one line on stderr. A process never runs a mix.
 - ``PATCHER_OVERLAY=0`` turns it off.
-- :func:`plugin` is a ``vllm.general_plugins`` entry point: in every vLLM process it settles
-  the check and logs one line saying whether the targets came from the overlay, and why not.
+- :func:`plugin`, through the package's ``plugin``, is a ``vllm.general_plugins`` entry point:
+  in every vLLM process it settles the check and logs one line saying whether the targets came
+  from the overlay, and why not.
 """
 
 import os
@@ -23,7 +24,8 @@ import sys
 
 NAME = "vllm_patcher_overlay"
 SWITCH = "PATCHER_OVERLAY"
-"""``0``, ``off``, ``false`` or ``no`` turn the overlay off."""
+OFF = ("0", "off", "false", "no")
+"""The values of ``SWITCH`` that turn the overlay off."""
 HERE = os.path.dirname(os.path.abspath(__file__))
 MODULES = os.path.join(HERE, "modules")
 MANIFEST = os.path.join(HERE, "manifest.json")
@@ -44,7 +46,7 @@ def _say(message):
 
 
 def switched_off():
-    return os.environ.get(SWITCH, "").strip().lower() in ("0", "off", "false", "no")
+    return os.environ.get(SWITCH, "").strip().lower() in OFF
 
 
 def _hex(value):
@@ -162,111 +164,76 @@ def check(manifest):
     )
 
 
-class OverlayFinder:
-    """The meta-path finder: the manifest's modules from the overlay, all or none."""
-
-    patcher_overlay = True
-
-    def __init__(self):
-        self.manifest = None
-        self.active = None  # None: not decided yet
-        self.why = None
-        self.served = []
-
-    def decide(self):
-        """Settle, once, whether this process uses the overlay; True if it does."""
-        if self.active is not None:
-            return self.active
-        try:
-            self.manifest = read_manifest()
-            why = check(self.manifest)
-            if why is None:
-                early = [n for n in self.manifest["modules"] if n in sys.modules]
-                if early:
-                    why = f"{early[0]} was imported before the overlay could serve it"
-        except Broken as error:
-            why = str(error)
-        except Exception as error:  # never a traceback inside the user's vLLM process
-            why = f"its check failed: {type(error).__name__}: {error}"
-        self._settle(why)
-        return self.active
-
-    def _settle(self, why):
-        self.active = why is None
-        self.why = why
-        if why is not None:
-            _say("off, vLLM runs as official: " + why)
-
-    def turn_off(self, why):
-        if self.active is None or self.active:
-            self._settle(why)
-
-    def find_spec(self, fullname, path=None, target=None):
-        if not fullname.startswith("vllm."):
-            return None
-        if self.active is None:
-            self.decide()
-        if not self.active:
-            return None
-        entry = self.manifest["modules"].get(fullname)
-        if entry is None:
-            return None
-        return self._spec(fullname, entry)
-
-    def _spec(self, fullname, entry):
-        from importlib.machinery import SourceFileLoader
-        from importlib.util import spec_from_file_location
-
-        file = os.path.join(MODULES, entry["file"])
-        search = None
-        if entry["file"].endswith("/__init__.py"):
-            search = [os.path.join(vllm_root() or "", os.path.dirname(entry["file"]))]
-        self.served.append(fullname)
-        return spec_from_file_location(
-            fullname,
-            file,
-            loader=SourceFileLoader(fullname, file),
-            submodule_search_locations=search,
-        )
-
-    def invalidate_caches(self):
-        return None
-
-
-_FINDER = None
-
-
-def finder():
-    """This process's finder, or None where the overlay was not activated."""
-    return _FINDER
-
-
-def activate():
-    """Put the finder first on ``sys.meta_path``, once (the ``.pth`` line and the ``.start``
-    entry point both call it). A second overlay already there turns both off."""
-    global _FINDER
+def decide(finder):
+    """Settle, once, whether this process uses the overlay; True if it does."""
+    if finder.active is not None:
+        return finder.active
     try:
-        if _FINDER is not None or switched_off():
-            return
-        others = [f for f in sys.meta_path if getattr(f, "patcher_overlay", False)]
-        _FINDER = OverlayFinder()
-        if others:
-            why = "two overlays in one interpreter ({} and {})".format(
-                getattr(sys.modules.get(type(others[0]).__module__), "__file__", "?"),
-                __file__,
-            )
-            for other in others:
-                other.turn_off(why)
-            _FINDER.active = False
-            _FINDER.why = why
-            return
-        sys.meta_path.insert(0, _FINDER)
-    except Exception as error:  # startup must go on whatever happens here
-        _say(f"not activated: {type(error).__name__}: {error}")
+        finder.manifest = read_manifest()
+        why = check(finder.manifest)
+        if why is None:
+            early = [n for n in finder.manifest["modules"] if n in sys.modules]
+            if early:
+                why = f"{early[0]} was imported before the overlay could serve it"
+    except Broken as error:
+        why = str(error)
+    except Exception as error:  # never a traceback inside the user's vLLM process
+        why = f"its check failed: {type(error).__name__}: {error}"
+    settle(finder, why)
+    return finder.active
 
 
-def status():
-    """What this interpreter would do, as data: for ``patcher status``."""
+def settle(finder, why):
+    finder.active = why is None
+    finder.why = why
+    if why is not None:
+        _say("off, vLLM runs as official: " + why)
+
+
+def turn_off(finder, why):
+    if finder.active is None or finder.active:
+        settle(finder, why)
+
+
+def find_spec(finder, fullname):
+    """The spec of ``fullname`` from the overlay, None where it is not a target or the overlay
+    is off (the import system then asks the next finder: vLLM's own file)."""
+    if finder.active is None:
+        decide(finder)
+    if not finder.active:
+        return None
+    entry = finder.manifest["modules"].get(fullname)
+    if entry is None:
+        return None
+    from importlib.machinery import SourceFileLoader
+    from importlib.util import spec_from_file_location
+
+    file = os.path.join(MODULES, entry["file"])
+    search = None
+    if entry["file"].endswith("/__init__.py"):
+        search = [os.path.join(vllm_root() or "", os.path.dirname(entry["file"]))]
+    finder.served.append(fullname)
+    return spec_from_file_location(
+        fullname,
+        file,
+        loader=SourceFileLoader(fullname, file),
+        submodule_search_locations=search,
+    )
+
+
+def second(finder, others):
+    """``finder`` arrives where ``others`` are active already: two overlays, both off."""
+    names = [getattr(sys.modules.get(type(o).__module__), "__file__", "?") for o in others]
+    why = f"two overlays in one interpreter ({names[0]} and {HERE})"
+    for other in others:
+        other.turn_off(why)
+    finder.active = False
+    finder.why = why
+
+
+def status(current):
+    """What this interpreter would do, as data, ``current`` being its finder (None where the
+    overlay was not activated): for ``patcher status``."""
     if switched_off():
         return {"active": False, "why": f"{SWITCH}={os.environ.get(SWITCH)}"}
     try:
@@ -274,7 +241,6 @@ def status():
     except Broken as error:
         return {"active": False, "why": str(error)}
     why = check(manifest)
-    current = finder()
     if why is None and current is None:
         why = "not activated in this interpreter (python -S, or a launcher that skips .pth files)"
     if why is None and current is not None and current.active is False:
@@ -289,14 +255,13 @@ def status():
     }
 
 
-def plugin():
+def plugin(current):
     """vLLM's ``general_plugins`` hook: one line in each vLLM process, saying whether the
-    targets came from the overlay, and why not."""
+    targets came from the overlay, and why not; ``current`` is its finder, or None."""
     import logging
 
     log = logging.getLogger("vllm.patcher_overlay")
     try:
-        current = finder()
         if current is None:
             if switched_off():
                 log.info("patcher overlay: off (%s=%s)", SWITCH, os.environ.get(SWITCH))

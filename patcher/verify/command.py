@@ -13,7 +13,7 @@ from patcher import proofs
 from patcher.cache import cache_dir, sha256_of
 from patcher.codemods.base import Verdict
 from patcher.errors import PatcherError
-from patcher.outputs.overlay import build_overlay, overlay_plan
+from patcher.outputs.overlay import cached_overlay, overlay_plan
 from patcher.outputs.wheel import PROVENANCE, WheelPlan, build_wheel
 from patcher.patchset import Patchset
 from patcher.proofs import ProofKind
@@ -82,9 +82,7 @@ def overlay_wheel(official: Path, sha256: str, result: PatchResult) -> Path:
     """The overlay of ``result`` in the cache, beside the patched wheels; its bytes follow its
     inputs, so it is rebuilt only where they differ."""
     with WheelSource(official, sha256) as wheel:
-        plan = overlay_plan(result, wheel)
-    dist = cache_dir() / "patched" / sha256 / "overlay"
-    return build_overlay(plan, dist)
+        return cached_overlay(overlay_plan(result, wheel), sha256)
 
 
 def patched_wheel(plan: WheelPlan) -> Path:
