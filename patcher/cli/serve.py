@@ -83,13 +83,20 @@ from patcher.serving.cpu import (
     threads_bind,
     usable_cores,
 )
-from patcher.serving.harness import harnessed
+from patcher.serving.harness import HARNESS, harnessed
 from patcher.serving.load import DEFAULT_PROMPTS, Load, percentile, read_prompts, tiny_png_url
 from patcher.serving.preflight import ENVIRONMENT, ERROR, EXIT_CODES, preflight
 from patcher.serving.preflight import TIMEOUTS as PREFLIGHT_TIMEOUTS
 from patcher.serving.report import BenchReport
 from patcher.serving.setup import VLLM_SERVE, ServeSetup, Timeouts
-from patcher.serving.venv import TORCHVISION_NOTE, ServingVenv, check_platform, serving_venv
+from patcher.serving.venv import (
+    TORCHVISION_NOTE,
+    ServingVenv,
+    check_platform,
+    overlay_venv,
+    serving_venv,
+    untouched,
+)
 from patcher.sources.wheel import WheelSource
 from patcher.verify.reference import verify_reference
 
@@ -231,6 +238,12 @@ def serve_bench_cpu(args: argparse.Namespace) -> int:
         raise PatcherError("--patched-wheel and --with-patched both give the patched side")
     if args.barrier_chain and (args.patched_wheel or args.with_patched):
         raise PatcherError("--barrier-chain builds the patched wheels itself")
+    if args.with_overlay and (args.patched_wheel or args.with_patched or args.barrier_chain):
+        raise PatcherError(
+            "--with-overlay is the patched side itself: not with --patched-wheel, --with-patched "
+            "or --barrier-chain"
+        )
+    overlay_file = None
     notes: list[str] = []
     built = None
     proven: tuple[Patchset, str, str] | None = (
@@ -242,7 +255,7 @@ def serve_bench_cpu(args: argparse.Namespace) -> int:
     chain_files: list[Path] = []
     if args.wheel:
         check_platform(args.wheel)  # before the harness reads it
-    if args.with_patched or links:
+    if args.with_patched or args.with_overlay or links:
         patchset = patchsets.load(args.patchset)
         with open_named_wheel(args) as named:
             refuse_noop(patchset, first := first_run(named, patchset))
@@ -257,6 +270,16 @@ def serve_bench_cpu(args: argparse.Namespace) -> int:
                 f"{len(links) - 2} patches and of all {len(patchset.patches)}, built by "
                 f"build-wheel's path from {wheel.name}"
             )
+        elif args.with_overlay:
+            overlay_file, result = base.overlay(patchset, result)
+            fail_on_errors(result)
+            notes.append(
+                f"patched+eagle3 served the official {wheel.name} with {overlay_file.name} "
+                f"installed beside it, built by patcher overlay ("
+                + ", ".join(sorted(result.changed))
+                + (f", and {HARNESS}'s texts" if base.applied else "")
+                + "): no file of vLLM edited"
+            )
         else:
             built, result = base.patched(patchset, result)
             fail_on_errors(result)
@@ -267,9 +290,14 @@ def serve_bench_cpu(args: argparse.Namespace) -> int:
     else:
         with open_named_wheel(args) as named:
             base = harnessed(*downloaded(named))
-    if base.applied:
+    if base.applied and overlay_file is not None:
+        notes.append(
+            f"{HARNESS}, patcher's CPU stand-in for the GPU runner, is in the overlay: the "
+            "baseline and official runs serve the official wheel as it is"
+        )
+    elif base.applied:
         notes.append(base.note)
-    served = base.wheel()
+    served = base.official if overlay_file is not None else base.wheel()
     env: dict[str, str] = {}
     extra: tuple[str, ...] = ()
     speculative: dict[str, object] = {}
@@ -326,6 +354,14 @@ def serve_bench_cpu(args: argparse.Namespace) -> int:
             RunPlan(OFFICIAL_LABEL, official, True, may_fail=True),
             RunPlan(PATCHED_LABEL, patched, True),
         ]
+    elif overlay_file is not None:
+        progress(f"preparing the serving venv for {overlay_file.name}")
+        overlaid = overlay_venv(overlay_file, official)
+        progress(f"venv {'built' if overlaid.created else 'found'} in {overlaid.seconds:.0f} s")
+        plans += [
+            RunPlan(OFFICIAL_LABEL, official, True, may_fail=True),
+            RunPlan(PATCHED_LABEL, overlaid, True),
+        ]
     elif not links:
         plans.append(RunPlan("eagle3", official, True))
     setup = CpuSetup(
@@ -350,6 +386,15 @@ def serve_bench_cpu(args: argparse.Namespace) -> int:
     load = Load(prompts, args.max_tokens or CPU_MAX_TOKENS, args.concurrency, args.api, image)
     timeouts = dataclasses.replace(CPU_TIMEOUTS, health=args.health_timeout)
     report = run_cpu(setup, load, plans, args.log_dir, timeouts, progress, notes)
+    edited: list[str] = []
+    if overlay_file is not None:
+        edited = untouched(overlaid)
+        said = (
+            f"after serving, vLLM files differ from their RECORD: {', '.join(edited[:5])}"
+            if edited
+            else "after serving, every file of vLLM in the overlay's venv has its RECORD sha256"
+        )
+        report = dataclasses.replace(report, notes=(*report.notes, said))
     print_cpu_report(report, out)
     chain = judge_chain(links, report) if links else None
     if chain is not None:
@@ -362,6 +407,9 @@ def serve_bench_cpu(args: argparse.Namespace) -> int:
     if proof is None:
         return 0
     problems = [*proof.problems, *(chain.problems if chain else ())]
+    problems += (
+        [f"the overlay's venv has edited vLLM files: {', '.join(edited[:5])}"] if edited else []
+    )
     if proven is not None:  # the matrix's ``served`` column shows it
         proofs.keep(proofs.ProofKind.SERVE, *proven, not problems, json.loads(text), args.tp or 1)
     if not problems:

@@ -21,6 +21,7 @@ from patcher import patchset as patchsets
 from patcher.codemods.base import Verdict
 from patcher.engine import run_patchset
 from patcher.errors import PatcherError
+from patcher.outputs.overlay import cached_overlay, overlay_plan
 from patcher.outputs.wheel import WheelPlan
 from patcher.patchset import Patchset
 from patcher.result import PatchResult
@@ -86,12 +87,14 @@ class Harnessed:
         label = self.result.patchset.local_label
         return patched_wheel(WheelPlan.labelled(self.official, self.sha256, self.result, label))
 
-    def patched(self, patchset: Patchset, result: PatchResult) -> tuple[Path, PatchResult]:
-        """The wheel patched with ``patchset`` (``result``: its run over the official wheel),
-        on the harness: one wheel built from the official one with both patchsets' texts."""
+    def on_harness(
+        self, patchset: Patchset, result: PatchResult
+    ) -> tuple[PatchResult, PatchResult, str]:
+        """``patchset``'s run on the harness (``result``: its run over the official wheel): the
+        harness's texts and its own together, its own run on top of the harness, and the
+        label of both."""
         if self.result is None:
-            plan = WheelPlan.labelled(self.official, self.sha256, result, patchset.local_label)
-            return patched_wheel(plan), result
+            return result, result, patchset.local_label
         with WheelSource(self.official, self.sha256) as source:
             on_top = run_patchset(patchset, OnHarness(source, self.result.changed))
         both = PatchResult(
@@ -102,8 +105,22 @@ class Harnessed:
             {**self.result.changed, **on_top.changed},
             on_top.distribution,
         )
-        label = f"{patchset.local_label}.{self.result.patchset.local_label}"
+        return both, on_top, f"{patchset.local_label}.{self.result.patchset.local_label}"
+
+    def patched(self, patchset: Patchset, result: PatchResult) -> tuple[Path, PatchResult]:
+        """The wheel patched with ``patchset`` (``result``: its run over the official wheel),
+        on the harness: one wheel built from the official one with both patchsets' texts."""
+        both, on_top, label = self.on_harness(patchset, result)
         return patched_wheel(WheelPlan.labelled(self.official, self.sha256, both, label)), on_top
+
+    def overlay(self, patchset: Patchset, result: PatchResult) -> tuple[Path, PatchResult]:
+        """The overlay of ``patchset`` for the official wheel, the harness's texts in the same
+        overlay where the release needs it: the official wheel is served untouched."""
+        both, on_top, label = self.on_harness(patchset, result)
+        names = (patchset.name,) if self.result is None else (HARNESS, patchset.name)
+        with WheelSource(self.official, self.sha256) as source:
+            plan = overlay_plan(both, source, label, names)
+        return cached_overlay(plan, self.sha256), on_top
 
 
 def harnessed(wheel: Path, sha256: str) -> Harnessed:

@@ -27,6 +27,7 @@ from packaging.tags import sys_tags
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 
 from patcher.errors import PatcherError
+from patcher.records import read_record
 from patcher.torches import TorchChoice, choose_torch
 from patcher.venvs import VenvPlan, pip_sources, ready_venv, site_packages, wheel_sha256
 from patcher.verify.requirements import read_metadata, runtime_requirements
@@ -136,6 +137,50 @@ def serving_venv(wheel: Path, torchvision: bool = False) -> ServingVenv:
         torch,
         torchvision,
     )
+
+
+def overlay_venv(overlay: Path, official: ServingVenv) -> ServingVenv:
+    """``official``'s venv cloned, with the ``overlay`` wheel installed beside its vLLM, whose
+    files stay the official wheel's."""
+    started = time.monotonic()
+    if not overlay.is_file():
+        raise PatcherError(f"no such wheel: {overlay}")
+    plan, _ = serving_plan(official.wheel, official.torchvision)
+    ready = ready_venv(VenvPlan(wheel=overlay, base=plan))
+    return ServingVenv(
+        ready.path,
+        overlay,
+        wheel_sha256(overlay),
+        ready.created,
+        time.monotonic() - started,
+        official.torch,
+        official.torchvision,
+    )
+
+
+def untouched(venv: ServingVenv) -> list[str]:
+    """The files of the venv's vLLM distribution (the one whose RECORD lists
+    ``vllm/__init__.py``) whose bytes are not those its RECORD lists: empty where every file is
+    the official one; __pycache__ aside."""
+    site = site_packages(venv.path)
+    records = []
+    for info in site.glob("*.dist-info"):
+        data = (info / "RECORD").read_bytes() if (info / "RECORD").is_file() else b""
+        if b"vllm/__init__.py," in data:
+            records.append(read_record(data, str(info / "RECORD")))
+    if len(records) != 1:
+        return [f"{len(records)} distributions ship vllm/__init__.py in {site}"]
+    differ = []
+    for path, row in sorted(records[0].items()):
+        if row.hash is None or "__pycache__" in path:
+            continue
+        try:
+            matches = row.hash.validate((site / path).read_bytes())
+        except OSError:
+            matches = False
+        if not matches:
+            differ.append(path)
+    return differ
 
 
 def without_torchvision_fakes(site: Path) -> None:

@@ -71,6 +71,16 @@ def arguments(parser) -> None:
         cpu,
     )
     only_with(
+        proofs.add_argument(
+            "--with-overlay",
+            action="store_true",
+            help="cpu: also serve EAGLE-3 from the official wheel with the overlay of --patchset "
+            "installed beside it (patcher overlay; on releases that need it, with patcher's CPU "
+            "harness in the same overlay): no vLLM file is edited",
+        ),
+        cpu,
+    )
+    only_with(
         names(
             proofs.add_argument(
                 "--patchset",
