@@ -33,6 +33,7 @@ from patcher.cache import CACHE_ENV, cache_dir, sha256_of
 from patcher.engine import run_patchset
 from patcher.index import HttpClient, PackageIndex, machine_platform
 from patcher.matrix import build_matrix, pick_wheel, select_releases
+from patcher.outputs.overlay import build_overlay, overlay_plan, wheel_bytes
 from patcher.outputs.wheel import WheelPlan, build_wheel
 from patcher.replica import published
 from patcher.serving.harness import harnessed
@@ -337,6 +338,49 @@ def bench_repack(rec: Recorder, index: PackageIndex, arch: str, unpack_pack: boo
             )
 
 
+def bench_overlay(rec: Recorder, index: PackageIndex, arch: str) -> None:
+    """The overlay of 0.16.0: its size beside the official wheel's, and what it adds to the
+    start of an interpreter that imports no vLLM (``site`` runs its ``.pth`` line in every one):
+    ``python -c pass`` in a venv holding it, beside the same venv without it, medians of 21 in
+    turns, byte code written as pip's install leaves it."""
+    release = index.release("0.16.0")
+    wheel = pick_wheel(release, arch)
+    path = download_wheel(wheel, index.client)
+    with WheelSource(path) as source:
+        plan = overlay_plan(run_patchset(patchsets.load(), source), source)
+    size = len(wheel_bytes(plan))
+    rec.add(size_figure("overlay wheel, 0.16.0", size, "the official wheel", path.stat().st_size))
+    environment = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    uv = str(Path(sys.executable).with_name("uv"))
+    with tempfile.TemporaryDirectory(dir=cache_dir(), prefix=".bench-overlay-") as work:
+        pythons = []
+        for name in ("bare", "overlaid"):
+            venv = Path(work) / name
+            subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+            pythons.append(str(venv / "bin" / "python"))
+        overlay = build_overlay(plan, Path(work) / "dist")
+        subprocess.run(
+            [uv, "pip", "install", "--no-deps", "--compile-bytecode", "--python", pythons[1],
+             str(overlay)],
+            check=True, capture_output=True, env={**environment, "UV_OFFLINE": "1"},
+        )  # fmt: skip
+
+        def start(python: str) -> Callable[[], object]:
+            return lambda: subprocess.run([python, "-c", "pass"], check=True, env=environment)
+
+        bare, overlaid = medians(21, start(pythons[0]), start(pythons[1]))
+    rec.add(
+        time_figure(
+            "python -c pass with the overlay installed, median of 21",
+            overlaid,
+            "the same venv without it",
+            bare,
+            "< +5 ms",
+            f"+{(overlaid - bare) * 1000:.1f} ms",
+        )
+    )
+
+
 def bench_serve_cpu(rec: Recorder, path: Path) -> None:
     """The figures a ``serve-cpu`` session measured, each run against that run's baseline.
 
@@ -590,6 +634,7 @@ PARTS = (
     "startup",
     "scan",
     "repack",
+    "overlay",
     "serve-cpu",
     "installed",
     "integrity",
@@ -632,6 +677,7 @@ def run_benchmarks(plan: BenchPlan) -> int:
         "startup": (f"{wheel}; {releases}", lambda: bench_startup(rec, plan.since)),
         "scan": (f"vllm {SCAN_RELEASE}", lambda: bench_scan(rec)),
         "repack": (wheel, lambda: bench_repack(rec, index, arch, plan.unpack_pack)),
+        "overlay": (wheel, lambda: bench_overlay(rec, index, arch)),
         "serve-cpu": (
             f"read from {plan.serve_cpu_report}",
             lambda: bench_serve_cpu(rec, plan.serve_cpu_report),
