@@ -329,3 +329,60 @@ def test_the_out_folder_is_refused_up_front(tmp_path, shape):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["dangling", "empty", "file", "link"]
     assert not any((tmp_path / "empty").iterdir())
     assert (tmp_path / "file").read_text() == "mine\n"
+
+
+@pytest.fixture(scope="module")
+def built_overlay(tmp_path_factory) -> tuple[Path, dict]:
+    """A bundle of the stand-in official wheel with an overlay of the patch beside it."""
+    from packaging.version import Version
+
+    from patcher.outputs.overlay import OverlayPlan, build_overlay
+
+    tmp = tmp_path_factory.mktemp("bundle-overlay")
+    official = stand_in_wheel(tmp / "official", OFFICIAL_TEXT, ["six>=1.16", "packaging>=24"])
+    overlay = build_overlay(
+        OverlayPlan(
+            distribution="vllm",
+            vllm="0.20.0",
+            version=Version("0.20.0+glm4moe.eagle3"),
+            patchsets=("glm4-moe-eagle3",),
+            modules=((PATCHED_PATH, OFFICIAL_TEXT, PATCHED_TEXT),),
+        ),
+        tmp / "overlay",
+    )
+    out = tmp / "out"
+    built = bundle.build(plan(tmp, patched_wheel=official, overlay=overlay), out, lambda _: None)
+    return out, built
+
+
+def served(root: Path) -> str:
+    """What the bundle's interpreter imports, with the environment ``install.py env`` prints
+    evaluated by a real bash."""
+    lines = install("env", str(root)).stdout
+    script = f'{lines}\n"$0" -c "import vllm.config.speculative as s; print(s.SUPPORTED)"'
+    done = subprocess.run(
+        ["bash", "-c", script, sys.executable], capture_output=True, text=True, check=True
+    )
+    return done.stdout.strip() + done.stderr.strip()
+
+
+@pytest.mark.network
+def test_an_overlay_bundle_serves_the_patch_with_vllm_official(built_overlay, tmp_path):
+    out, _ = built_overlay
+    root = Path(install("unpack", str(tmp_path / "t"), cwd=out).stdout.strip())
+    site = root / "site"
+    assert (site / PATCHED_PATH).read_bytes() == OFFICIAL_TEXT  # vLLM's own file, untouched
+    assert (site / "vllm_patcher_overlay" / "modules" / PATCHED_PATH).read_bytes() == PATCHED_TEXT
+    assert served(root) == "['llama', 'glm4_moe']"
+    manifest = json.loads((root / "manifest.json").read_text())
+    assert manifest["overlay"].startswith("vllm_patcher_overlay-0.20.0+glm4moe.eagle3")
+    for label, shown in (("official", "['llama']"), ("first1", "['llama', 'glm4_moe']")):
+        assert install("swap", str(root), label).returncode == 0
+        assert install("state", str(root)).stdout.strip() == label
+        assert served(root) == shown
+        assert (site / PATCHED_PATH).read_bytes() == OFFICIAL_TEXT
+    assert install("swap", str(root), "patched").returncode == 0
+    assert install("check", str(root)).returncode == 0
+    (site / PATCHED_PATH).write_bytes(OFFICIAL_TEXT + b"# edited\n")  # vLLM's own file changed
+    said = served(root)
+    assert said.startswith("['llama']") and "patcher overlay: off" in said, said

@@ -10,13 +10,14 @@ from pathlib import Path
 
 from patcher import patchset as patchsets
 from patcher.bundling import chain_states
-from patcher.cli.patching import refuse_harness, status_table
+from patcher.cli.patching import refuse_drift, refuse_harness, status_table
 from patcher.cli.terminal import context, err, out
 from patcher.cli.wheels import first_run, open_named_wheel, settled_on_disk
 from patcher.codemods.base import Verdict
 from patcher.errors import PatcherError
 from patcher.files import read_regular
 from patcher.outputs import bundle
+from patcher.outputs.overlay import cached_overlay, overlay_plan
 from patcher.outputs.wheel import WheelPlan, local_version, repack
 from patcher.sources.wheel import WheelSource
 
@@ -63,6 +64,7 @@ def command_bundle(args: argparse.Namespace) -> int:
     with open_named_wheel(args) as named:
         first = first_run(named, patchset)
         context(status_table(first))
+        refuse_drift(first, args.allow_drift)  # before the download
         if first.verdict is not Verdict.NEEDS_PATCH:
             raise PatcherError(
                 f"{first.distribution} {first.version} is {first.verdict} for {patchset.name}: "
@@ -75,8 +77,12 @@ def command_bundle(args: argparse.Namespace) -> int:
     version = local_version(result.version, patchset.local_label)
     scratch = Path(tempfile.mkdtemp(prefix=".patcher-bundle-", dir=work))
     try:
+        overlay = None
         with WheelSource(official, sha256) as wheel:
-            patched = repack(WheelPlan(official, sha256, result, version), wheel.zip, scratch)
+            if args.overlay:
+                patched, overlay = official, cached_overlay(overlay_plan(result, wheel), sha256)
+            else:
+                patched = repack(WheelPlan(official, sha256, result, version), wheel.zip, scratch)
         plan = bundle.BundlePlan(
             release=str(result.version),
             distribution=result.distribution,
@@ -89,6 +95,7 @@ def command_bundle(args: argparse.Namespace) -> int:
             leave_out=leave_out,
             part_size=args.part_size,
             compression=args.compression,
+            overlay=overlay,
         )
         built = bundle.build(plan, args.out, progress)
     finally:

@@ -35,6 +35,7 @@ from packaging.utils import canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
 from patcher.errors import PatcherError
+from patcher.outputs.overlay import PACKAGE as OVERLAY_PACKAGE
 from patcher.pipconfig import pip_sources
 from patcher.records import read_record
 from patcher.venvs import Uv
@@ -43,6 +44,34 @@ FORMAT = 1
 STUB = "PATCHER-STUB"
 """A file in each dist-info standing for a package the target already has."""
 INSTALL_SCRIPT = Path(__file__).with_name("bundle_install.py")
+SITECUSTOMIZE = f'''"""Written by patcher bundle --overlay. The bundle's site is on PYTHONPATH,
+where site reads no .pth file, so the overlay is activated here; then the sitecustomize this
+one hides, if there is one further on the path."""
+import os
+import sys
+
+try:
+    import {OVERLAY_PACKAGE}
+
+    {OVERLAY_PACKAGE}.activate()
+except Exception as error:  # the interpreter starts whatever happens here
+    sys.stderr.write(f"patcher overlay: not activated: {{type(error).__name__}}: {{error}}\\n")
+
+
+def _hidden():
+    from importlib.machinery import PathFinder
+    from importlib.util import module_from_spec
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    rest = [p for p in sys.path if os.path.abspath(p or os.curdir) != here]
+    spec = PathFinder.find_spec("sitecustomize", rest)
+    if spec is not None and spec.loader is not None:
+        spec.loader.exec_module(module_from_spec(spec))
+
+
+_hidden()
+'''
+"""The bundle's ``site/sitecustomize.py`` where it carries an overlay."""
 MIN_PART = 1 << 20
 PLATFORM = re.compile(r"manylinux_(\d+)_(\d+)_(x86_64|aarch64)")
 PYTHON = re.compile(r"3\.(\d+)")
@@ -214,6 +243,15 @@ class BundlePlan:
     leave_out: tuple[LeaveOut, ...] = ()
     part_size: int = 55 << 20
     compression: int = 6
+    overlay: Path | None = None
+    """An overlay wheel installed beside ``patched_wheel``, which is then the official wheel:
+    the states are the overlay's modules, and ``sitecustomize.py`` activates it (``site`` reads
+    no ``.pth`` file in a folder on PYTHONPATH)."""
+
+    def installed_path(self, path: str) -> str:
+        """Where a patched file of vLLM lies in the bundle's site: the file itself, or the
+        overlay's copy of it."""
+        return path if self.overlay is None else f"{OVERLAY_PACKAGE}/modules/{path}"
 
     def __post_init__(self) -> None:
         problems = []
@@ -363,8 +401,9 @@ def resolve_into(site: Path, plan: BundlePlan, log: Path) -> None:
         timeout=sources.timeout,
     )
     options += sources.uv_options()
+    wheels = [str(plan.patched_wheel), *([str(plan.overlay)] if plan.overlay else [])]
     with log.open("w") as out:
-        Uv(out, log, sources).run([*options, str(plan.patched_wheel)], plan.patched_wheel.name)
+        Uv(out, log, sources).run([*options, *wheels], plan.patched_wheel.name)
 
 
 def settle_site(site: Path, target: Target) -> dict[str, Any]:
@@ -444,22 +483,29 @@ def write_states(root: Path, site: Path, plan: BundlePlan) -> dict[str, Any]:
     final = plan.states[-1]
     paths = sorted(final.files)
     official = record_sha256(plan.official_wheel, paths)
-    patched = record_sha256(plan.patched_wheel, paths)
+    where = {path: plan.installed_path(path) for path in paths}
+    patched_wheel = plan.patched_wheel if plan.overlay is None else plan.overlay
+    patched = record_sha256(patched_wheel, list(where.values()))
     files: dict[str, Any] = {}
     for path in paths:
+        installed = where[path]
         hashes = {state.label: _sha256(state.files[path]) for state in plan.states}
         if hashes[plan.states[0].label] != official[path]:
             raise PatcherError(f"{path}: the official state is not the official wheel's bytes")
-        if hashes[final.label] != patched[path] or file_sha256(site / path) != patched[path]:
-            raise PatcherError(f"{path}: the installed file is not the patched wheel's bytes")
-        files[path] = {
+        if hashes[final.label] != patched[installed] or (
+            file_sha256(site / installed) != patched[installed]
+        ):
+            raise PatcherError(f"{installed}: the installed file is not {patched_wheel.name}'s")
+        if plan.overlay is not None and file_sha256(site / path) != official[path]:
+            raise PatcherError(f"{path}: beside an overlay, vLLM's file must be the official one")
+        files[installed] = {
             "official_record": official[path],
-            "patched_record": patched[path],
+            "patched_record": patched[installed],
             **{"states": hashes},
         }
     for state in plan.states:
         for path in paths:
-            out = root / "states" / state.label / path
+            out = root / "states" / state.label / where[path]
             out.parent.mkdir(parents=True, exist_ok=True)
             out.write_bytes(state.files[path])
     return {
@@ -620,6 +666,8 @@ def build(plan: BundlePlan, out: Path, progress: Callable[[str], None]) -> dict[
         packages = settle_site(site, plan.target)
         dropped = drop_members(site, plan.leave_out)
         states = write_states(root, site, plan)
+        if plan.overlay is not None:
+            (site / "sitecustomize.py").write_text(SITECUSTOMIZE)
         shutil.copy2(INSTALL_SCRIPT, root / "install.py")
         forces = forced(plan.leave_out, dropped)
         manifest = {
@@ -630,6 +678,11 @@ def build(plan: BundlePlan, out: Path, progress: Callable[[str], None]) -> dict[
             "wheel": plan.patched_wheel.name,
             "wheel_sha256": file_sha256(plan.patched_wheel),
             "official_wheel_sha256": file_sha256(plan.official_wheel),
+            **(
+                {"overlay": plan.overlay.name, "overlay_sha256": file_sha256(plan.overlay)}
+                if plan.overlay is not None
+                else {}
+            ),
             "target": {
                 "python": plan.target.python,
                 "platform": plan.target.platform,

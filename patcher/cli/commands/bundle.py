@@ -2,6 +2,7 @@
 
 patcher bundle --vllm 0.20.0 --patchset glm4-moe-eagle3 --target-python 3.12 --out bundle
 patcher bundle --vllm 0.16.0 --target-python 3.12 --target-freeze freeze.txt --out bundle
+patcher bundle --vllm 0.16.0 --target-python 3.12 --overlay --out bundle
 patcher bundle --vllm 0.16.0 --target-python 3.11 --leave-out fa2,numba --part-size 50MiB --out b
 """
 
@@ -58,6 +59,18 @@ def arguments(parser) -> None:
         metavar="DATE",
         help="resolve nothing newer than this ISO 8601 time (default: the release's upload "
         "time on the index; needed with --wheel)",
+    )
+    parser.add_argument(
+        "--overlay",
+        action="store_true",
+        help="carry the official vLLM wheel and the overlay beside it (patcher overlay), not a "
+        "repacked wheel: no vLLM file is edited, and swap moves the overlay's modules",
+    )
+    parser.add_argument(
+        "--allow-drift",
+        action="store_true",
+        help="bundle even where the release's verdict is not the one the patchset declares for "
+        "it (without it: exit 1, nothing written)",
     )
     parser.add_argument(
         "--out", type=path_argument, required=True, metavar="DIR", help="a new or empty folder"
