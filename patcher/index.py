@@ -255,18 +255,22 @@ class HttpClient:
         expect_length: int | None = None,
         ranged: bool = False,
         accept: tuple[int, ...] = (),
+        whole_size: tuple[int, str] | None = None,
     ) -> requests.Response:
         """GET with retries; a body shorter than promised counts as a transient fault.
 
         With ``ranged``, an answer of 200 instead of 206 raises RangesRefused before the body
         is read, so a server that ignores ranges never streams a whole wheel into memory.
         With ``stream`` the body is left to the caller; a status in ``accept`` is returned as is.
+        ``whole_size``: the file's size and who said it (``"the index says"``), which a range
+        answer's ``Content-Range`` must repeat; a server that has another size is one line,
+        never retried (a range past its end would read as a truncated answer).
         """
-        return self._request("GET", url, headers, stream, expect_length, ranged, accept)
+        return self._request("GET", url, headers, stream, expect_length, ranged, accept, whole_size)
 
     def head(self, url: str) -> requests.Response:
         """HEAD with the same retries and deadline as GET."""
-        return self._request("HEAD", url, None, False, None, False, ())
+        return self._request("HEAD", url, None, False, None, False, (), None)
 
     def _request(
         self,
@@ -277,6 +281,7 @@ class HttpClient:
         expect_length: int | None,
         ranged: bool,
         accept: tuple[int, ...],
+        whole_size: tuple[int, str] | None = None,
     ) -> requests.Response:
         shown = redacted(url)
         deadline = Deadline(timeout())
@@ -301,6 +306,12 @@ class HttpClient:
                     allow_redirects=True,
                     timeout=max(deadline.left(), 0.001),
                 )
+                if ranged and whole_size is not None and response.status_code in (206, 416):
+                    served = range_total(response.headers.get("Content-Range", ""))
+                    size, said = whole_size
+                    if served is not None and served != size:
+                        response.close()
+                        raise PatcherError(f"{shown}: {said} {size} bytes, the server has {served}")
                 if response.status_code in accept:
                     return response
                 if response.status_code >= 500 or response.status_code == 429:
@@ -339,6 +350,16 @@ class HttpClient:
                 f"{TIMEOUT_ENV} sets the limit)"
             )
         raise PatcherError(f"{shown}: no good answer after {tries} tries ({last})")
+
+
+CONTENT_RANGE_TOTAL = re.compile(r"bytes (?:\d+-\d+|\*)/(\d+)\s*")
+
+
+def range_total(header: str) -> int | None:
+    """The whole file's size a ``Content-Range`` answer gives (``bytes 0-99/1234``, or
+    ``bytes */1234`` with 416); None where it gives none (``*``) or is not of that form."""
+    match = CONTENT_RANGE_TOTAL.fullmatch(header.strip())
+    return int(match.group(1)) if match else None
 
 
 def content_length(url: str, value: str) -> int:

@@ -275,7 +275,34 @@ class Uv:
             command, stdout=self.out, stderr=subprocess.STDOUT, env=env, check=False
         )
         if done.returncode != 0:
-            raise PatcherError(f"uv could not install {Path(what).name} (log: {self.log})")
+            self.out.flush()
+            kept = keep_failed_log(self.log)
+            shown = f" (log: {kept})" if kept else ""
+            raise PatcherError(f"uv could not install {Path(what).name}{shown}")
+
+
+FAILED_LOGS_KEPT = 20
+"""How many logs of failed uv runs ``keep_failed_log`` keeps under the cache, newest first."""
+
+
+def keep_failed_log(log: Path) -> Path | None:
+    """A copy of the log of a failed uv run under the cache (``logs/``), which outlives the
+    folder the log was written in: a caller may write it into a staging folder it deletes on
+    the way out (a bundle's), and an error must not name a file that is gone. None when no
+    copy could be made: then the error names no log."""
+    folder = cache_dir() / "logs"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        handle, name = tempfile.mkstemp(dir=folder, prefix=f"uv-{stamp}-", suffix=".log")
+        os.close(handle)
+        kept = Path(name)
+        shutil.copyfile(log, kept)
+        for old in sorted(folder.glob("uv-*.log"), reverse=True)[FAILED_LOGS_KEPT:]:
+            old.unlink(missing_ok=True)
+    except OSError:
+        return None
+    return kept
 
 
 def clone_tree(source: Path, target: Path) -> None:

@@ -235,7 +235,9 @@ class FakeIndex:
         other_versions: tuple[str, ...] = (),
         sha256: str | None = None,
         with_size: bool = True,
+        size: int | None = None,
     ) -> None:
+        """``sha256`` and ``size``: what the listing says, where it lies about the wheel."""
         self.sha256 = hashlib.sha256(wheel).hexdigest()
         entry: dict[str, object] = {
             "filename": FILENAME,
@@ -243,7 +245,7 @@ class FakeIndex:
             "hashes": {"sha256": sha256 or self.sha256},
         }
         if with_size:
-            entry["size"] = len(wheel)
+            entry["size"] = len(wheel) if size is None else size
         files = [entry] + [
             {
                 "filename": f"vllm-{v}-cp38-abi3-manylinux_2_31_x86_64.whl",

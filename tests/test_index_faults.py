@@ -42,6 +42,10 @@ from patcher.sources.download import cached_wheel_path, download_wheel
 from patcher.sources.index_wheel import IndexWheelSource
 
 PADDING = 5 * 1024 * 1024
+UNCHECKED = (
+    f"{FILENAME} was read by range: the sha256 the index lists for it was not checked (that "
+    "takes the whole file, as build-wheel downloads it)"
+)
 SLOW_TIMEOUT = 1.0
 SLOW_BOUND = SLOW_TIMEOUT + 1.5  # one deadline for every try, plus slack for a loaded machine
 assert SLOW_BOUND < 2 * SLOW_TIMEOUT + 1, "a second full wait must break the bound"
@@ -399,7 +403,7 @@ def test_cli_diff_reads_the_release_from_the_index(
 ) -> None:
     code = main(["diff", "--vllm", VERSION, "--index-url", fake.url, "--platform", "x86_64"])
     out, err = capsys.readouterr()
-    assert (code, err) == (0, "")
+    assert (code, err) == (0, f"patcher: note: {UNCHECKED}\n")  # read by range: said
     assert out.startswith(f"--- a/{SPECULATIVE_PATH}\n+++ b/{SPECULATIVE_PATH}\n")
     added = [line for line in out.splitlines() if line.startswith("+") and "kimi_k2" in line]
     assert len(added) == 1 and "deepseek_v3" in added[0]
@@ -499,3 +503,142 @@ def test_an_answer_without_end_is_cut_off_at_the_bound_not_read_into_memory(
     # about 10 MiB when the kernel grows them under load: 64 chunks was seen to flake beside
     # other tests); an unbounded read takes all 1024
     assert len(served) < 256, "the server was read far past the bound"
+
+
+# Issue 38, 5: a wheel read by range is never checked against the sha256 its listing gives,
+# and the output says so; a listing that lies about the size is one line naming both sizes.
+
+DIFF = ["diff", "--vllm", VERSION, "--platform", "x86_64", "--patchset", "kimi-k2.5-eagle3"]
+
+
+def lying_hashes(wheel: bytes) -> dict[str, str]:
+    true = hashlib.sha256(wheel).hexdigest()
+    return {
+        "zeros": "0" * 64,
+        "one-bit-off": f"{int(true, 16) ^ 1:064x}",
+        "another-file": hashlib.sha256(b"another wheel").hexdigest(),
+        "reversed": true[::-1],
+        "upper-case-of-another": hashlib.sha256(b"x").hexdigest().upper(),
+    }
+
+
+@pytest.mark.parametrize("lie", ["true", *lying_hashes(b"")])
+@pytest.mark.parametrize("command", ["diff", "doctor", "scan"])
+def test_a_wheel_read_by_range_says_its_listed_sha256_was_not_checked(
+    server: HTTPServer,
+    make_index: MakeIndex,
+    wheel_bytes: bytes,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    lie: str,
+    command: str,
+) -> None:
+    """Before, ``diff --vllm`` over a listing whose sha256 is not the wheel's exited 0 and
+    said nothing; each command that reads a release by range now carries a line saying the
+    sha256 was not checked, whatever the listing says (it cannot tell a true one either)."""
+    if command == "doctor":  # a release with an id reader, which doctor needs
+        fake = doctor_index(server, lie)
+    else:
+        fake = make_index(sha256=None if lie == "true" else lying_hashes(wheel_bytes)[lie])
+    argv = {
+        "diff": DIFF,
+        "doctor": ["doctor", "--drafter", str(llama_drafter(tmp_path)), *DIFF[1:5]],
+        "scan": ["scan", *DIFF[1:5]],
+    }[command]
+    code = main([*argv, "--index-url", fake.url])
+    err = capsys.readouterr().err
+    if code == 0 or command == "doctor":  # doctor: exit 1 for a finding, still its report
+        assert err.endswith(f"patcher: note: {UNCHECKED}\n"), err
+        assert all(s.range and s.status == 206 for s in fake.wheel.served)
+    else:
+        assert "patcher: note" not in err and len(err.splitlines()) == 1, err
+
+
+@pytest.mark.parametrize("lie", ["true", "zeros", "another-file"])
+def test_a_wheel_downloaded_whole_is_checked_and_says_nothing(
+    make_index: MakeIndex, wheel_bytes: bytes, capsys: pytest.CaptureFixture[str], lie: str
+) -> None:
+    """A server that refuses ranges: the whole wheel is checked, so no note; a lie is refused."""
+    fake = make_index(sha256=None if lie == "true" else lying_hashes(wheel_bytes)[lie])
+    fake.wheel.ranges = False
+    code = main([*DIFF, "--index-url", fake.url])
+    err = capsys.readouterr().err
+    if lie == "true":
+        assert (code, err) == (0, "")
+    else:
+        assert code == 2 and "does not match the index's" in err and len(err.splitlines()) == 1
+
+
+def lying_sizes(true: int) -> list[int]:
+    from patcher.sources.http_range import BLOCK
+
+    return sorted(
+        {
+            1,
+            22,  # the end record's size: the whole file is "one" end record
+            BLOCK - 1,
+            BLOCK,
+            BLOCK + 1,
+            true // 2,
+            true - BLOCK - 1,
+            true - 1,
+            true + 1,
+            true + 22,
+            true + BLOCK,
+            true * 2,
+            true * 1000,
+        }
+    )
+
+
+@pytest.mark.parametrize("index", range(13))
+def test_a_listing_that_lies_about_the_size_is_one_line_naming_both(
+    make_index: MakeIndex,
+    wheel_bytes: bytes,
+    capsys: pytest.CaptureFixture[str],
+    index: int,
+) -> None:
+    """Before: ``not a zip file``, or a truncated answer retried, for a size the server does not
+    have; now one line, ``the index says N bytes, the server has M``, and exit 2."""
+    sizes = lying_sizes(len(wheel_bytes))
+    assert len(sizes) == 13
+    size = sizes[index]
+    fake = make_index(size=size)
+    code = main([*DIFF, "--index-url", fake.url])
+    out, err = capsys.readouterr()
+    said = f"the index says {size} bytes, the server has {len(wheel_bytes)}"
+    assert (code, out) == (2, ""), err
+    assert err.count("\n") == 1 and said in err and err.startswith("patcher: error: "), err
+
+
+READER = (
+    "def get_eagle3_aux_layers_from_config(spec_config):\n"
+    "    hf_config = spec_config.draft_model_config.hf_config\n"
+    "    return getattr(hf_config, 'eagle_aux_hidden_state_layer_ids', None)\n"
+)
+
+
+def doctor_index(server: HTTPServer, lie: str) -> FakeIndex:
+    """The fake index serving a release doctor can read: the V2 runner's id reader in it."""
+    import io
+    import zipfile
+
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as wheel:
+        wheel.writestr("vllm/__init__.py", "")
+        wheel.writestr("vllm/v1/worker/gpu/spec_decode/eagle/eagle3_utils.py", READER)
+        wheel.writestr(f"vllm-{VERSION}.dist-info/METADATA", f"Name: vllm\nVersion: {VERSION}\n")
+    data = buffer.getvalue()
+    server.clear()
+    return FakeIndex(server, data, sha256=None if lie == "true" else lying_hashes(data)[lie])
+
+
+def llama_drafter(tmp_path: Path) -> Path:
+    """A drafter folder for doctor: a Llama EAGLE-3 config."""
+    import json
+
+    folder = tmp_path / "drafter"
+    folder.mkdir(exist_ok=True)
+    config = {"architectures": ["LlamaForCausalLMEagle3"], "model_type": "llama"}
+    (folder / "config.json").write_text(json.dumps({**config, "hidden_size": 64}))
+    return folder

@@ -13,7 +13,7 @@ from patcher.cli.terminal import (
     out,
     print_data,
 )
-from patcher.cli.wheels import open_release
+from patcher.cli.wheels import open_release, say_if_unchecked
 from patcher.doctor import Diagnosis, Feed, diagnose, physical, read_inputs, write_fix
 from patcher.errors import PatcherError
 from patcher.outputs.named import write_file
@@ -34,10 +34,13 @@ def command_doctor(args: argparse.Namespace) -> int:
     if args.fix:
         for change in write_fix(diagnosis, args.fix):
             say(f"fix: {change}")
+    say_if_unchecked(source)
     return 1 if diagnosis.failed else 0
 
 
 def say(message: str) -> None:
+    """One line of the report: a newline from a config is shown escaped, as ``out.print``
+    shows any control character."""
     out.print(message, markup=False, soft_wrap=True)
 
 

@@ -28,7 +28,14 @@ from patcher.cli.overview import (
     help_width,
     terminal_width,
 )
-from patcher.cli.terminal import GuardedStdout, closed_stdout, discard_stdout, err, out
+from patcher.cli.terminal import (
+    GuardedStdout,
+    closed_stdout,
+    discard_stdout,
+    err,
+    out,
+    printable,
+)
 from patcher.errors import OutputClosed, PatcherError, StdoutError
 
 TYPE_CHECKING = False  # typing takes milliseconds to import, and this module must start fast
@@ -217,7 +224,9 @@ def main(argv: list[str] | None = None) -> int:
         if not isinstance(error, OutputClosed):
             from patcher.pipconfig import redacted  # an index URL may hold a password
 
-            for line in redacted(str(error)).splitlines():  # several problems: a line each
+            # several problems: a line each, at its newlines only (splitlines would also cut
+            # at \v, \f, \x1c-\x1e, \x85 and U+2028 from a config, which are escaped instead)
+            for line in printable(redacted(str(error))).split("\n"):
                 err.print(f"patcher: error: {line}", markup=False, soft_wrap=True)
         return error.exit_code
     except KeyboardInterrupt:

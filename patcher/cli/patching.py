@@ -31,6 +31,7 @@ from patcher.cli.wheels import (
     first_run,
     open_named_wheel,
     read_in_place,
+    say_if_unchecked,
     settled_on_disk,
     settled_run,
 )
@@ -321,6 +322,7 @@ def command_diff(args: argparse.Namespace) -> int:
     sys.stdout.write(diff)
     if not diff:
         err.print(f"patcher: empty diff: {why_unchanged(result)}", markup=False, soft_wrap=True)
+    say_if_unchecked(source)
     return 0
 
 
@@ -714,7 +716,7 @@ def command_build_wheel(args: argparse.Namespace) -> int:
         version = local_version(first.version, label)  # a bad label: refused before the download
         with settled_run(named, patchset, first) as run:
             plan = WheelPlan(run.wheel.path, run.wheel.known_sha256, run.result, version)
-            target = repack(plan, run.wheel.zip, args.dist)  # its steps show their progress
+            target = repack(plan, run.wheel.zip, args.dist, args.force)  # steps show progress
     out.print(str(target), markup=False, soft_wrap=True)
     return 0
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from patcher import generated
 from patcher import patchset as patchsets
 from patcher.cli.terminal import Table, new_table, out
-from patcher.cli.wheels import open_release
+from patcher.cli.wheels import open_release, say_if_unchecked
 from patcher.errors import PatcherError
 from patcher.files import read_regular
 from patcher.index import PackageIndex
@@ -63,6 +63,7 @@ def command_scan(args: argparse.Namespace) -> int:
                 sys.stdout.write(write_patchset(source, args.write_patchset))
             else:
                 sys.stdout.write(measured_patchset(args, source))
+            say_if_unchecked(source)
             return 0
         with step(f"scanning the model registry of {source.description}"):
             result = scan(source)
@@ -76,6 +77,7 @@ def command_scan(args: argparse.Namespace) -> int:
         sys.stdout.write(markdown([result]))
     else:
         show(result)
+    say_if_unchecked(source)
     return 0
 
 

@@ -63,7 +63,7 @@ from patcher.outputs.named import check_folder, prepare_folder, write_file
 from patcher.patchset import Patchset
 from patcher.replica.build import Replica, generate, read_config, shrink, users_mla
 from patcher.replica.weights import SeededWeights
-from patcher.replica.write import read_manifest, write_replica
+from patcher.replica.write import check_replica_folder, read_manifest, write_replica
 from patcher.result import PatchResult
 from patcher.serving import benchmark, host
 from patcher.serving.chain import BarrierChain, chain_links, chain_wheels, judge_chain
@@ -183,7 +183,7 @@ def refuse_unwritable_outputs(args: argparse.Namespace) -> None:
     check_outputs({"--json": args.json})
     check_folder(args.log_dir, "--log-dir")
     if args.replica is not None:
-        check_folder(args.replica, "--replica")
+        check_replica_folder(args.replica, "--replica")
 
 
 def progress(message: str) -> None:
@@ -686,6 +686,7 @@ def patchset_barriers(chosen: Patchset | None, target_architecture: str | None) 
 def command_preflight(args: argparse.Namespace) -> int:
     # bad input fails before any download or venv (minutes): the doctor reads the configs first
     check_folder(args.workdir, "--workdir")
+    check_replica_folder(args.workdir / "replica")
     inputs = read_inputs(args.drafter, args.model)
     shrink(args.model, args.drafter, None, frozenset())  # its refusals, for any release
     patchset = patchsets.load(args.patchset) if args.patchset else None
@@ -790,13 +791,13 @@ def seeded_weights(args: argparse.Namespace) -> SeededWeights | None:
 def command_replica(args: argparse.Namespace) -> int:
     if args.drafter_from and not args.source_model:
         raise PatcherError("--drafter-from needs --from")
-    check_folder(args.out, "--out")
+    check_replica_folder(args.out, "--out", args.force)
     if args.source_model:
         replica = shrink(args.source_model, args.drafter_from, args.drafter_kind)
     else:
         replica = generate(patchsets.load(args.patchset).model.architecture, args.drafter_kind)
     weights = seeded_weights(args)
-    written = write_replica(replica, args.out, "--out", weights)
+    written = write_replica(replica, args.out, "--out", weights, args.force)
     out.print(
         f"{replica.architecture} replica with a {replica.drafter_kind} drafter: "
         f"{written / 'target'} and {written / 'drafter'}; weights: "

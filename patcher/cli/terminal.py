@@ -41,6 +41,31 @@ MARKUP = re.compile(
 
 ESCAPE_CODE = re.compile(r"\x1b\[[0-9;]*m")
 """The styles ``Text.render`` writes."""
+CONTROLS = re.compile(
+    "[\x00-\x09\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e"
+    "\u2066-\u2069\ufeff\ufff9-\ufffb]"
+)
+"""What the terminal would act on rather than show: the C0 controls but the newline (escape
+sequences, carriage returns, backspaces, tabs), DEL, the C1 controls, the line and paragraph
+separators, and the bidirectional overrides, marks and isolates that reorder a line."""
+NEWLINE_TOO = re.compile(f"\n|{CONTROLS.pattern}")
+
+
+def printable(text: str, newlines: bool = False) -> str:
+    """``text`` with every character of ``CONTROLS`` written as its Python escape (``\\x1b``,
+    ``\\u202e``), and each newline too with ``newlines``: what a config, an index or a file
+    name holds can neither style the terminal, move its cursor, reorder a line, nor start a
+    line of its own (a forged ``patcher: error:``). Every line the two consoles print goes
+    through here, newlines included (``Console.print`` prints one line a call); the error
+    printer keeps the newlines that part an error's several problems."""
+    return (NEWLINE_TOO if newlines else CONTROLS).sub(_escaped, text)
+
+
+def _escaped(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
 GAP = 2
 """Spaces between two columns."""
 INDENT = 4
@@ -168,8 +193,8 @@ class Table:
 
     def lines(self, width: int | None, colour: bool, markup: bool) -> list[str]:
         """The table as lines: natural widths without ``width`` (piped), else fitted to it."""
-        rows = [[Text.parse(c, markup) for c in row] for row in self.rows]
-        heads = [Text(c.header) for c in self.columns]
+        rows = [[Text.parse(printable(c, newlines=True), markup) for c in row] for row in self.rows]
+        heads = [Text(printable(c.header, newlines=True)) for c in self.columns]
         natural = [
             max(
                 len(line) for t in (heads[i], *(r[i] for r in rows)) for line in t.plain.split("\n")
@@ -184,7 +209,7 @@ class Table:
         bold = "1" if colour else ""
         out: list[str] = []
         if self.title:
-            out += style_lines(self.title, width, bold)
+            out += style_lines(printable(self.title, newlines=True), width, bold)
         grid = [heads, *rows] if any(c.header for c in self.columns) else rows
         for number, cells in enumerate(grid):
             header = grid is not rows and number == 0
@@ -199,7 +224,7 @@ class Table:
                 if cells[i].plain and not header:
                     out += continuation(self.columns[i].header, cells[i], width or 0, colour)
         if self.caption:
-            caption = Text.parse(self.caption, markup)
+            caption = Text.parse(printable(self.caption, newlines=True), markup)
             out += [
                 caption.render(a, b, colour)
                 for a, b in wrap(caption.plain, width or 1 << 30, False)
@@ -324,13 +349,15 @@ class Console:
 
     def print(self, what: str | Table, *, markup: bool = True, soft_wrap: bool = False) -> None:
         """A line of text, or a table. ``markup``: read ``[style]...[/]`` as styles, not text;
-        ``soft_wrap``: leave a long line to the terminal instead of wrapping it at spaces."""
+        ``soft_wrap``: leave a long line to the terminal instead of wrapping it at spaces.
+        Every string is one line, or a table's cell, title or caption: a newline in it, as any
+        control, is written escaped (``printable``), so no value printed starts a line."""
         if isinstance(what, Table):
             if self.quiet and self.stream is sys.stderr:
                 return
             lines = what.lines(self.width, self.colour, markup)
         else:
-            text = Text.parse(what, markup)
+            text = Text.parse(printable(what, newlines=True), markup)
             width = None if soft_wrap else self.width
             lines = [
                 text.render(a, b, self.colour) for a, b in wrap(text.plain, width or 1 << 30, False)
@@ -374,8 +401,10 @@ class StepDisplay:
                 redirect_stdout=False,  # results go to stdout as they are, never above a bar
             )
             self.progress.start()
+        from rich.markup import escape
+
         shown = self.progress
-        task = shown.add_task(what, total=total, amount="")
+        task = shown.add_task(escape(printable(what, newlines=True)), total=total, amount="")
         shown.refresh()  # drawn at once: a step shorter than the refresh period shows too
         self.open += 1
 

@@ -15,7 +15,7 @@ from typing import Self
 
 from patcher import distributions
 from patcher.cli.shared import INDEX_URL, PLATFORM, PYTHON, VLLM
-from patcher.cli.terminal import path_argument
+from patcher.cli.terminal import err, path_argument
 from patcher.codemods.base import FAILING, Status
 from patcher.engine import run_patchset
 from patcher.errors import PatcherError
@@ -77,6 +77,13 @@ def open_named_wheel(args: argparse.Namespace) -> NamedWheel:
 def read_in_place(named: NamedWheel) -> Source:
     """The wheel's members as a ``Source``: the file itself, or the index's wheel by range."""
     return named if isinstance(named, WheelSource) else named.remote()
+
+
+def say_if_unchecked(source: Source) -> None:
+    """After a command's result read from the index's wheel by range: a line on stderr saying
+    that the sha256 the index lists was not checked (``--quiet`` leaves it out)."""
+    if isinstance(source, IndexWheelSource) and not source.sha256_checked and not err.quiet:
+        err.print(f"patcher: note: {source.unchecked_note()}", markup=False, soft_wrap=True)
 
 
 def add_release_options(parser: argparse.ArgumentParser) -> None:

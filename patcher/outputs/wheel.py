@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import filecmp
 import hashlib
 import io
 import json
@@ -293,10 +294,14 @@ def member_verifiers(
     return {i.filename: MemberVerifier(i, rows[i.filename]) for i in members}
 
 
-def repack(plan: WheelPlan, archive: zipfile.ZipFile, dist: Path) -> Path:
+def repack(
+    plan: WheelPlan, archive: zipfile.ZipFile, dist: Path, replace_other: bool = True
+) -> Path:
     """The official wheel's members copied byte for byte, the patched ones and the dist-info
     written anew, into a temporary file renamed into place once it verifiers out. ``dist`` is
-    one ``writable_folder`` accepted."""
+    one ``writable_folder`` accepted. Without ``replace_other`` (``build-wheel`` without
+    ``--force``), a file already at the wheel's name that holds other bytes is left as it is
+    and refused: the same bytes stay, and nothing a user put there is overwritten."""
     safe_members(archive, plan.official)
     old_info = f"{plan.distribution}-{plan.result.version}.dist-info"
     names = set(archive.namelist())
@@ -329,6 +334,8 @@ def repack(plan: WheelPlan, archive: zipfile.ZipFile, dist: Path) -> Path:
             remember_members_verified(sha256)
         if plan.official_sha256 is None:
             remember_hashed(plan.official, sha256)
+        if not replace_other and (target.exists() or target.is_symlink()):
+            refuse_other(target, tmp)
         os.replace(tmp, target)
     except BaseException as error:
         tmp.unlink(missing_ok=True)
@@ -339,6 +346,16 @@ def repack(plan: WheelPlan, archive: zipfile.ZipFile, dist: Path) -> Path:
             raise PatcherError(f"cannot write {target}: {error.strerror or error}") from error
         raise
     return target
+
+
+def refuse_other(target: Path, written: Path) -> None:
+    """Refuse to overwrite ``target`` unless it is a regular file holding the bytes of
+    ``written`` (the wheel just built), so a rebuild over its own wheel holds."""
+    same = target.is_file() and not target.is_symlink() and filecmp.cmp(target, written, False)
+    if not same:
+        raise PatcherError(
+            f"{target} exists and is not this wheel: --force replaces it (nothing was written)"
+        )
 
 
 @dataclass(frozen=True)

@@ -19,9 +19,12 @@ PARALLEL_FETCHES = 4
 class RangeFile(io.RawIOBase):
     """A seekable, read-only file over HTTP; fetched bytes are kept in aligned blocks."""
 
-    def __init__(self, url: str, size: int, client: HttpClient) -> None:
+    def __init__(
+        self, url: str, size: int, client: HttpClient, said: str = "the index says"
+    ) -> None:
+        """``said``: who gave ``size``, for the one line where the server has another size."""
         super().__init__()
-        self.url, self.size, self.client = url, size, client
+        self.url, self.size, self.client, self.said = url, size, client, said
         self.position = 0
         self.blocks: dict[int, bytes] = {}
         self.bytes_fetched = 0
@@ -87,6 +90,7 @@ class RangeFile(io.RawIOBase):
             headers={"Range": f"bytes={start}-{end - 1}"},
             expect_length=end - start,
             ranged=True,
+            whole_size=(self.size, self.said),
         )
         body = response.content
         if len(body) != end - start:

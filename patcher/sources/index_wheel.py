@@ -40,6 +40,7 @@ class IndexWheelSource(Source):
         self._remote: RangeFile | None = None
         self._zip: zipfile.ZipFile | None = None
         self._fallback: WheelSource | None = None
+        self._downloaded = False  # the whole wheel, checked against the index's sha256
         self._names: list[str] | None = None
         self._known: frozenset[str] = frozenset()
         self._held: dict[str, bytes] = {}  # members kept in memory once the tree is settled
@@ -49,15 +50,29 @@ class IndexWheelSource(Source):
         return f"sha256:{self.wheel.sha256}"
 
     @property
+    def sha256_checked(self) -> bool:
+        """Whether the sha256 the index lists was checked against the wheel's bytes: only where
+        the whole wheel was downloaded (a server that refused ranges). Read by range, the
+        members came with their zip CRCs only, and the cache holds them under that sha256."""
+        return self._downloaded
+
+    def unchecked_note(self) -> str:
+        """The line a command's output carries when ``sha256_checked`` is False."""
+        return (
+            f"{self.wheel.filename} was read by range: the sha256 the index lists for it was "
+            "not checked (that takes the whole file, as build-wheel downloads it)"
+        )
+
+    @property
     def bytes_fetched(self) -> int:
         return self._remote.bytes_fetched if self._remote else 0
 
     def _open(self) -> zipfile.ZipFile:
         if self._zip is None:
-            size = self.wheel.size
+            size, said = self.wheel.size, "the index says"
             if size is None:
-                size = self._size()
-            self._remote = RangeFile(self.wheel.url, size, self.client)
+                size, said = self._size(), "its HEAD answer says"
+            self._remote = RangeFile(self.wheel.url, size, self.client, said)
             try:
                 self._zip = zipfile.ZipFile(self._remote)
             except RangesRefused:
@@ -71,6 +86,7 @@ class IndexWheelSource(Source):
     def _download(self) -> zipfile.ZipFile:
         """The whole wheel, downloaded once and verified, for a server that refuses ranges."""
         self._fallback = WheelSource(download_wheel(self.wheel, self.client))
+        self._downloaded = True
         self._zip = self._fallback.zip
         return self._zip
 

@@ -22,4 +22,16 @@ def arguments(parser) -> None:
         action="store_true",
         help="build even where the release needs no patch or is unsupported",
     )
+    parser.add_argument(
+        "--allow-drift",
+        action="store_true",
+        help="build even where the release's verdict is not the one the patchset declares for "
+        "it (without it: exit 1, nothing written)",
+    )
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="overwrite a file at the wheel's name in --dist that holds other bytes (without "
+        "it, that file is kept and build-wheel fails; a rebuild of the same bytes needs none)",
+    )
     parser.set_defaults(run=command_build_wheel)

@@ -18,7 +18,15 @@ def arguments(parser) -> None:
         type=path_argument,
         required=True,
         metavar="DIR",
-        help="a new folder: target/ and drafter/ (configs, tokenizer; weights with --weights)",
+        help="a new or empty folder: target/ and drafter/ (configs, tokenizer; weights with "
+        "--weights); an earlier replica there is replaced only if it holds nothing but the "
+        "files it wrote, unchanged",
+    )
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="replace an earlier replica in --out with everything in it: files added or "
+        "changed since are deleted (a folder that is not a replica is still refused)",
     )
     names(
         parser.add_argument(
