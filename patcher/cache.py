@@ -23,6 +23,8 @@ from patcher.errors import PatcherError
 from patcher.files import Missing, NotRegular, read_regular
 
 CACHE_ENV = "PATCHER_CACHE_DIR"
+IN_USE_LOCK = ".in-use.lock"
+"""Held shared by every patcher using the cache, exclusively by ``patcher cache clean``."""
 CHECKED_HEADER = b"patcher-sha256:"
 DIGEST_LENGTH = 64
 
@@ -39,7 +41,63 @@ def cache_dir() -> Path:
         ) from error
     if not path.is_dir():
         raise PatcherError(f"cache dir {path} is not a directory; set {CACHE_ENV}")
+    hold_in_use(path)
     return path
+
+
+_IN_USE: dict[str, int] = {}
+"""The cache root this process holds ``IN_USE_LOCK`` of, shared, and its descriptor."""
+
+
+def hold_in_use(root: Path) -> None:
+    """Hold ``root``'s ``IN_USE_LOCK`` shared until the process ends (once per process, for
+    the root last used), so ``patcher cache clean`` leaves the entries without a lock of their
+    own alone while this patcher runs. A cache where the lock cannot be made is used as before."""
+    import fcntl
+
+    key = str(root)
+    if key in _IN_USE:
+        return
+    for held in _IN_USE.values():
+        os.close(held)
+    _IN_USE.clear()
+    path = root / IN_USE_LOCK
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, file_mode())
+    except OSError:
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)  # another user's shared cache
+        except OSError:
+            return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH)  # waits out a clean, which takes a moment
+    except OSError:
+        os.close(fd)
+        return
+    _IN_USE[key] = fd
+
+
+@contextmanager
+def in_use_exclusively(root: Path) -> Iterator[bool]:
+    """Whether this process has the cache at ``root`` to itself (no other patcher holds
+    ``IN_USE_LOCK``), holding it exclusively inside the block if so."""
+    import fcntl
+
+    hold_in_use(root)
+    fd = _IN_USE.get(str(root))
+    if fd is None:
+        yield False
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        fcntl.flock(fd, fcntl.LOCK_SH)  # a failed conversion may have dropped the shared one
+        yield False
+        return
+    try:
+        yield True
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_SH)
 
 
 def folder_lock(folder: Path) -> FileLock:

@@ -1361,6 +1361,12 @@ def stream_cases() -> list[Case]:
             success=lambda w, r: None,
         ),
         Case("completion=no-shell", "completion", ("completion", "tcsh")),
+        Case("cache=no-subcommand", "cache", ("cache",)),
+        Case("cache=bad-age", "cache", ("cache", "clean", "--older-than", "7x")),
+        Case("cache=bad-kind", "cache", ("cache", "clean", "--kind", "wheels,,")),
+        Case(
+            "cache=size-stdout-full-device", "cache", ("cache", "size"), stdout_device=True
+        ),
         Case(
             "list=stdout-reader-gone",
             "list",

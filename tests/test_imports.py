@@ -39,6 +39,7 @@ LAYERS: dict[str, int] = {
     "patcher.progress": 1,
     # 2: sources and outputs: where vLLM code comes from and where patched code goes
     "patcher.cache": 2,
+    "patcher.cache_usage": 2,
     "patcher.index": 2,
     "patcher.pipconfig": 2,
     "patcher.elf": 2,

@@ -103,6 +103,7 @@ class Commands(argparse._SubParsersAction):  # type: ignore[type-arg]
             kwargs.update(help=command.summary, description=command.summary + ".")
             kwargs.update(epilog=command.epilog)
         kwargs.setdefault("formatter_class", HelpFormatter)
+        kwargs.setdefault("allow_abbrev", False)  # one meaning per option: --vers is not --versions
         parser: argparse.ArgumentParser = super().add_parser(name, **kwargs)
         # before or after the command: here only where given, so the command's own default
         # does not overwrite a -q given before it
@@ -116,14 +117,18 @@ class Commands(argparse._SubParsersAction):  # type: ignore[type-arg]
 
     def listed(self, name: str) -> None:
         """A command in the list only, with its summary: its module is not imported."""
-        super().add_parser(name, help=COMMANDS[name].summary, add_help=False)
+        super().add_parser(name, help=COMMANDS[name].summary, add_help=False, allow_abbrev=False)
 
 
 def build_parser(full: Collection[str | None] | None = None) -> argparse.ArgumentParser:
     """The ``patcher`` parser; the commands in ``full`` (default: all) get their options (the
     modules they run are imported), the others only their summary line."""
     parser = argparse.ArgumentParser(
-        prog="patcher", description=DESCRIPTION, epilog=EPILOG, formatter_class=HelpFormatter
+        prog="patcher",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=HelpFormatter,
+        allow_abbrev=False,
     )
     parser.register("action", "parsers", Commands)
     parser.add_argument("--version", action="version", version=VERSION)
@@ -157,10 +162,27 @@ def resolve_values(args: argparse.Namespace) -> None:
         python = getattr(args, name, None)  # a str, or a Path where the option checks its length
         if python is not None and os.sep in str(python):
             setattr(args, name, type(python)(os.path.abspath(python)))
+    if getattr(args, "installed", False) and getattr(args, "python", "") is None:
+        args.python = activated_python(args)
     if getattr(args, "platform", "") is None:
         from patcher.index import machine_platform  # the network stack: a command's, not --help's
 
         args.platform = machine_platform()
+
+
+def activated_python(args: argparse.Namespace) -> str | None:
+    """``--installed`` without ``--python``: the activated venv's interpreter (``VIRTUAL_ENV``),
+    said on stderr, where one is activated; else None, this interpreter (patcher's own)."""
+    folder = os.environ.get("VIRTUAL_ENV")
+    if not folder:
+        return None
+    python = os.path.join(os.path.abspath(folder), "bin", "python")
+    if not os.path.exists(python):
+        raise PatcherError(f"$VIRTUAL_ENV is {folder}, which has no bin/python; give --python")
+    if not args.quiet:
+        said = f"patcher: reading the vLLM of {python} ($VIRTUAL_ENV)"
+        err.print(said, markup=False, soft_wrap=True)
+    return python
 
 
 def subcommand(parser: argparse.ArgumentParser, name: str) -> argparse.ArgumentParser:

@@ -42,7 +42,7 @@ PYTHON = Shared(
     "--python",
     metavar="PATH",
     help="with --installed: the interpreter of the environment whose vLLM is read or patched "
-    "(default: this one)",
+    "(default: the activated venv's, $VIRTUAL_ENV, else patcher's own)",
 )
 DRAFTER = Shared(
     "--drafter",

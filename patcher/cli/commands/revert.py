@@ -1,7 +1,7 @@
 """restore an installed vLLM patched by apply, byte for byte
 
-patcher revert --installed
-patcher revert --installed --python /opt/venv/bin/python
+patcher revert
+patcher revert --python /opt/venv/bin/python
 """
 
 
@@ -9,7 +9,10 @@ def arguments(parser) -> None:
     from patcher.cli.patching import add_python_option, command_revert
 
     parser.add_argument(
-        "--installed", action="store_true", required=True, help="the vLLM installed for --python"
+        "--installed",
+        action="store_true",
+        default=True,
+        help="the vLLM installed for --python: the only mode, so the default (kept for scripts)",
     )
     add_python_option(parser)
     parser.set_defaults(run=command_revert)

@@ -1,7 +1,7 @@
 """the installed vLLM: its distribution, patch and verdict
 
-patcher status --installed
-patcher status --installed --python /opt/venv/bin/python --format json
+patcher status
+patcher status --python /opt/venv/bin/python --format json
 """
 
 
@@ -10,7 +10,10 @@ def arguments(parser) -> None:
     from patcher.cli.terminal import add_format_option
 
     parser.add_argument(
-        "--installed", action="store_true", required=True, help="the vLLM installed for --python"
+        "--installed",
+        action="store_true",
+        default=True,
+        help="the vLLM installed for --python: the only mode, so the default (kept for scripts)",
     )
     add_python_option(parser)
     add_index_options(parser)

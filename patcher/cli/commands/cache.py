@@ -1,0 +1,12 @@
+"""patcher's cache: where it is, its size by kind, and trimming it
+
+patcher cache dir
+patcher cache size --format json
+patcher cache clean --kind wheels,venvs --older-than 7d --dry-run
+"""
+
+
+def arguments(parser) -> None:
+    from patcher.cli.cache import add_cache_commands
+
+    add_cache_commands(parser)
