@@ -456,6 +456,7 @@ def input_file_cases() -> list[Case]:
             few,
         ),
         ("verify--wheel", ("verify", "--wheel", "{bad}"), ".whl", few),
+        ("overlay--wheel", ("overlay", "--wheel", "{bad}", "--dist", "{work}/d"), ".whl", few),
         ("serve-bench-cpu--wheel", (*cpu_bench, "--wheel", "{bad}"), ".whl", few),
         ("preflight--wheel", ("preflight", "--wheel", "{bad}", *pf_dirs), ".whl", few),
         (
@@ -635,6 +636,10 @@ def output_dir_cases() -> list[Case]:
             ("build-wheel", "--wheel", "{wheel}", "--patchset", "{patchset}", "--dist", "{bad}"),
         ),
         ("replica--out", ("replica", "--out", "{bad}")),
+        (
+            "overlay--dist",
+            ("overlay", "--wheel", "{wheel}", "--patchset", "{patchset}", "--dist", "{bad}"),
+        ),
         ("serve-bench--log-dir", (*GPU_BENCH, "--log-dir", "{bad}")),
         (
             "serve-bench-cpu--replica",
@@ -652,11 +657,25 @@ def output_dir_cases() -> list[Case]:
     found = [
         Case(f"{label}={kind}", argv[0], argv, maker)
         for n, (label, argv) in enumerate(options)
-        for kind, maker in (OUTPUT_DIR if n < 2 else few).items()
+        for kind, maker in (OUTPUT_DIR if n < 3 else few).items()
     ]
     # A folder that does not exist yet is made, but not its missing parents (issue 22, 2).
-    for label, argv in options[:2]:
+    for label, argv in options[:3]:
         found.append(Case(f"{label}=missing-parent", argv[0], argv, _missing_parent))
+    found.append(
+        Case(
+            "overlay--dist=new-folder",
+            "overlay",
+            options[2][1],
+            lambda w, s: str(w.path("overlay-new")),
+            outputs=("{work}/overlay-new",),
+            success=lambda w, r: (
+                None
+                if list(w.path("overlay-new").glob("vllm_patcher_overlay-0.16.0+adv-*.whl"))
+                else "no overlay wheel in --dist"
+            ),
+        )
+    )
     wheel_argv = options[0][1]
     found.append(
         Case(

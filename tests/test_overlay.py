@@ -376,3 +376,50 @@ def test_untouched_names_the_vllm_files_that_differ_from_their_record(env, overl
     assert untouched(venv) == []
     (env.site / OTHER).write_bytes(b"# edited\n")
     assert untouched(venv) == [OTHER]
+
+
+AT_THE_NAME = {
+    "other-bytes": (lambda t: t.write_bytes(b"a wheel of mine"), True),
+    "read-only": (lambda t: (t.write_bytes(b"mine"), t.chmod(0o444)), True),
+    "link-out": (lambda t: t.symlink_to(t.parent.parent / "outside.whl"), True),
+    "dangling-link": (lambda t: t.symlink_to("no-such.whl"), True),
+    "a-folder": (lambda t: (t.mkdir(), (t / "inside").write_text("mine")), False),
+    "empty-file": (lambda t: t.write_bytes(b""), True),
+}
+"""What may already be at the overlay's name in --dist; whether --force replaces it."""
+
+
+@pytest.mark.parametrize("force", [False, True], ids=["plain", "force"])
+@pytest.mark.parametrize("case", AT_THE_NAME)
+def test_overlay_overwrites_a_file_at_its_name_only_with_force(case, force, tmp_path):
+    from patcher.errors import PatcherError
+
+    make, replaceable = AT_THE_NAME[case]
+    (tmp_path / "outside.whl").write_bytes(b"outside")
+    dist = tmp_path / "dist"
+    dist.mkdir()
+    (dist / "notes.txt").write_text("mine")
+    target = dist / plan().wheel_name
+    make(target)
+
+    def state():
+        return {
+            p.name: (p.is_symlink(), p.read_bytes() if p.is_file() and not p.is_symlink() else None)
+            for p in sorted(tmp_path.rglob("*"))
+        }
+
+    before = state()
+    if force and replaceable:
+        assert build_overlay(plan(), dist, replace_other=True) == target
+        assert target.read_bytes() == wheel_bytes(plan()) and not target.is_symlink()
+        assert (tmp_path / "outside.whl").read_bytes() == b"outside"
+        assert (dist / "notes.txt").read_text() == "mine"
+        return
+    with pytest.raises(PatcherError, match="nothing was written"):
+        build_overlay(plan(), dist, replace_other=force)
+    assert state() == before
+
+
+def test_an_overlay_over_its_own_bytes_needs_no_force(tmp_path):
+    first = build_overlay(plan(), tmp_path, replace_other=False)
+    assert build_overlay(plan(), tmp_path, replace_other=False) == first

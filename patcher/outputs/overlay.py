@@ -191,11 +191,22 @@ def cached_overlay(plan: OverlayPlan, official_sha256: str) -> Path:
     return build_overlay(plan, dist)
 
 
-def build_overlay(plan: OverlayPlan, dist: Path) -> Path:
-    """The overlay wheel written into ``dist`` (made if missing), whole or not at all."""
+def build_overlay(plan: OverlayPlan, dist: Path, replace_other: bool = True) -> Path:
+    """The overlay wheel written into ``dist`` (made if missing), whole or not at all. Without
+    ``replace_other`` (``overlay`` without ``--force``), a file already at its name that holds
+    other bytes is kept and refused; the same bytes are a rebuild, and stay."""
     data = wheel_bytes(plan)
     dist.mkdir(parents=True, exist_ok=True)
     target = dist / plan.wheel_name
+    if target.is_dir() and not target.is_symlink():
+        raise PatcherError(f"{target} is a folder, not this overlay (nothing was written)")
+    if not replace_other and (target.exists() or target.is_symlink()):
+        same = target.is_file() and not target.is_symlink() and target.read_bytes() == data
+        if same:
+            return target
+        raise PatcherError(
+            f"{target} exists and is not this overlay: --force replaces it (nothing was written)"
+        )
     handle, temporary = tempfile.mkstemp(dir=dist, prefix=f".{plan.wheel_name}.")
     try:
         with os.fdopen(handle, "wb") as out:

@@ -22,6 +22,11 @@ def arguments(parser) -> None:
         help="write the overlay even where the release's verdict is not the one the patchset "
         "declares for it",
     )
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="replace a file at the overlay's name in --dist that holds other bytes",
+    )
     parser.set_defaults(run=run)
 
 
@@ -71,5 +76,5 @@ def run(args) -> int:
             first = first_run(named, patchset)
             with settled_run(named, patchset, first) as official:
                 plan = plan_of(official.result, official.wheel)
-    out.print(str(build_overlay(plan, args.dist)), markup=False, soft_wrap=True)
+    out.print(str(build_overlay(plan, args.dist, args.force)), markup=False, soft_wrap=True)
     return 0
