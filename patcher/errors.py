@@ -12,6 +12,13 @@ class TimedOut(PatcherError):
     Said as a timeout, never as what the server would have answered."""
 
 
+class NetworkError(PatcherError):
+    """The index or a download did not answer well after every retry: refused, timed out, or
+    failing (5xx). The input may be fine: run again later, or raise ``PATCHER_HTTP_TIMEOUT``."""
+
+    exit_code = 3
+
+
 class DriftError(PatcherError):
     """The outcome disagrees with what the patchset declares."""
 

@@ -28,7 +28,7 @@ from packaging.version import Version
 
 from patcher import distributions
 from patcher.cache import checked_dir, fresh, read_checked, write_checked
-from patcher.errors import PatcherError
+from patcher.errors import NetworkError, PatcherError
 from patcher.pipconfig import redacted
 
 SIMPLE_JSON = "application/vnd.pypi.simple.v1+json"
@@ -233,6 +233,15 @@ NOT_FETCHABLE = (
 )
 """``file://``, ``ftp://``, no scheme, no host: no retry can fix the URL itself."""
 TRANSIENT = (requests.RequestException, urllib3.exceptions.HTTPError, BodyTooSlow, OSError)
+NETWORK_FAULTS = (
+    requests.RequestException,
+    urllib3.exceptions.HTTPError,
+    BodyTooSlow,
+    ConnectionError,
+    TimeoutError,
+)
+"""The faults of ``TRANSIENT`` that are the network's, not the disk's: what ``NetworkError``
+(exit status 3) reports once retries or a resumable download give up."""
 
 
 class HttpClient:
@@ -344,12 +353,12 @@ class HttpClient:
             except TRANSIENT as error:
                 last = str(error) if isinstance(error, BodyTooSlow) else type(error).__name__
         if deadline.passed():
-            raise PatcherError(
+            raise NetworkError(
                 f"{shown}: no good answer within {deadline.seconds:g} s "
                 f"({tries} {'try' if tries == 1 else 'tries'}, last: {last}; "
                 f"{TIMEOUT_ENV} sets the limit)"
             )
-        raise PatcherError(f"{shown}: no good answer after {tries} tries ({last})")
+        raise NetworkError(f"{shown}: no good answer after {tries} tries ({last})")
 
 
 CONTENT_RANGE_TOTAL = re.compile(r"bytes (?:\d+-\d+|\*)/(\d+)\s*")

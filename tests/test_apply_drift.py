@@ -66,3 +66,40 @@ def test_installed_drift_writes_nothing_unless_allowed(tmp_path, release):
     assert allowed.stderr == f"patcher: drift allowed: {DRIFT}\n"
     assert "patched 4 file(s) of vllm 0.16.0" in allowed.stdout
     assert state(tmp_path / "site") != before
+
+
+def test_diff_drift_prints_nothing_unless_allowed(tree_0_16, tmp_path):
+    """issue 41: ``diff`` printed the patch with exit 0 through drift, and ``-q`` hid the note."""
+    patchset = str(write_patchset(tmp_path / "drift.toml", *DECLARED_UPSTREAM_SINCE_0_16))
+    done = patcher("diff", "-q", "--source", str(tree_0_16), "--patchset", patchset)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert done.stderr == f"patcher: error: {DRIFT}{REFUSED}"
+    assert done.stdout == ""
+
+    allowed = patcher(
+        "diff", "-q", "--source", str(tree_0_16), "--patchset", patchset, "--allow-drift"
+    )
+    assert allowed.returncode == 0, allowed.stderr
+    assert allowed.stderr == f"patcher: drift allowed: {DRIFT}\n"
+    assert allowed.stdout.startswith("--- ")
+
+
+@pytest.mark.parametrize(
+    "command", [["build-wheel"], ["bundle", "--target-python", "3.12", "--out", "bundle"]]
+)
+def test_wheel_outputs_refuse_drift_before_the_download(tmp_path, command):
+    """issue 41: ``build-wheel`` built the wheel with exit 0 through drift, ``-q`` hiding even
+    the table's "(drift: expected upstream)". The range reads decide it: nothing downloaded,
+    nothing written, exit 1 and one line, ``-q`` or not."""
+    patchset = str(write_patchset(tmp_path / "drift.toml", *DECLARED_UPSTREAM_SINCE_0_16))
+    dist = tmp_path / "dist"
+    args = [*command, "--vllm", "0.16.0", "--patchset", patchset]
+    if command == ["build-wheel"]:
+        args += ["--dist", str(dist)]
+    done = subprocess.run(
+        [PATCHER, "-q", *args], capture_output=True, text=True, timeout=600, cwd=tmp_path
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert done.stderr == f"patcher: error: {DRIFT}{REFUSED}"
+    assert done.stdout == ""
+    assert not dist.exists() and not (tmp_path / "bundle").exists()

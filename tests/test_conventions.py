@@ -12,10 +12,11 @@ import pytest
 from commandline import PATCHER
 
 from patcher import cache, index
+from patcher.cli.main import SIGINT_STATUS, SIGTERM_STATUS
 from patcher.cli.overview import COMMANDS, EPILOG
 from patcher.cli.parser import build_parser, subcommand
 from patcher.cli.terminal import Console, LineDisplay
-from patcher.errors import DriftError, OutputClosed, PatcherError
+from patcher.errors import DriftError, NetworkError, OutputClosed, PatcherError
 
 
 @pytest.mark.parametrize(
@@ -37,8 +38,16 @@ def test_quiet_and_verbose_go_before_or_after_the_command(argv, quiet, verbose):
 
 def test_the_help_gives_the_exit_status_the_errors_carry():
     codes = {int(line.split()[0]) for line in EPILOG.splitlines() if line[:3].strip().isdigit()}
-    carried = {0, PatcherError.exit_code, DriftError.exit_code, OutputClosed.exit_code, 130}
-    assert codes == carried == {0, 1, 2, 130, 141}
+    carried = {
+        0,
+        PatcherError.exit_code,
+        DriftError.exit_code,
+        NetworkError.exit_code,
+        OutputClosed.exit_code,
+        SIGINT_STATUS,
+        SIGTERM_STATUS,
+    }
+    assert codes == carried == {0, 1, 2, 3, 130, 141, 143}
     shown = subprocess.run([PATCHER, "--help"], capture_output=True, text=True, check=True)
     assert "exit status:" in shown.stdout and "141  stdout closed" in shown.stdout
 

@@ -346,5 +346,5 @@ def test_a_fifo_in_the_member_cache_is_dropped_and_one_sigterm_ends_the_matrix(t
         matrix.kill()
         raise AssertionError("one SIGTERM did not end patcher matrix in 20 s") from None
     assert time.monotonic() - start < 20
-    assert matrix.returncode in (130, -signal.SIGTERM, 0), stderr
+    assert matrix.returncode in (143, -signal.SIGTERM, 0), stderr
     assert "Traceback" not in stderr, stderr

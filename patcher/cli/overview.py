@@ -84,7 +84,9 @@ exit status:
   0    done; verified; no drift
   1    a check failed, or a release drifted from its patchset
   2    bad input, or refused before any work
-  130  interrupted
+  3    the network failed (refused, timed out or failing after every retry)
+  130  interrupted (Ctrl-C)
+  143  stopped by SIGTERM
   141  stdout closed (a broken pipe)
 
 environment:

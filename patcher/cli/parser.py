@@ -9,12 +9,11 @@ for the documentation.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
-import signal
 import sys
 from collections.abc import Collection
 
+from patcher.cli.main import interrupted, interruption, stop_on_sigterm
 from patcher.cli.modes import refuse_empty_names, refuse_misplaced
 from patcher.cli.overview import (
     COMMANDS,
@@ -191,16 +190,6 @@ def subcommand(parser: argparse.ArgumentParser, name: str) -> argparse.ArgumentP
     return commands.choices[name]
 
 
-def interrupt_on_sigterm() -> None:
-    """Let SIGTERM unwind like Ctrl-C, so temporary files are removed on the way out."""
-
-    def handler(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt
-
-    with contextlib.suppress(ValueError):  # not the main thread: it cannot set handlers
-        signal.signal(signal.SIGTERM, handler)
-
-
 def run_with_progress(args: argparse.Namespace) -> int:
     """The command, its long steps shown as transient bars when stderr is a terminal and
     ``--quiet`` is not given; off a terminal, with ``--verbose``, a line each; otherwise they
@@ -229,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
     out.quiet = err.quiet = args.quiet  # out too: a "-" output moves its tables to stderr
     if getattr(args, "format", None) == "json":
         out.file = sys.stderr  # stdout holds the JSON document alone; the tables are context
-    interrupt_on_sigterm()
+    stop_on_sigterm()  # the one way a stopped run ends: patcher.cli.main
     stdout = sys.stdout
     sys.stdout = GuardedStdout(stdout)  # type: ignore[assignment]
     try:
@@ -243,6 +232,8 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.flush()
         return code
     except PatcherError as error:
+        if (stop := interruption(error)) is not None:  # raised while an interrupt unwound
+            return interrupted(stop)
         if not isinstance(error, OutputClosed):
             from patcher.pipconfig import redacted  # an index URL may hold a password
 
@@ -251,9 +242,10 @@ def main(argv: list[str] | None = None) -> int:
             for line in printable(redacted(str(error))).split("\n"):
                 err.print(f"patcher: error: {line}", markup=False, soft_wrap=True)
         return error.exit_code
-    except KeyboardInterrupt:
-        err.print("patcher: interrupted", markup=False)
-        return 130
+    except (KeyboardInterrupt, Exception) as error:
+        if (stop := interruption(error)) is None:
+            raise
+        return interrupted(stop)
     finally:
         try:
             sys.stdout.flush()

@@ -278,9 +278,13 @@ def drift(result: PatchResult) -> str | None:
     )
 
 
-def refuse_drift(result: PatchResult, allowed: bool) -> None:
-    """On drift ``apply`` writes nothing and exits 1, unless ``--allow-drift``: then it writes
-    and says what drifted."""
+def refuse_drift(result: PatchResult, allowed: bool, settled: bool = True) -> None:
+    """On drift every command that patches (``apply``, ``diff``, ``build-wheel``, ``overlay``,
+    ``bundle``) writes nothing and exits 1, unless ``--allow-drift``: then it writes and says
+    what drifted (``--quiet`` hides neither). ``settled=False``: a run by range reads, whose
+    ``unknown`` the download settles, is judged once settled."""
+    if not settled and result.verdict is Verdict.UNKNOWN:
+        return
     found = drift(result)
     if found is None:
         return
@@ -318,6 +322,8 @@ def command_diff(args: argparse.Namespace) -> int:
     with open_source(args) as source:
         result = run_patchset(patchset, source)
     fail_on_errors(result)
+    # by range, a gate's absence is unproven: unknown is no drift (matrix settles it)
+    refuse_drift(result, args.allow_drift, settled=not isinstance(source, IndexWheelSource))
     diff = result.diff()
     sys.stdout.write(diff)
     if not diff:
@@ -703,6 +709,7 @@ def command_build_wheel(args: argparse.Namespace) -> int:
             refuse_patched(named.zip, named.path.name)
         first = first_run(named, patchset)
         context(status_table(first))
+        refuse_drift(first, args.allow_drift, settled=False)  # before the download
         if first.verdict is not Verdict.NEEDS_PATCH and not args.allow_noop:
             reason = {
                 Verdict.UPSTREAM: "the official wheel already works; install it as it is",
@@ -715,6 +722,8 @@ def command_build_wheel(args: argparse.Namespace) -> int:
             )
         version = local_version(first.version, label)  # a bad label: refused before the download
         with settled_run(named, patchset, first) as run:
+            if first.verdict is Verdict.UNKNOWN:
+                refuse_drift(run.result, args.allow_drift)
             plan = WheelPlan(run.wheel.path, run.wheel.known_sha256, run.result, version)
             target = repack(plan, run.wheel.zip, args.dist, args.force)  # steps show progress
     out.print(str(target), markup=False, soft_wrap=True)

@@ -13,6 +13,7 @@ unpacks them (``patcher/outputs/bundle_install.py``, which needs only Python's s
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -21,6 +22,7 @@ import shutil
 import subprocess
 import tarfile
 import tempfile
+import threading
 import tomllib
 import zipfile
 from collections.abc import Callable, Iterator
@@ -533,16 +535,29 @@ def pack(root: Path, out: Path, stem: str, plan: BundlePlan) -> list[dict[str, A
         command = [xz, f"-{plan.compression}", "-T0", "-c"]
         with subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE) as proc:
             assert proc.stdin is not None and proc.stdout is not None
-            import threading
-
             reader = threading.Thread(target=writer.drain, args=(proc.stdout,))
             reader.start()
             try:
                 write_tar(root, proc.stdin)
+            except BrokenPipeError as error:
+                # xz ended early. Ctrl-C reaches xz too (the terminal's whole process group),
+                # and the tar's last write then fails while the interrupt unwinds: the
+                # interrupt is what happened, not the pipe; else xz's status says why, below
+                stop = error.__context__
+                if isinstance(stop, KeyboardInterrupt):
+                    raise stop from None
+            except BaseException:  # stopped (SIGTERM reaches patcher alone): xz's work is moot
+                proc.kill()
+                raise
             finally:
-                proc.stdin.close()
-                reader.join()
-            if proc.wait() != 0:
+                try:
+                    with contextlib.suppress(BrokenPipeError):  # xz gone: the buffer is moot
+                        proc.stdin.close()
+                finally:  # xz's output read to its end before Popen closes the pipe
+                    drained(reader, proc)
+            if proc.wait() == -2:  # SIGINT: Ctrl-C, which reached patcher as well
+                raise KeyboardInterrupt
+            if proc.returncode != 0:
                 raise PatcherError(f"xz failed ({proc.returncode}) packing the bundle")
     else:
         import lzma
@@ -551,6 +566,17 @@ def pack(root: Path, out: Path, stem: str, plan: BundlePlan) -> list[dict[str, A
             write_tar(root, stream)
     writer.close()
     return parts
+
+
+def drained(reader: threading.Thread, proc: subprocess.Popen[bytes]) -> None:
+    """The thread reading xz's output, waited for; stopped while waiting (xz still packing),
+    xz is killed first, so the thread meets the pipe's end, never a pipe closed under it."""
+    try:
+        reader.join()
+    except BaseException:
+        proc.kill()
+        reader.join()
+        raise
 
 
 def write_tar(root: Path, stream: IO[bytes]) -> None:

@@ -23,8 +23,15 @@ from patcher.cache import (
     sha256_of,
     write_checked,
 )
-from patcher.errors import PatcherError
-from patcher.index import Deadline, HttpClient, IndexEntry, iter_body, timeout
+from patcher.errors import NetworkError, PatcherError
+from patcher.index import (
+    NETWORK_FAULTS,
+    Deadline,
+    HttpClient,
+    IndexEntry,
+    iter_body,
+    timeout,
+)
 
 CHUNK = 1024 * 1024
 STALE_PART_SECONDS = 24 * 3600  # a .part this old is from a download nobody came back to
@@ -150,7 +157,8 @@ def fetch(wheel: IndexEntry, client: HttpClient, partial: Path, progress: Progre
                     if progress:
                         progress(done, total)
         except Exception as error:  # the partial file stays for the next attempt to resume
-            raise PatcherError(
+            failure = NetworkError if isinstance(error, NETWORK_FAULTS) else PatcherError
+            raise failure(
                 f"download of {wheel.filename} interrupted at {done} bytes "
                 f"({error if str(error) else type(error).__name__}); run again to resume"
             ) from error

@@ -10,4 +10,10 @@ def arguments(parser) -> None:
     from patcher.cli.patching import add_source_options, command_diff
 
     add_source_options(parser)
+    parser.add_argument(
+        "--allow-drift",
+        action="store_true",
+        help="print the diff even where the release's verdict is not the one the patchset "
+        "declares for it (without it: exit 1, nothing printed)",
+    )
     parser.set_defaults(run=command_diff)
