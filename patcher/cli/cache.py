@@ -39,7 +39,8 @@ def add_cache_commands(parser: argparse.ArgumentParser) -> None:
         each.add_argument(
             "-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help=VERBOSE_HELP
         )
-    clean.add_argument("--kind", metavar="KINDS", help=KINDS_HELP)
+    kind = clean.add_argument("--kind", metavar="KINDS", help=KINDS_HELP)
+    kind.completes = (*KINDS, "all")  # type: ignore[attr-defined]  # patcher.cli.completion
     clean.add_argument(
         "--older-than",
         metavar="AGE",

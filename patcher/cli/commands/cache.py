@@ -1,4 +1,4 @@
-"""patcher's cache: where it is, its size by kind, and trimming it
+"""the cache: its folder, its size by kind, and cleaning it
 
 patcher cache dir
 patcher cache size --format json
