@@ -74,3 +74,15 @@ def test_an_activated_venv_without_python_is_one_line(tmp_path, monkeypatch, cap
     monkeypatch.setenv("VIRTUAL_ENV", str(tmp_path / "gone"))
     assert main(["status"]) == 2
     assert "$VIRTUAL_ENV" in one_error_line(capsys)
+
+
+def test_patchers_own_venv_activated_is_not_announced(monkeypatch, capsys):
+    """The activated venv is patcher's own (a nox session): the default, said by no line."""
+    import sys
+
+    from patcher.cli import parser
+
+    monkeypatch.setenv("VIRTUAL_ENV", sys.prefix)
+    args = build_parser({"status"}).parse_args(["status"])
+    assert parser.activated_python(args) is None
+    assert capsys.readouterr().err == ""

@@ -173,8 +173,8 @@ def activated_python(args: argparse.Namespace) -> str | None:
     """``--installed`` without ``--python``: the activated venv's interpreter (``VIRTUAL_ENV``),
     said on stderr, where one is activated; else None, this interpreter (patcher's own)."""
     folder = os.environ.get("VIRTUAL_ENV")
-    if not folder:
-        return None
+    if not folder or os.path.realpath(folder) == os.path.realpath(sys.prefix):
+        return None  # none, or patcher's own (nox's session, a venv patcher was installed in)
     python = os.path.join(os.path.abspath(folder), "bin", "python")
     if not os.path.exists(python):
         raise PatcherError(f"$VIRTUAL_ENV is {folder}, which has no bin/python; give --python")
