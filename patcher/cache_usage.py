@@ -240,18 +240,26 @@ def clean(root: Path, kinds: Iterable[str], older_than: float | None, dry_run: b
         and entry.files
         and (older_than is None or entry.age(now) >= older_than)
     ]
-    with in_use_exclusively(root) as alone:
+    for entry in wanted:  # each under its own lock: other patchers go on meanwhile
+        if entry.lock is not None:
+            attempt(entry, dry_run, result)
+    with in_use_exclusively(root) as alone:  # the rest with the cache to itself, or not at all
         for entry in wanted:
-            if entry.lock is None and not alone:
-                result.in_use.append(entry)
-                continue
-            try:
-                removed = remove(entry, dry_run)
-            except OSError as error:
-                result.failed.append((entry, f"{error.filename or entry.name}: {error.strerror}"))
-                continue
-            (result.removed if removed else result.in_use).append(entry)
+            if entry.lock is None:
+                if alone:
+                    attempt(entry, dry_run, result)
+                else:
+                    result.in_use.append(entry)
     return result
+
+
+def attempt(entry: Entry, dry_run: bool, result: Cleaning) -> None:
+    try:
+        removed = remove(entry, dry_run)
+    except OSError as error:
+        result.failed.append((entry, f"{error.filename or entry.name}: {error.strerror}"))
+        return
+    (result.removed if removed else result.in_use).append(entry)
 
 
 def remove(entry: Entry, dry_run: bool) -> bool:
