@@ -490,6 +490,7 @@ def gpu_bench(session: nox.Session, vllm: str) -> None:
     session.run(
         "patcher",
         "serve-bench",
+        "--trust-remote-code",  # Kimi-K2.5's checkpoint ships its own code; the report says so
         "--log-dir",
         f"reports/serve-bench/vllm-{vllm}",
         "--json",

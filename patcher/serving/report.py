@@ -40,6 +40,7 @@ class BenchReport:
                 "method": self.setup.method,
                 "tensor_parallel_size": self.setup.tensor_parallel_size,
                 "num_speculative_tokens": self.setup.num_speculative_tokens,
+                "trust_remote_code": self.setup.trust_remote_code,
                 "load": self.load.to_json(),
                 "commands": self.commands,
                 "eagle3": self.eagle3.summary(),

@@ -41,7 +41,9 @@ class ServeSetup(Speculation):
     tensor_parallel_size: int = 8
     port: int = 8000
     max_model_len: int | None = 32768
-    trust_remote_code: bool = True
+    trust_remote_code: bool = False
+    """``--trust-remote-code``: vLLM runs the Python code of the checkpoint's folder. Off, as
+    vLLM's own default; the report says when it is on."""
     served_model_name: str = "kimi-k2.5"
     extra_vllm_args: tuple[str, ...] = ()
     server_program: tuple[str, ...] = VLLM_SERVE

@@ -179,8 +179,9 @@ def arguments(parser) -> None:
         servers.add_argument(
             "--trust-remote-code",
             action=argparse.BooleanOptionalAction,
-            default=True,
-            help="gpu: let vLLM run the checkpoint's own code",
+            default=False,
+            help="gpu: let vLLM run the Python code in the checkpoint's folder (off, as in vLLM; "
+            "the report says when it is on)",
         ),
         "--device gpu",
     )
