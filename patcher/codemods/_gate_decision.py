@@ -20,6 +20,8 @@ The verdict for one model type is one of:
 from __future__ import annotations
 
 import ast
+import bisect
+import contextlib
 import functools
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -178,6 +180,11 @@ def merge_states(states: list[State]) -> State | None:
 class Findings:
     rejects: list[int] = field(default_factory=list)
     gates: list[int] = field(default_factory=list)  # decisions on the type that guard a raise
+    escapes: list[tuple[ast.Call, tuple[bool, ...], dict[str, bool]]] = field(default_factory=list)
+    """Calls on the EAGLE-3 path it does not follow (another module's function, a method of
+    another object) that are handed the target, a model type or a list of strings: with, for
+    each positional argument and keyword, whether it is a model type. The tree-wide search
+    follows them (``_reach``)."""
 
 
 def mentions_target_type(node: ast.AST) -> bool:
@@ -319,22 +326,61 @@ def depends(node: ast.AST, tainted: set[str]) -> bool:
     )
 
 
-def mentions_eagle3(function: ast.AST, aliases: frozenset[str]) -> bool:
-    for node in ast.walk(function):
-        if (
-            isinstance(node, ast.Constant)
-            and isinstance(node.value, str)
-            and "eagle3" in node.value.lower()
-        ):
-            return True
-        name = node.id if isinstance(node, ast.Name) else getattr(node, "attr", None)
-        if (
-            isinstance(name, str)
-            and isinstance(node, ast.Name | ast.Attribute)
-            and (name.lower() in aliases or ("EAGLE3" in name.upper() and name.isupper()))
-        ):
-            return True
+def eagle3_spelling(node: ast.AST) -> bool:
+    """Whether ``node`` spells EAGLE-3's name as a string, however built (``"eagle" + "3"``,
+    ``f"eagle{3}"``, ``"EAGLE3".lower()``, ``"eagle-3"``)."""
+    from patcher.codemods._reach import spelled
+
+    text = spelled(node)
+    if text is None:
+        return False
+    return "eagle3" in text.lower().replace("-", "").replace("_", "")
+
+
+def eagle3_prefix(node: ast.AST) -> bool:
+    """Whether ``node`` tests for a prefix or part of EAGLE-3's name that the name passes:
+    ``method.startswith("eagle")``, ``"eagle" in method``."""
+    from patcher.codemods._reach import spelled
+
+    def part(value: ast.AST) -> bool:
+        text = spelled(value)
+        return text is not None and len(text) >= 4 and text.lower() in "eagle3"
+
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr in ("startswith", "endswith", "__contains__", "find", "index")
+    ):
+        return any(part(a) for a in node.args) or any(
+            isinstance(a, ast.Tuple) and any(part(e) for e in a.elts) for a in node.args
+        )
+    if isinstance(node, ast.Compare):
+        return isinstance(node.ops[0], ast.In | ast.NotIn) and part(node.left)
     return False
+
+
+def mentions_eagle3(function: ast.AST, aliases: frozenset[str]) -> bool:
+    return any(True for _ in eagle3_mentions(function, aliases))
+
+
+def eagle3_mentions(tree: ast.AST, aliases: frozenset[str]) -> Iterator[ast.AST]:
+    """The nodes under ``tree`` that name EAGLE-3 (see ``mentions_eagle3``)."""
+    for node in ast.walk(tree):
+        if mentions_node(node, aliases):
+            yield node
+
+
+def mentions_node(node: ast.AST, aliases: frozenset[str]) -> bool:
+    """Whether ``node`` itself names EAGLE-3: a string spelling it, a test for a part of its
+    name, a name bound to such a string, or a constant-style name (``EAGLE3``)."""
+    if isinstance(node, ast.Name | ast.Attribute):
+        name = node.id if isinstance(node, ast.Name) else node.attr
+        return name.lower() in aliases or ("EAGLE3" in name.upper() and name.isupper())
+    if isinstance(node, ast.Constant | ast.BinOp | ast.JoinedStr | ast.Call) and (
+        eagle3_spelling(node)
+    ):
+        return True
+    return isinstance(node, ast.Call | ast.Compare) and eagle3_prefix(node)
 
 
 @dataclass(frozen=True)
@@ -357,6 +403,8 @@ class Module:
         self.owner: dict[ast.AST, str] = {}  # a method (nodes hash by identity): its class
         self.globals: dict[str, Val] = {}
         self.aliases: set[str] = set()
+        self._mentioning: list[ast.FunctionDef | ast.AsyncFunctionDef] | None = None
+        self._enclosing: dict[int, ast.FunctionDef | ast.AsyncFunctionDef] | None = None
         for node in tree.body:
             if isinstance(node, FUNCTIONS):
                 self.functions[node.name] = node
@@ -425,20 +473,29 @@ class Module:
             return self.methods[name]
         raise LookupError(name)
 
+    def mentioning(self) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
+        """The functions (at any depth) that name EAGLE-3: one walk of the module, each
+        mention placed in the functions whose lines hold it."""
+        if self._mentioning is None:
+            aliases = frozenset(self.aliases)
+            lines = sorted(getattr(n, "lineno", 0) for n in eagle3_mentions(self.tree, aliases))
+            found = []
+            if lines:
+                for node in ast.walk(self.tree):
+                    if isinstance(node, FUNCTIONS):
+                        at = bisect.bisect_left(lines, node.lineno)
+                        if at < len(lines) and lines[at] <= (node.end_lineno or node.lineno):
+                            found.append(node)
+            self._mentioning = found
+        return self._mentioning
+
     def entries(self) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
         """The functions on the EAGLE-3 path that may decide on the model type: they mention
         EAGLE-3, and hold a gate site, read a model type (a flag set in a loop over a list, a
         ``while``, a ``try``), or call a function of this module that does, however deep."""
-        aliases = frozenset(self.aliases)
-        found = []
-        for node in ast.walk(self.tree):
-            if (
-                isinstance(node, FUNCTIONS)
-                and mentions_eagle3(node, aliases)
-                and (gate_sites(node) or self.reaches_type(node, set()))
-            ):
-                found.append(node)
-        return found
+        return [
+            node for node in self.mentioning() if gate_sites(node) or self.reaches_type(node, set())
+        ]
 
     def reaches_type(self, function: ast.AST, seen: set[str]) -> bool:
         """Whether ``function``, or a function or method of this module it calls (by name,
@@ -462,9 +519,10 @@ class Module:
 
 
 class Interpreter:
-    def __init__(self, module: Module, model_type: str) -> None:
+    def __init__(self, module: Module, model_type: str, through: bool = False) -> None:
         self.module = module
         self.model_type = model_type
+        self.through = through  # past a refusal on the model type: what a passing type meets
         self.findings = Findings()
         self.depth = 0
         self.returns: ReturnCollector | None = None
@@ -500,6 +558,8 @@ class Interpreter:
         if isinstance(node, ast.Raise):
             if region:
                 self.findings.rejects.append(node.lineno)
+                if self.through:
+                    return state
             return None
         if isinstance(node, ast.Pass | ast.Break | ast.Continue | ast.Global | ast.Nonlocal):
             return state
@@ -758,7 +818,18 @@ class Interpreter:
         if isinstance(node, ast.Call):
             return self.call(node, state, statement, region)
         if isinstance(node, ast.JoinedStr):
-            return UNKNOWN
+            from patcher.codemods._reach import spelled
+
+            text = spelled(node)
+            if text is not None:
+                return known(text)
+            return unknown(
+                *(
+                    self.eval(v.value, state)
+                    for v in node.values
+                    if isinstance(v, ast.FormattedValue)
+                )
+            )
         if isinstance(node, ast.Subscript):
             value, index = self.eval(node.value, state), self.eval(node.slice, state)
             if index.known and index.value == "model_type" and not names_draft(node.value):
@@ -961,8 +1032,38 @@ class Interpreter:
                 return UNKNOWN
             if func.attr == "get" and not statement:
                 return unknown(base, *everything)
+        if (
+            isinstance(func, ast.Attribute)
+            and "config" in func.attr.lower()
+            and self.eval(func.value, state).kind == "target"
+        ):
+            return TARGET  # the target's config through a getter: get_text_config()
         # an unknown call: it may change a list it is given (or called on), and it could raise
         # where the model type is decided
+        receiver = [self.eval(func.value, state)] if isinstance(func, ast.Attribute) else []
+        if not harmless_call(node) and any(
+            v.kind == "target"
+            or v.dep
+            or v.murky
+            or (
+                v.known
+                and isinstance(v.value, list | tuple | set | frozenset)
+                and v.value
+                and all(isinstance(x, str) for x in v.value)
+            )
+            for v in [*everything, *receiver]
+        ):
+            self.findings.escapes.append(
+                (
+                    node,
+                    tuple(a.dep or a.murky for a in args),
+                    {
+                        k.arg: v.dep or v.murky
+                        for k, v in zip(node.keywords, keywords, strict=True)
+                        if k.arg
+                    },
+                )
+            )
         given = list(everything)
         if isinstance(func, ast.Attribute) and func.attr not in READ_ONLY_METHODS:
             given.append(self.eval(func.value, state))
@@ -1173,16 +1274,69 @@ def decision_sites(tree: ast.Module) -> Iterator[int]:
     """Where the EAGLE-3 path of ``tree`` meets a decision on the target's model type that
     guards a raise, whatever it decides; or where it cannot follow one. The signature behind
     ``not-needed`` and ``ambiguous`` searches the whole tree with this."""
+    yield from analysed(tree)[0]
+
+
+Escape = tuple[ast.FunctionDef | ast.AsyncFunctionDef, ast.Call, tuple[bool, ...], dict[str, bool]]
+
+
+def decision_escapes(tree: ast.Module) -> list[Escape]:
+    """The calls the EAGLE-3 path of ``tree`` hands the target, a model type or a list of
+    strings to, where this module's interpreter does not follow them (``Findings.escapes``),
+    each with the function that makes it; from every function that names EAGLE-3, entries or
+    not (a check moved whole into a helper leaves nothing here to decide)."""
+    return analysed(tree)[1]
+
+
+ANALYSED: dict[int, tuple[ast.Module, tuple[list[int], list[Escape]]]] = {}
+
+
+def analysed(tree: ast.Module) -> tuple[list[int], list[Escape]]:
+    """Each function naming EAGLE-3 run once with the probe model type: the sites of the
+    entries (``decision_sites``) and the escapes of all (``decision_escapes``); kept for the
+    module (``python_ast`` hands the same tree for the same text)."""
+    held = ANALYSED.get(id(tree))
+    if held is not None and held[0] is tree:
+        return held[1]
     module = Module(tree)
-    for function in module.entries():
-        interpreter = Interpreter(module, PROBE)
-        try:
+    entries = {id(f) for f in module.entries()}
+    sites: list[int] = []
+    escapes: list[Escape] = []
+    for function in module.mentioning():
+        if id(function) in entries:
+            interpreter = Interpreter(module, PROBE)
+            try:
+                interpreter.run(function)
+            except Undecidable as error:
+                sites.append(error.line)
+            except RecursionError:
+                sites.append(function.lineno)
+            else:
+                sites += interpreter.findings.gates
+                sites += interpreter.findings.rejects
+        # the escapes, with the path followed past each refusal: a type the first gate lets
+        # through meets what comes after it
+        interpreter = Interpreter(module, PROBE, through=True)
+        with contextlib.suppress(Undecidable, RecursionError):  # an entry's is a site above
             interpreter.run(function)
-        except Undecidable as error:
-            yield error.line
-            continue
-        except RecursionError:
-            yield function.lineno
-            continue
-        yield from interpreter.findings.gates
-        yield from interpreter.findings.rejects
+        escapes += [
+            (enclosing(module, escape[0]) or function, *escape)
+            for escape in interpreter.findings.escapes
+        ]
+    if len(ANALYSED) > 256:
+        ANALYSED.clear()
+    ANALYSED[id(tree)] = (tree, (sites, escapes))
+    return sites, escapes
+
+
+def enclosing(module: Module, call: ast.Call) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+    """The innermost function of ``module`` holding ``call`` (an inlined helper's, not the
+    entry's): where its names, local imports included, are bound."""
+    if module._enclosing is None:
+        module._enclosing = {}
+        for node in ast.walk(module.tree):
+            if isinstance(node, FUNCTIONS):
+                for inner in walk_body(node.body):
+                    if isinstance(inner, ast.Call):
+                        module._enclosing[id(inner)] = node
+    return module._enclosing.get(id(call))

@@ -11,7 +11,8 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from patcher.codemods._gate_decision import decision_sites
+from patcher.codemods import _reach
+from patcher.codemods._gate_decision import decision_sites, eagle3_prefix, eagle3_spelling
 from patcher.codemods._gate_decision import walk_body as body_nodes
 from patcher.codemods.base import Signature
 
@@ -63,8 +64,12 @@ def is_eagle3(node: ast.expr, aliases: frozenset[str]) -> bool:
     """Whether ``node`` is the EAGLE-3 method as a value: a string holding ``eagle3``, a tuple
     of strings with one, a name bound to one, or a constant-style name (``EAGLE3``,
     ``Method.EAGLE3``)."""
-    if isinstance(node, ast.Constant):
-        return isinstance(node.value, str) and "eagle3" in node.value.lower()
+    if isinstance(node, ast.Constant | ast.BinOp | ast.JoinedStr | ast.Call) and eagle3_spelling(
+        node
+    ):
+        return True
+    if isinstance(node, ast.Constant | ast.BinOp | ast.JoinedStr):
+        return False
     if isinstance(node, ast.Tuple | ast.List | ast.Set):
         return any(is_eagle3(element, aliases) for element in node.elts)
     name = node.id if isinstance(node, ast.Name) else getattr(node, "attr", None)
@@ -76,8 +81,11 @@ def is_eagle3(node: ast.expr, aliases: frozenset[str]) -> bool:
 def tests_eagle3(test: ast.expr, aliases: frozenset[str]) -> bool:
     """Whether ``test`` compares something with the EAGLE-3 method."""
     return any(
-        isinstance(node, ast.Compare)
-        and any(is_eagle3(side, aliases) for side in [node.left, *node.comparators])
+        (
+            isinstance(node, ast.Compare)
+            and any(is_eagle3(side, aliases) for side in [node.left, *node.comparators])
+        )
+        or eagle3_prefix(node)
         for node in ast.walk(test)
     )
 
@@ -142,12 +150,8 @@ def image_token_index_loads(module: ast.Module) -> Iterator[int]:
     (``getattr``, a dict lookup falling back to it). Any module of the proposers' packages
     counts, a helper the fallback moved into included."""
     for node in ast.walk(module):
-        if (
-            isinstance(node, ast.Attribute)
-            and node.attr == "image_token_index"
-            and isinstance(node.ctx, ast.Load)
-        ) or (isinstance(node, ast.Constant) and node.value == "image_token_index"):
-            yield node.lineno  # the name as a string: getattr, a dict's fallback, a lookup
+        if _reach.reads_image_token_index(node):
+            yield getattr(node, "lineno", 1)  # as a string: getattr, a dict's fallback, a lookup
 
 
 def target_backbone_reads(module: ast.Module) -> Iterator[int]:
@@ -200,8 +204,22 @@ def eagle_inner_mla_checks(module: ast.Module) -> Iterator[int]:
             yield node.lineno
 
 
+EAGLE3_WORDS = ("eagle3", "eagle-3", "eagle_3", 'eagle"', "eagle'", "eagle{")
+"""EAGLE-3's name as a module's text can hold it: whole, or in pieces (``"eagle" + "3"``,
+``f"eagle{3}"``, ``method.startswith("eagle")``)."""
+
+
+def eagle3_root(path: str, lowered: bytes) -> bool:
+    return any(word.encode() in lowered for word in EAGLE3_WORDS)
+
+
 EAGLE3_MODEL_TYPE_CHECK = Signature(
-    "the EAGLE-3 model-type check", ("eagle3",), eagle3_model_type_checks
+    "the EAGLE-3 model-type check",
+    EAGLE3_WORDS,
+    eagle3_model_type_checks,
+    reach=_reach.eagle3_gate_sightings,
+    root=eagle3_root,
+    reach_undecided=True,
 )
 SPEC_DECODE_PACKAGES = (
     "vllm/v1/spec_decode/",
@@ -211,12 +229,24 @@ SPEC_DECODE_PACKAGES = (
 """The proposers' packages (V1's, the older one, the V2 runner's). No release read reads
 image_token_index in them outside the proposer's fallback (0.10.0, 0.15.0, 0.16.0, 0.17.1,
 0.18.0, 0.22.0, 0.28.0 and 0.34.0 read)."""
+
+
+def proposer_root(path: str, lowered: bytes) -> bool:
+    """A module of the proposers' packages, or one defining a proposer, whose code names
+    images or multimodality: where the proposer's image-token lookup starts."""
+    return (path.startswith(SPEC_DECODE_PACKAGES) or b"proposer" in lowered) and (
+        b"image" in lowered or b"multimodal" in lowered
+    )
+
+
 IMAGE_TOKEN_INDEX_READ = Signature(
     "the proposer's read of image_token_index",
     ("image_token_index",),
     image_token_index_reads,
     SPEC_DECODE_PACKAGES,
     image_token_index_loads,
+    reach=_reach.image_token_index_sightings,
+    root=proposer_root,
 )
 TARGET_BACKBONE_READ = Signature(
     "a read of target_language_model.model.embed_tokens",

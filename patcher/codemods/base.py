@@ -144,6 +144,15 @@ class Signature:
     find: Callable[[ast.Module], Iterable[int]]
     packages: tuple[str, ...] = ()
     find_in_package: Callable[[ast.Module], Iterable[int]] | None = None
+    reach: Callable[[Any, list[str]], Iterable[tuple[str, int]]] | None = None
+    """The tree-wide half (``_reach``): given the tree's modules, parsed as reached, and the
+    paths ``root`` picks, every ``(path, line)`` the barrier's path reaches in any module."""
+    root: Callable[[str, bytes], bool] | None = None
+    """Whether a module (its path, its text in lower case) is one ``reach`` starts from."""
+    reach_undecided: bool = False
+    """Whether what ``reach`` finds is a barrier the codemod did not decide even in a file it
+    decided: a call its interpreter does not follow (into another module, or a helper that
+    hands back a model type) is a part of the check it never judged."""
 
     def lines(self, path: str, module: ast.Module) -> Iterable[int]:
         if self.find_in_package is not None and path.startswith(self.packages):
@@ -183,6 +192,7 @@ class Tree:
         self._modules: dict[str, cst.Module] = {}
         self._names = set(source.names())
         self._files: dict[tuple[str, Any], list[str]] = {}
+        self.reached: set[str] = set()  # what the last search's reach found (``sightings``)
 
     def exists(self, path: str) -> bool:
         return path in self._names
@@ -196,33 +206,65 @@ class Tree:
         earlier codemods' changes on top; ShapeError for a module that mentions the barrier but
         cannot be read or parsed, since the barrier could hide there."""
         found = []
+        roots: list[str] = []
+        modules: dict[str, ast.Module] = {}  # parsed here, for the reach that follows
+        self.reached = set()
+
+        def parse(path: str, data: bytes) -> ast.Module:
+            if path not in modules:
+                text = decode(data, path).removeprefix(BOM)
+                try:
+                    modules[path] = python_ast(text)
+                except (SyntaxError, ValueError, RecursionError) as error:
+                    line = getattr(error, "lineno", None)
+                    raise ShapeError(
+                        f"{path}:{line or 1}: not valid Python (or nested too deep to parse), "
+                        f"so {signature.barrier} may be there"
+                    ) from error
+            return modules[path]
+
         for path in sorted(self._names):
             if not path.endswith(".py"):
                 continue
-            if path in self.overlay:
-                data = self.overlay[path].encode()
-            else:
-                read = self.source.read(path)
-                if read is None:
-                    raise ShapeError(
-                        f"{path}: listed in the tree but unreadable (a dangling symlink, or a "
-                        f"file gone since it was listed), so {signature.barrier} may be there"
-                    )
-                data = read
+            data = self._data(path, signature)
             lowered = data.lower()
+            if signature.root is not None and signature.root(path, lowered):
+                roots.append(path)
             if not any(word.encode() in lowered for word in signature.words):
                 continue
-            text = decode(data, path).removeprefix(BOM)
-            try:
-                module = python_ast(text)
-            except (SyntaxError, ValueError, RecursionError) as error:
-                line = getattr(error, "lineno", None)
-                raise ShapeError(
-                    f"{path}:{line or 1}: not valid Python (or nested too deep to parse), so "
-                    f"{signature.barrier} may be there"
-                ) from error
+            module = parse(path, data)
             found += [f"{path}:{line}" for line in sorted(set(signature.lines(path, module)))]
+        if signature.reach is not None:
+            from patcher.codemods._reach import Program
+
+            def text(path: str) -> str | None:
+                return decode(self._data(path, signature), path).removeprefix(BOM)
+
+            program = Program(
+                self._names, lambda path: parse(path, self._data(path, signature)), text
+            )
+            try:
+                reached = sorted(set(signature.reach(program, roots)))
+            except RecursionError:
+                raise ShapeError(
+                    f"code nested deeper than the search for {signature.barrier} can follow"
+                ) from None
+            places = [f"{path}:{line}" for path, line in reached]
+            self.reached = set(places)
+            seen = set(found)
+            found += [place for place in places if place not in seen]
         return found
+
+    def _data(self, path: str, signature: Signature) -> bytes:
+        if path in self.overlay:
+            return self.overlay[path].encode()
+        read = self.source.read(path)
+        if read is None:
+            raise ShapeError(
+                f"{path}: listed in the tree but unreadable (a dangling symlink, or a "
+                f"file gone since it was listed), so {signature.barrier} may be there"
+            )
+        return read
 
     def files(self, codemod: Codemod[Any]) -> list[str]:
         """The files ``codemod`` reads in this tree, worked out once: the engine prefetches them,
@@ -481,7 +523,12 @@ class Codemod(ABC, Generic[OptionsT]):
             found = tree.sightings(signature)
         except ShapeError as error:
             return Outcome(Status.FAILED, str(error))
-        others = [place for place in found if place.rsplit(":", 1)[0] not in decided]
+        others = [
+            place
+            for place in found
+            if place.rsplit(":", 1)[0] not in decided
+            or (signature.reach_undecided and place in tree.reached)
+        ]
         if not others:
             return outcome
         more = f" (and {len(others) - 1} more)" if len(others) > 1 else ""
