@@ -7,13 +7,15 @@ import multiprocessing
 import os
 import signal
 import threading
+import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence, Set
 from concurrent.futures import (
+    FIRST_COMPLETED,
     Executor,
     Future,
     ProcessPoolExecutor,
     ThreadPoolExecutor,
-    as_completed,
+    wait,
 )
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -27,6 +29,7 @@ from patcher.engine import needed_paths, run_patchset
 from patcher.errors import PatcherError
 from patcher.index import STOPPING, HttpClient, IndexEntry, PackageIndex, Release
 from patcher.patchset import Patchset
+from patcher.progress import note
 from patcher.proofs import Ledger, ProofKind, acceptance_length, passed
 from patcher.sources.index_wheel import IndexWheelSource
 
@@ -188,22 +191,31 @@ def build_matrix(
     soon as its files are in; proofs from this machine's cache, else from ``ledger``."""
     found: dict[tuple[str, Version], dict[str, Outcome]] = {}
     patching: dict[Future, Fetched] = {}
+    settled = Settled(len(releases), index.distribution)
     with (
         process_pool() as cores,
         ThreadPoolExecutor(PARALLEL_RELEASES) as network,
         stopped_at_once(cores, network),
     ):
-        fetches = [network.submit(fetch, patchsets, index, r, arch) for r in releases]
-        for future in as_completed(fetches):
-            job = future.result()
-            for name, outcomes in job.cached.items():
-                found[name, job.release.version] = outcomes
-            if job.missing:
-                patching[cores.submit(patch_outcomes, job)] = job
-        for patched in as_completed(patching):
-            job = patching[patched]
-            for patchset, outcomes in zip(job.missing, patched.result(), strict=True):
-                found[patchset.name, job.release.version] = outcomes
+        pending: set[Future] = {network.submit(fetch, patchsets, index, r, arch) for r in releases}
+        while pending:  # fetches and patch runs alike, each taken as it ends
+            done, pending = wait(pending, return_when=FIRST_COMPLETED)
+            for future in done:
+                job = patching.get(future)
+                if job is not None:
+                    for patchset, outcomes in zip(job.missing, future.result(), strict=True):
+                        found[patchset.name, job.release.version] = outcomes
+                    settled.one()
+                    continue
+                job = future.result()
+                for name, outcomes in job.cached.items():
+                    found[name, job.release.version] = outcomes
+                if job.missing:
+                    patched = cores.submit(patch_outcomes, job)
+                    patching[patched] = job
+                    pending.add(patched)
+                else:
+                    settled.one()
     return {
         patchset.name: [
             Row(
@@ -219,6 +231,25 @@ def build_matrix(
         ]
         for patchset in patchsets
     }
+
+
+class Settled:
+    """``settled N of M vllm releases``, as a progress note (``patcher.progress.note``): at
+    most one a second, and the last one always, so a log shows a long matrix moving."""
+
+    EVERY = 1.0
+
+    def __init__(self, total: int, distribution: str) -> None:
+        self.total, self.distribution = total, distribution
+        self.count = 0
+        self.said = -self.EVERY
+
+    def one(self) -> None:
+        self.count += 1
+        now = time.monotonic()
+        if self.count == self.total or now - self.said >= self.EVERY:
+            self.said = now
+            note(f"settled {self.count} of {self.total} {self.distribution} releases")
 
 
 def proved(

@@ -1,10 +1,13 @@
 """The long steps (a download, the RECORD check, the repack, a venv build, a server's start-up)
 tell how far they are, without knowing who shows it.
 
-The command line sets a display for its run when stderr is a terminal and ``--quiet`` is not
-given (transient bars, ``patcher.cli.terminal.StepDisplay``); with none set (a pipe, ``--quiet``,
-the library called from Python, the bench) a step costs a context variable's lookup and shows
-nothing, so piped output holds results and tables only.
+The command line sets a display for its run unless ``--quiet`` is given: in a terminal,
+transient bars (``patcher.cli.terminal.StepDisplay``); off a terminal (stderr to a file or a
+pipe), a line on stderr as each step starts, a download with its size
+(``patcher.cli.terminal.LineDisplay``), as pip and uv say their steps. With none set
+(``--quiet``, the library called from Python, the bench) a step costs a context variable's
+lookup and shows nothing. The display is set in the command's own thread: a step taken in a
+worker thread shows nothing, so the steps are taken where the work is waited on.
 """
 
 from __future__ import annotations
@@ -24,6 +27,10 @@ class Display(Protocol):
         spinner and the time taken."""
         ...
 
+    def note(self, message: str) -> None:
+        """How far the step that is open has come (``settled 12 of 51 releases``)."""
+        ...
+
 
 DISPLAY: ContextVar[Display | None] = ContextVar("patcher_progress_display", default=None)
 
@@ -41,6 +48,14 @@ def step(what: str, total: int | None = None) -> Iterator[Advance]:
         return
     with display.step(what, total) as advance:
         yield advance
+
+
+def note(message: str) -> None:
+    """How far a long step has come, shown by the display the command line set, if any: a line
+    off a terminal, the open step's bar updated in one."""
+    display = DISPLAY.get()
+    if display is not None:
+        display.note(message)
 
 
 @contextlib.contextmanager

@@ -45,19 +45,27 @@ def test_build_wheel_shows_its_steps_in_a_terminal(tmp_path) -> None:
     assert "\x1b[?25l" in shown  # Rich's live display hid the cursor: the bars are drawn
 
 
-def test_build_wheel_piped_or_quiet_shows_no_step(tmp_path) -> None:
-    """Before/after: the same command as above, on a pipe, then in a terminal with --quiet."""
+def test_build_wheel_piped_says_each_step_in_a_line_and_quiet_shows_none(tmp_path) -> None:
+    """issue 41: off a terminal the steps said nothing without ``-v`` (a cold matrix, 99 s and
+    0 bytes on stderr); now a plain line each, as pip and uv print theirs. ``--quiet``, in a
+    terminal or piped, shows none."""
     wheel = small_wheel(tmp_path)
     argv = build_argv(wheel, tmp_path / "dist", "--allow-noop")
     env = {**os.environ, "PATCHER_CACHE_DIR": str(tmp_path / "cache")}
     piped = subprocess.run([PATCHER, *argv], capture_output=True, text=True, env=env, check=True)
+    lines = piped.stderr.splitlines()
     for words in BUILD_STEPS:
-        assert words not in piped.stderr
+        (line,) = [line for line in lines if words in line]
+        assert line.startswith("patcher: ")
     assert not ESCAPE.search(piped.stderr + piped.stdout) and "\r" not in piped.stderr
     assert piped.stdout.count("\n") == 1  # the wheel's path alone
     quiet = in_terminal([*argv, "--quiet"], 100, PATCHER_CACHE_DIR=str(tmp_path / "cache2"))
+    env["PATCHER_CACHE_DIR"] = str(tmp_path / "cache3")
+    argv = build_argv(wheel, tmp_path / "dist3", "--allow-noop", "-q")
+    piped_quiet = subprocess.run([PATCHER, *argv], capture_output=True, text=True, env=env)
     for words in BUILD_STEPS:
         assert words not in ESCAPE.sub("", quiet)
+        assert words not in piped_quiet.stderr
 
 
 def read_all(fd: int, into: list[bytes]) -> None:

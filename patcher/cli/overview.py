@@ -72,7 +72,7 @@ DESCRIPTION = (
 SUBCOMMANDS_HELP = "patcher COMMAND --help shows its options and examples"
 VERSION = f"patcher {__version__}"
 QUIET_HELP = "no tables of context and no progress on stderr; results and errors still print"
-VERBOSE_HELP = "each long step as a line on stderr, off a terminal too (download, repack, venvs)"
+VERBOSE_HELP = "each long step as a line on stderr in a terminal too, where it is a bar otherwise"
 HELP_OPTIONS = (("-h, --help", "show this help message and exit"),
                 ("--version", "show program's version number and exit"),
                 ("-q, --quiet", QUIET_HELP),

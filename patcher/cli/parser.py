@@ -32,6 +32,7 @@ from patcher.cli.terminal import (
     closed_stdout,
     discard_stdout,
     err,
+    json_only,
     out,
     printable,
 )
@@ -191,17 +192,17 @@ def subcommand(parser: argparse.ArgumentParser, name: str) -> argparse.ArgumentP
 
 
 def run_with_progress(args: argparse.Namespace) -> int:
-    """The command, its long steps shown as transient bars when stderr is a terminal and
-    ``--quiet`` is not given; off a terminal, with ``--verbose``, a line each; otherwise they
-    show nothing."""
+    """The command, its long steps shown unless ``--quiet``: as transient bars when stderr is a
+    terminal (as lines there too with ``--verbose``), else as a line each on stderr, as pip
+    and uv say their steps in a log."""
     from patcher.progress import shown_by
 
-    if err.live:
+    if err.live and not args.verbose:
         from patcher.cli.terminal import StepDisplay
 
         with shown_by(StepDisplay(err)):
             code: int = args.run(args)
-    elif args.verbose and not args.quiet:
+    elif not args.quiet:
         from patcher.cli.terminal import LineDisplay
 
         with shown_by(LineDisplay(err)):
@@ -217,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(words)
     out.quiet = err.quiet = args.quiet  # out too: a "-" output moves its tables to stderr
     if getattr(args, "format", None) == "json":
-        out.file = sys.stderr  # stdout holds the JSON document alone; the tables are context
+        json_only()  # stdout holds the JSON document alone; stderr progress and errors
     stop_on_sigterm()  # the one way a stopped run ends: patcher.cli.main
     stdout = sys.stdout
     sys.stdout = GuardedStdout(stdout)  # type: ignore[assignment]
@@ -254,3 +255,4 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout = stdout
         out.file = None  # back to stdout, if a "-" output moved it
         out.quiet = err.quiet = False
+        out.tables = err.tables = True

@@ -709,7 +709,9 @@ def command_build_wheel(args: argparse.Namespace) -> int:
             refuse_patched(named.zip, named.path.name)
         first = first_run(named, patchset)
         context(status_table(first))
-        refuse_drift(first, args.allow_drift, settled=False)  # before the download
+        # before the download; --allow-noop takes any verdict, and says what drifted
+        noop = args.allow_noop and first.verdict is not Verdict.NEEDS_PATCH
+        refuse_drift(first, args.allow_drift or noop, settled=False)
         if first.verdict is not Verdict.NEEDS_PATCH and not args.allow_noop:
             reason = {
                 Verdict.UPSTREAM: "the official wheel already works; install it as it is",
@@ -723,7 +725,8 @@ def command_build_wheel(args: argparse.Namespace) -> int:
         version = local_version(first.version, label)  # a bad label: refused before the download
         with settled_run(named, patchset, first) as run:
             if first.verdict is Verdict.UNKNOWN:
-                refuse_drift(run.result, args.allow_drift)
+                noop = args.allow_noop and run.result.verdict is not Verdict.NEEDS_PATCH
+                refuse_drift(run.result, args.allow_drift or noop)
             plan = WheelPlan(run.wheel.path, run.wheel.known_sha256, run.result, version)
             target = repack(plan, run.wheel.zip, args.dist, args.force)  # steps show progress
     out.print(str(target), markup=False, soft_wrap=True)

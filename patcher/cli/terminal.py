@@ -317,6 +317,9 @@ class Console:
         self.file: TextIO | None = None
         self.quiet = False
         """``--quiet``: no context (tables on stderr) and no progress; results and errors stay."""
+        self.tables = True
+        """False under ``--format json`` (or ``--json -``): stdout holds the JSON document and
+        stderr progress and errors only, as gh's ``--json`` does; the tables are not drawn."""
 
     @property
     def stream(self) -> TextIO:
@@ -353,7 +356,7 @@ class Console:
         Every string is one line, or a table's cell, title or caption: a newline in it, as any
         control, is written escaped (``printable``), so no value printed starts a line."""
         if isinstance(what, Table):
-            if self.quiet and self.stream is sys.stderr:
+            if not self.tables or (self.quiet and self.stream is sys.stderr):
                 return
             lines = what.lines(self.width, self.colour, markup)
         else:
@@ -384,6 +387,8 @@ class StepDisplay:
         self.console = console
         self.progress: rich.progress.Progress | None = None
         self.open = 0
+        self.tasks: list[rich.progress.TaskID] = []
+        """The steps open, the innermost last: a note goes on its line."""
 
     @contextlib.contextmanager
     def step(self, what: str, total: int | None) -> Iterator[Callable[[int], None]]:
@@ -414,9 +419,11 @@ class StepDisplay:
             of = f"/{total / 1e6:.0f}" if total else ""
             shown.update(task, amount=f"{done / 1e6:.0f}{of} MB")
 
+        self.tasks.append(task)
         try:
             yield advance
         finally:
+            self.tasks.remove(task)
             shown.remove_task(task)
             self.open -= 1
             if not self.open:
@@ -424,9 +431,18 @@ class StepDisplay:
                 self.progress = None
 
 
+    def note(self, message: str) -> None:
+        """On the innermost open step's line, in place of its amount; with none open, a line."""
+        if self.progress is None or not self.tasks:
+            self.console.print(f"patcher: {message}", markup=False, soft_wrap=True)
+            return
+        self.progress.update(self.tasks[-1], amount=printable(message, newlines=True))
+
+
 class LineDisplay:
-    """The long steps as one line each on stderr as they start (``--verbose`` off a terminal):
-    a log reads what a run spent its time on, with the size of what is downloaded."""
+    """The long steps as one line each on stderr as they start (off a terminal, unless
+    ``--quiet``): a log reads what a run spent its time on, with the size of what is
+    downloaded."""
 
     def __init__(self, console: Console) -> None:
         self.console = console
@@ -436,6 +452,9 @@ class LineDisplay:
         size = f" ({total / 1e6:.0f} MB)" if total else ""
         self.console.print(f"patcher: {what}{size}", markup=False, soft_wrap=True)
         yield lambda amount: None
+
+    def note(self, message: str) -> None:
+        self.console.print(f"patcher: {message}", markup=False, soft_wrap=True)
 
 
 def new_table(title: str) -> Table:
@@ -562,6 +581,13 @@ def json_document(format: str | None) -> Path | None:
     return STDOUT if format == "json" else None
 
 
+def json_only() -> None:
+    """The command's data as JSON on stdout, and on stderr its progress and errors only: every
+    text line of stdout goes to stderr, and no table is drawn on either."""
+    out.file = sys.stderr
+    out.tables = err.tables = False
+
+
 def print_data(data: object) -> None:
     """``--format json``: the command's data as one JSON document on stdout."""
     import json
@@ -571,12 +597,15 @@ def print_data(data: object) -> None:
 
 def check_outputs(options: dict[str, Path | None]) -> None:
     """The named output files checked before the work that fills them; with one of them ``-``
-    (stdout), the tables go to stderr so that stdout holds that output alone."""
-    from patcher.outputs.named import check_file, distinct_files, one_stdout
+    (stdout), the tables go to stderr so that stdout holds that output alone; with the JSON
+    document there (``--json -``, ``--format json``), no table is drawn at all."""
+    from patcher.outputs.named import STDOUT, check_file, distinct_files, one_stdout
 
     distinct_files(options)
     if one_stdout(options):
         out.file = sys.stderr
+        if STDOUT in (options.get("--json"), options.get("--format json")):
+            json_only()
     for flag, path in options.items():
         if path is not None:
             check_file(path, flag)

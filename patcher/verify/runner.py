@@ -16,6 +16,7 @@ from packaging.version import InvalidVersion, Version
 
 from patcher.checks import CHECKS, MODEL_CHECKS, REPLICA_CHECKS, REPLICA_DIR
 from patcher.errors import PatcherError
+from patcher.progress import step
 from patcher.replica.build import generate
 from patcher.replica.write import write_replica
 from patcher.venvs import wheel_sha256
@@ -70,8 +71,10 @@ def verify_wheels(
             side: pool.submit(run_probe, venv, names, Path(tmp) / side, model)
             for side, venv in venvs.items()
         }
-        before = runs["official"].result()
-        after = runs["patched"].result() if "patched" in runs else None
+        wheels_said = " and ".join(f"the {side} wheel" for side in venvs)
+        with step(f"running {len(names)} check(s) on {wheels_said}, a vLLM probe each"):
+            before = runs["official"].result()
+            after = runs["patched"].result() if "patched" in runs else None
     return VerifyReport(
         vllm=version,
         wheel=wheels[-1].name,
