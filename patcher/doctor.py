@@ -237,11 +237,14 @@ def diagnose(
     inputs: Inputs,
     trained_with: str | None = None,
     patchset_names: Sequence[str] | None = None,
+    applied: Sequence[str] = (),
 ) -> Diagnosis:
     """Every finding for the drafter (and the target, if given) on the release ``source`` holds;
-    a release whose code is not the shape read is a one-line error, never a guess."""
+    a release whose code is not the shape read is a one-line error, never a guess. ``applied``:
+    the patchsets the wheel served carries (preflight's ``--patchset``), whose barriers are gone
+    there, though ``source`` is the official wheel."""
     try:
-        return diagnosis_of(source, inputs, trained_with, patchset_names)
+        return diagnosis_of(source, inputs, trained_with, patchset_names, applied)
     except (Unreadable, ShapeError) as error:
         raise PatcherError(f"{source.description}: {error}") from error
 
@@ -251,6 +254,7 @@ def diagnosis_of(
     inputs: Inputs,
     trained_with: str | None,
     patchset_names: Sequence[str] | None,
+    applied: Sequence[str] = (),
 ) -> Diagnosis:
     raw, tensors, target, drafter = inputs.config, inputs.tensors, inputs.target, inputs.drafter
     source.prefetch(release_paths())
@@ -301,7 +305,7 @@ def diagnosis_of(
             )
         )
     findings += ignored_key_findings(source, raw, config, drafter_modules + imported, readers)
-    findings += barrier_findings(source, target, patchset_names)
+    findings += barrier_findings(source, target, patchset_names, applied)
     return diagnosis
 
 
@@ -489,8 +493,8 @@ def runner_gap_fix(diagnosis: Diagnosis, source: Source) -> str:
     if result.verdict is not Verdict.NEEDS_PATCH:
         return ""
     return (
-        f"; or patch the V2 runner to read {NESTED_IDS} as V1 does: patcher build-wheel "
-        f"--patchset {RUNNER_GAP_PATCHSET} (needs-patch on {source.description})"
+        f"; or patch the V2 runner to read {NESTED_IDS} as V1 does "
+        f"(needs-patch on {source.description}): {patch_command(RUNNER_GAP_PATCHSET, source)}"
     )
 
 
@@ -664,11 +668,14 @@ def ignored_key_findings(
     ]
 
 
-def barrier_findings(source: Source, target: Target, names: Sequence[str] | None) -> list[Finding]:
-    """The matrix verdict of each patchset for the target's architecture on this release."""
+def barrier_findings(
+    source: Source, target: Target, names: Sequence[str] | None, applied: Sequence[str] = ()
+) -> list[Finding]:
+    """The matrix verdict of each patchset for the target's architecture on this release; none
+    for a patchset in ``applied``, which the wheel served already carries."""
     chosen = [patchsets.load(n) for n in names] if names else matching(target)
     findings = []
-    for patchset in chosen:
+    for patchset in (p for p in chosen if p.name not in applied):
         result = verdict_of(patchset, source)
         if result.verdict is Verdict.NEEDS_PATCH:
             where = "across pipeline stages (-pp above 1) " if patchset.pipeline_parallel else ""
@@ -679,10 +686,28 @@ def barrier_findings(source: Source, target: Target, names: Sequence[str] | None
                     f"{patchset.model.architecture} with EAGLE-3 {where}has barriers on "
                     f"{source.description}: {patchset.name} is needs-patch there",
                     ", ".join(f"{n} {o.status}" for n, o in result.outcomes.items()),
-                    f"patcher build-wheel --patchset {patchset.name} (or apply --installed)",
+                    patch_command(patchset.name, source),
                 )
             )
     return findings
+
+
+def patch_command(patchset: str, source: Source) -> str:
+    """The command that puts ``patchset`` on the release ``source`` is, as it runs when pasted:
+    apply for an installed vLLM, build-wheel of the same wheel file or index release."""
+    import shlex
+
+    from patcher.sources.installation import InstalledSource
+    from patcher.sources.wheel import WheelSource
+
+    if isinstance(source, InstalledSource):
+        python = shlex.quote(source.installation.python)
+        return f"patcher apply --installed --python {python} --patchset {patchset}"
+    if isinstance(source, WheelSource):
+        wheel = shlex.quote(str(source.path))
+        return f"patcher build-wheel --wheel {wheel} --patchset {patchset}"
+    package = "" if source.distribution == "vllm" else f" --package {source.distribution}"
+    return f"patcher build-wheel --vllm {source.version}{package} --patchset {patchset}"
 
 
 def matching(target: Target) -> list[Patchset]:

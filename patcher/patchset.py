@@ -215,6 +215,8 @@ def load(name_or_path: str | None = None) -> Patchset:
         if name_or_path in harnesses():
             harness = builtin_dir() / HARNESS_DIR / f"{name_or_path}.toml"
             return parse(harness.read_bytes(), f"{HARNESS_DIR}/{name_or_path}.toml")
+        if name_or_path not in available() and (path.suffix == ".toml" or "/" in name_or_path):
+            raise PatcherError(f"patchset {name_or_path}: no such file")
         if name_or_path not in available():
             raise PatcherError(
                 f"no patchset {name_or_path!r}; built-in ones: {', '.join(available())} "

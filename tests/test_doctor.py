@@ -331,9 +331,8 @@ def test_the_runners_disagreement_over_nested_ids_names_the_v2_patchset(
     diagnosis = run(release, version, drafter, kimi)
     (disagree,) = [f for f in diagnosis.findings if f.kind == "runners-disagree"]
     assert disagree.fix.startswith("put the ids at the top level")
-    assert f"patcher build-wheel --patchset eagle3-aux-ids-v2 (needs-patch on vllm {version}" in (
-        disagree.fix
-    )
+    fix = f"patcher build-wheel --vllm {version} --patchset eagle3-aux-ids-v2"  # runs as printed
+    assert disagree.fix.endswith(f"(needs-patch on vllm {version}): {fix}"), disagree.fix
     barriers = [f.message for f in diagnosis.findings if f.kind == "target-barriers"]
     assert not [m for m in barriers if "eagle3-aux-ids-v2" in m]
 

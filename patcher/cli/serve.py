@@ -703,9 +703,13 @@ def command_preflight(args: argparse.Namespace) -> int:
     prepare_folder(args.workdir, "--workdir")
     written = write_replica(replica, args.workdir / "replica")
     with WheelSource(wheel, sha256) as source:  # the doctor first: it reads, starts nothing
-        diagnosis = diagnose(source, inputs)
+        # the wheel served carries --patchset: its barriers are not the served wheel's
+        applied = (patchset.name,) if patchset is not None else ()
+        diagnosis = diagnose(source, inputs, applied=applied)
         # the same doctor on the pair preflight serves: the ids as the replica has them
-        shrunk = diagnose(source, read_inputs(written / "drafter", written / "target"))
+        shrunk = diagnose(
+            source, read_inputs(written / "drafter", written / "target"), applied=applied
+        )
     print_diagnosis(diagnosis, say)
     print_shrunk_diagnosis(diagnosis, shrunk, say)
     if base.applied:
