@@ -12,10 +12,9 @@ import pytest
 from commandline import PATCHER
 
 from patcher import cache, index
-from patcher.cli.main import SIGINT_STATUS, SIGTERM_STATUS
 from patcher.cli.overview import COMMANDS, EPILOG
 from patcher.cli.parser import build_parser, subcommand
-from patcher.cli.terminal import Console, LineDisplay
+from patcher.cli.terminal import SIGINT_STATUS, SIGTERM_STATUS, Console, LineDisplay
 from patcher.errors import DriftError, NetworkError, OutputClosed, PatcherError
 
 

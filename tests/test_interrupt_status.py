@@ -1,4 +1,4 @@
-"""How a stopped run ends, for every command alike (``patcher.cli.main``): one line,
+"""How a stopped run ends, for every command alike (``patcher.cli.terminal``): one line,
 ``patcher: interrupted``, no traceback, 130 for Ctrl-C and 143 for SIGTERM, and every temporary
 file removed (issue 41). The bundle's packing is the hard case: Ctrl-C reaches xz as well (the
 terminal's whole process group), and the tar's write into xz's pipe then broke while the
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from patcher.cli.main import Terminated, interrupted, interruption
+from patcher.cli.terminal import Terminated, interrupted, interruption
 
 TESTS = Path(__file__).parent
 

@@ -13,7 +13,6 @@ import os
 import sys
 from collections.abc import Collection
 
-from patcher.cli.main import interrupted, interruption, stop_on_sigterm
 from patcher.cli.modes import refuse_empty_names, refuse_misplaced
 from patcher.cli.overview import (
     COMMANDS,
@@ -32,9 +31,12 @@ from patcher.cli.terminal import (
     closed_stdout,
     discard_stdout,
     err,
+    interrupted,
+    interruption,
     json_only,
     out,
     printable,
+    stop_on_sigterm,
 )
 from patcher.errors import OutputClosed, PatcherError, StdoutError
 
@@ -219,7 +221,7 @@ def main(argv: list[str] | None = None) -> int:
     out.quiet = err.quiet = args.quiet  # out too: a "-" output moves its tables to stderr
     if getattr(args, "format", None) == "json":
         json_only()  # stdout holds the JSON document alone; stderr progress and errors
-    stop_on_sigterm()  # the one way a stopped run ends: patcher.cli.main
+    stop_on_sigterm()  # the one way a stopped run ends: patcher.cli.terminal
     stdout = sys.stdout
     sys.stdout = GuardedStdout(stdout)  # type: ignore[assignment]
     try:

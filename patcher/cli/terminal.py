@@ -379,6 +379,48 @@ out = Console(stderr=False)
 err = Console(stderr=True)
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, unwinding as Ctrl-C does (every temporary file removed on the way out), but
+    ending with its own status: 143, where Ctrl-C's is 130."""
+
+
+SIGINT_STATUS = 128 + 2
+SIGTERM_STATUS = 128 + 15
+
+
+def stop_on_sigterm() -> None:
+    """Let SIGTERM unwind like Ctrl-C (``Terminated``), so temporary files are removed on the
+    way out. Ctrl-C keeps Python's own handler (``KeyboardInterrupt``)."""
+    import signal
+
+    def handler(signum: int, frame: object) -> None:
+        raise Terminated
+
+    with contextlib.suppress(ValueError):  # not the main thread: it cannot set handlers
+        signal.signal(signal.SIGTERM, handler)
+
+
+def interruption(error: BaseException) -> KeyboardInterrupt | None:
+    """The interrupt behind ``error``: itself, or one in its chain, as when Ctrl-C also ended a
+    child process (xz) and the write into its pipe failed while the interrupt unwound."""
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        if isinstance(current, KeyboardInterrupt):
+            return current
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return None
+
+
+def interrupted(stop: KeyboardInterrupt) -> int:
+    """The one line an interrupted command ends with, and its exit status: 143 for SIGTERM,
+    130 for Ctrl-C (SIGINT), as a shell reports a process those signals ended."""
+    with contextlib.suppress(OSError):  # stderr gone too: the status still says it
+        err.print("patcher: interrupted", markup=False)
+    return SIGTERM_STATUS if isinstance(stop, Terminated) else SIGINT_STATUS
+
+
 class StepDisplay:
     """The long steps (``patcher.progress.step``) as transient bars on stderr, in a terminal:
     one Rich live display for all the steps open at a time, gone when the last one ends."""
@@ -429,7 +471,6 @@ class StepDisplay:
             if not self.open:
                 shown.stop()
                 self.progress = None
-
 
     def note(self, message: str) -> None:
         """On the innermost open step's line, in place of its amount; with none open, a line."""
