@@ -86,8 +86,8 @@ exit status:
   2    bad input, or refused before any work
   3    the network failed (refused, timed out or failing after every retry)
   130  interrupted (Ctrl-C)
-  143  stopped by SIGTERM
   141  stdout closed (a broken pipe)
+  143  stopped by SIGTERM
 
 environment:
   PATCHER_CACHE_DIR     the cache (default: the user's)
