@@ -476,7 +476,8 @@ def trained_serving(args: argparse.Namespace, proof: str) -> TrainedServing:
         refuse_noop(patchset, first := first_run(named, patchset))
         wheel, sha256, result = settled_on_disk(named, patchset, first)
     base = harnessed(wheel, sha256)
-    built, result = base.patched(patchset, result)
+    overlay = args.with_overlay
+    built, result = base.overlay(patchset, result) if overlay else base.patched(patchset, result)
     fail_on_errors(result)
     architecture = patchset.model.architecture
     if architecture is None:
@@ -484,14 +485,20 @@ def trained_serving(args: argparse.Namespace, proof: str) -> TrainedServing:
     replica = replica_to_train(architecture, args.drafter_kind, release_files(wheel))
     recipe = recipe_for(replica, args.num_speculative_tokens, args.train_budget)
     progress(f"preparing the serving venv for {built.name}")
-    venv = serving_venv(built, replica.torchvision)
+    if overlay:  # the official wheel's venv, and the overlay beside it in a clone
+        venv = overlay_venv(built, serving_venv(wheel, replica.torchvision))
+        how = f"the official {wheel.name} with {built.name} beside it, built by patcher overlay"
+    else:
+        venv = serving_venv(built, replica.torchvision)
+        how = f"{built.name}, built by build-wheel from {wheel.name}"
     progress(f"venv {'built' if venv.created else 'found'} in {venv.seconds:.0f} s")
     notes = (
-        f"served {built.name}, built by build-wheel from {wheel.name} with {patchset.name}",
+        f"served {how} with {patchset.name}",
         f"torch: {venv.torch.describe()}",
         WEIGHTS_NOTE,
         *replica.notes,
-        *([base.note] if base.applied else []),
+        *([base.note] if base.applied and not overlay else []),
+        *([f"{HARNESS} is in the overlay"] if base.applied and overlay else []),
     )
     return TrainedServing(patchset, result, built, replica, recipe, venv, notes, base.speculative)
 

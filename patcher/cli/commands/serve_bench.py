@@ -74,9 +74,10 @@ def arguments(parser) -> None:
         proofs.add_argument(
             "--with-overlay",
             action="store_true",
-            help="cpu: also serve EAGLE-3 from the official wheel with the overlay of --patchset "
+            help="cpu: the patched side is the official wheel with the overlay of --patchset "
             "installed beside it (patcher overlay; on releases that need it, with patcher's CPU "
-            "harness in the same overlay): no vLLM file is edited",
+            "harness in the same overlay), no vLLM file edited; with --acceptance, the trained "
+            "drafter is served so",
         ),
         cpu,
     )
