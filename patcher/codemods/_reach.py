@@ -24,6 +24,7 @@ from patcher.codemods._gate_decision import (
     HARMLESS_CALLS,
     LOGGERS,
     names_draft,
+    spelled,
     walk_body,
 )
 
@@ -31,62 +32,6 @@ Function = ast.FunctionDef | ast.AsyncFunctionDef
 MAX_DEPTH = 6
 """How many calls deep the path is followed from where it starts."""
 MAX_REEXPORT = 4
-
-
-def spelled(node: ast.AST) -> str | None:
-    """The string ``node`` spells, where it is made of constants: a literal, ``+`` and implicit
-    concatenation, an f-string of constants, ``str(...)``/``.lower()``/``.upper()``/
-    ``.casefold()`` of one, ``"".join([...])``; None for anything else."""
-    if isinstance(node, ast.Constant):
-        return node.value if isinstance(node.value, str) else None
-    if isinstance(node, ast.BinOp):
-        if isinstance(node.op, ast.Add):
-            left, right = spelled(node.left), spelled(node.right)
-            return None if left is None or right is None else left + right
-        if isinstance(node.op, ast.Mod):
-            left = spelled(node.left)
-            return left if left is not None and "%" not in left else None
-        return None
-    if isinstance(node, ast.JoinedStr):
-        parts = []
-        for value in node.values:
-            if isinstance(value, ast.FormattedValue):
-                inner = value.value
-                if isinstance(inner, ast.Constant):
-                    parts.append(str(inner.value))
-                else:
-                    text = spelled(inner)
-                    if text is None:
-                        return None
-                    parts.append(text)
-            else:
-                text = spelled(value)
-                if text is None:
-                    return None
-                parts.append(text)
-        return "".join(parts)
-    if isinstance(node, ast.Call):
-        func = node.func
-        if isinstance(func, ast.Name) and func.id == "str" and len(node.args) == 1:
-            arg = node.args[0]
-            if isinstance(arg, ast.Constant):
-                return str(arg.value)
-            return spelled(arg)
-        if isinstance(func, ast.Attribute):
-            base = spelled(func.value)
-            if base is None:
-                return None
-            if func.attr in ("lower", "upper", "casefold", "strip") and not node.args:
-                return getattr(base, func.attr)()
-            if func.attr == "join" and len(node.args) == 1:
-                items = node.args[0]
-                if isinstance(items, ast.List | ast.Tuple):
-                    texts = [spelled(e) for e in items.elts]
-                    if all(t is not None for t in texts):
-                        return base.join(t for t in texts if t is not None)
-            if func.attr == "format":
-                return base
-    return None
 
 
 def strings(node: ast.AST) -> Iterator[str]:
