@@ -79,7 +79,8 @@ def test_credentials_in_the_index_url_are_never_printed_or_stored(
     url = with_credentials(fake.url)
     runs = {
         # PIP_INDEX_URL, as the issue found it
-        "diff": (["diff", "--vllm", "0.16.0"], {"PIP_INDEX_URL": url}),
+        # the fake index's stand-in wheel drifts from the real patchset (exit 1 since issue 41)
+        "diff": (["diff", "--vllm", "0.16.0", "--allow-drift"], {"PIP_INDEX_URL": url}),
         "unknown release": (["diff", "--vllm", "9.9.9"], {"PIP_INDEX_URL": url}),
         "wheel missing": (["diff", "--vllm", "0.15.1"], {"PIP_INDEX_URL": url}),
         "matrix": (["matrix", "--versions", "0.16.0,0.15.1"], {"PIP_INDEX_URL": url}),

@@ -64,7 +64,8 @@ def test_a_flag_the_mode_ignores_is_refused_before_any_work(argv, message, tmp_p
 def test_the_flags_that_belong_still_pass_the_check(capsys):
     """The check refuses only what does nothing: the same flags in their own modes get as far
     as the work (here the offline guard's closed index, or a missing tree)."""
-    assert main(["diff", "--vllm", "0.16.0", "--platform", "aarch64", "--package", "vllm"]) == 2
+    # the closed index is a network failure: exit 3 (issue 41), not bad input
+    assert main(["diff", "--vllm", "0.16.0", "--platform", "aarch64", "--package", "vllm"]) == 3
     assert "127.0.0.1:9" in one_error_line(capsys)
     assert main(["apply", "--source", "/nonexistent", "--force", "--vllm-version", "0.16.0"]) == 2
     assert "goes with" not in one_error_line(capsys)
