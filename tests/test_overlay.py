@@ -423,3 +423,59 @@ def test_overlay_overwrites_a_file_at_its_name_only_with_force(case, force, tmp_
 def test_an_overlay_over_its_own_bytes_needs_no_force(tmp_path):
     first = build_overlay(plan(), tmp_path, replace_other=False)
     assert build_overlay(plan(), tmp_path, replace_other=False) == first
+
+
+BREAKAGES = {
+    "runtime-gone": lambda site: (site / PACKAGE / "runtime.py").unlink(),
+    "runtime-broken": lambda site: (site / PACKAGE / "runtime.py").write_text("def (:\n"),
+    "runtime-raises": lambda site: (site / PACKAGE / "runtime.py").write_text("1/0\n"),
+    "own-module-gone": lambda site: (site / PACKAGE / "modules" / OTHER).unlink(),
+    "own-module-broken": lambda site: (site / PACKAGE / "modules" / OTHER).write_text("def (:\n"),
+    "own-module-edited": lambda site: (site / PACKAGE / "modules" / OTHER).write_text(
+        "OTHER = 1\n"
+    ),
+}
+"""The overlay's own files broken after install (third hostile pass): each must leave the
+process official, with one line, never a traceback or a mix."""
+
+
+@pytest.mark.parametrize("breakage", BREAKAGES)
+def test_a_broken_overlay_of_its_own_is_official_with_one_line(env, overlay, breakage):
+    env.install(overlay)
+    BREAKAGES[breakage](env.site)
+    done = env.run(BOTH)
+    assert done.stdout.split() == ["official", "official"], done.stderr
+    warned(done)
+
+
+def test_the_off_line_escapes_what_a_manifest_or_a_path_holds(env, overlay):
+    env.install(overlay)
+    manifest = env.site / PACKAGE / "manifest.json"
+    data = json.loads(manifest.read_text())
+    data["version"] = "0.16.0\x1b[2J\rpatcher: error: forged"
+    manifest.write_text(json.dumps(data))
+    (env.site / TARGET).write_bytes(OFFICIAL + b"# edited\n")
+    done = env.run(BOTH)
+    assert done.stdout.split() == ["official", "official"]
+    line = warned(done)
+    assert "\x1b" not in done.stderr and "\r" not in done.stderr and "\\x1b" in line, line
+
+
+def test_a_second_overlay_after_one_served_leaves_the_first_serving(env, overlay, tmp_path):
+    """Activated late (site.addsitedir after a target was served): turning the first off would
+    mix; the newcomer is off, the first keeps serving."""
+    env.install(overlay)
+    second = tmp_path / "second"
+    second.mkdir()
+    with zipfile.ZipFile(overlay) as archive:
+        archive.extractall(second)
+    (second / PACKAGE).rename(second / "second_overlay")
+    code = (
+        "import vllm.config.speculative as s\n"
+        f"import sys; sys.path.insert(0, {str(second)!r})\n"
+        "import second_overlay; second_overlay.activate()\n"
+        "import vllm.v1.spec_decode.eagle as e; print(s.VALUE, e.OTHER)\n"
+    )
+    done = env.run(code)
+    assert done.stdout.split() == ["patched", "patched"], done.stderr
+    assert "two overlays" in done.stderr and len(done.stderr.strip().splitlines()) == 1

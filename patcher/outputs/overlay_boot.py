@@ -14,6 +14,16 @@ SWITCH = "PATCHER_OVERLAY"
 OFF = ("0", "off", "false", "no")
 
 
+def say(message):
+    """One line on stderr, every character that is not printable escaped."""
+    shown = "".join(c if c.isprintable() else ascii(c)[1:-1] for c in str(message))
+    try:
+        sys.stderr.write("patcher overlay: " + shown + "\n")
+        sys.stderr.flush()
+    except Exception:
+        pass
+
+
 def switched_off():
     from os import environ
 
@@ -32,21 +42,32 @@ class OverlayFinder:
         self.served = []
 
     def find_spec(self, fullname, path=None, target=None):
-        if not fullname.startswith("vllm."):
+        if not fullname.startswith("vllm.") or self.active is False:
             return None
-        from . import runtime
+        runtime = self.runtime()
+        return None if runtime is None else runtime.find_spec(self, fullname)
 
-        return runtime.find_spec(self, fullname)
+    def runtime(self):
+        """The runtime module; None, with the overlay off and one line said, where it cannot
+        be imported (gone, broken): never a traceback in the user's process."""
+        try:
+            from . import runtime
+
+            return runtime
+        except Exception as error:
+            self.active = False
+            self.why = f"its runtime cannot be imported: {type(error).__name__}: {error}"
+            say("off, vLLM runs as official: " + self.why)
+            return None
 
     def decide(self):
-        from . import runtime
-
-        return runtime.decide(self)
+        runtime = self.runtime()
+        return False if runtime is None else runtime.decide(self)
 
     def turn_off(self, why):
-        from . import runtime
-
-        runtime.turn_off(self, why)
+        runtime = self.runtime()
+        if runtime is not None:
+            runtime.turn_off(self, why)
 
     def invalidate_caches(self):
         return None
@@ -70,16 +91,13 @@ def activate():
         others = [f for f in sys.meta_path if getattr(f, "patcher_overlay", False)]
         _FINDER = OverlayFinder()
         if others:
-            from . import runtime
-
-            runtime.second(_FINDER, others)
+            runtime = _FINDER.runtime()
+            if runtime is not None:
+                runtime.second(_FINDER, others)
             return
         sys.meta_path.insert(0, _FINDER)
     except Exception as error:  # startup must go on whatever happens here
-        try:  # noqa: SIM105 - contextlib is one more import in every interpreter
-            sys.stderr.write(f"patcher overlay: not activated: {type(error).__name__}: {error}\n")
-        except Exception:
-            pass
+        say(f"not activated: {type(error).__name__}: {error}")
 
 
 def status():

@@ -38,8 +38,11 @@ class Broken(Exception):
 
 
 def _say(message):
+    """One line on stderr, every character that is not printable escaped (a manifest's or a
+    path's control characters cannot forge a line or reach the terminal)."""
+    shown = "".join(c if c.isprintable() else ascii(c)[1:-1] for c in str(message))
     try:
-        sys.stderr.write("patcher overlay: " + message.replace("\n", " ") + "\n")
+        sys.stderr.write("patcher overlay: " + shown + "\n")
         sys.stderr.flush()
     except Exception:  # a closed or missing stderr: the decision stands without the line
         pass
@@ -152,7 +155,7 @@ def check(manifest):
         if found != entry["official_sha256"]:
             changed.append(path)
     if not changed:
-        return None
+        return own_files(manifest)
     want = f"{manifest['distribution']} {manifest['version']}"
     have = _installed_version(manifest["distribution"])
     if have is not None and have != manifest["version"]:
@@ -162,6 +165,20 @@ def check(manifest):
         f"{changed[0]}{more} is not the official file of {want} it was made for (edited, "
         "patched in place, or another build)"
     )
+
+
+def own_files(manifest):
+    """None where each of the overlay's own modules is there with its patched sha256, else
+    why not: a file gone, edited or broken is never served beside the others."""
+    for _name, entry in sorted(manifest["modules"].items()):
+        path = os.path.join(MODULES, entry["file"])
+        try:
+            found = _sha256(path)
+        except OSError as error:
+            return f"its own {path} cannot be read ({error.strerror or error})"
+        if found != entry["patched_sha256"]:
+            return f"its own {path} is not the file it was built with"
+    return None
 
 
 def decide(finder):
@@ -222,13 +239,18 @@ def find_spec(finder, fullname):
 
 
 def second(finder, others):
-    """``finder`` arrives where ``others`` are active already: two overlays, both off."""
+    """``finder`` arrives where ``others`` are on ``sys.meta_path`` already: two overlays, both
+    off; where one has served modules already, it stays as it is (turning it off would mix
+    its modules with official ones) and only the newcomer is off."""
     names = [getattr(sys.modules.get(type(o).__module__), "__file__", "?") for o in others]
     why = f"two overlays in one interpreter ({names[0]} and {HERE})"
-    for other in others:
-        other.turn_off(why)
     finder.active = False
     finder.why = why
+    if any(getattr(o, "served", None) for o in others):
+        _say(f"off: {why}; the first serves already, so it stays")
+        return
+    for other in others:
+        other.turn_off(why)
 
 
 def status(current):
