@@ -419,6 +419,15 @@ def test_cli_diff_reads_the_release_from_the_index(
     assert not list(cache.rglob("*.part"))
 
 
+def test_a_quiet_diff_still_says_its_sha256_was_not_checked(
+    fake: FakeIndex, cache: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """-q drops context and progress, not what qualifies the result (third hostile pass)."""
+    argv = ["diff", "-q", "--vllm", VERSION, "--index-url", fake.url, "--platform", "x86_64"]
+    assert main([*argv, "--allow-drift"]) == 0
+    assert capsys.readouterr().err.endswith(f"patcher: note: {UNCHECKED}\n")
+
+
 def test_cli_on_an_unreachable_index_is_one_line_and_writes_nothing(
     cache: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
