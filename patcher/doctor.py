@@ -494,7 +494,8 @@ def runner_gap_fix(diagnosis: Diagnosis, source: Source) -> str:
         return ""
     return (
         f"; or patch the V2 runner to read {NESTED_IDS} as V1 does "
-        f"(needs-patch on {source.description}): {patch_command(RUNNER_GAP_PATCHSET, source)}"
+        f"(needs-patch on {source.distribution} {source.version}): "
+        f"{patch_command(RUNNER_GAP_PATCHSET, source)}"
     )
 
 
