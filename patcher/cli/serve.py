@@ -348,21 +348,18 @@ def serve_bench_cpu(args: argparse.Namespace) -> int:
     for link, file in zip(links, chain_files, strict=True):
         # each may die: the chain judges it, and the report is written whatever it says
         plans.append(RunPlan(link.label, chain_venv(file, official), True, may_fail=True))
+    patched: ServingVenv | None = None
     if patched_file is not None:
         progress(f"preparing the serving venv for {patched_file.name}")
         patched = serving_venv(patched_file, torchvision)
+    elif overlay_file is not None:  # the official wheel's venv, the overlay beside it
+        progress(f"preparing the serving venv for {overlay_file.name}")
+        patched = overlay_venv(overlay_file, official)
+    if patched is not None:
         progress(f"venv {'built' if patched.created else 'found'} in {patched.seconds:.0f} s")
         plans += [
             RunPlan(OFFICIAL_LABEL, official, True, may_fail=True),
             RunPlan(PATCHED_LABEL, patched, True),
-        ]
-    elif overlay_file is not None:
-        progress(f"preparing the serving venv for {overlay_file.name}")
-        overlaid = overlay_venv(overlay_file, official)
-        progress(f"venv {'built' if overlaid.created else 'found'} in {overlaid.seconds:.0f} s")
-        plans += [
-            RunPlan(OFFICIAL_LABEL, official, True, may_fail=True),
-            RunPlan(PATCHED_LABEL, overlaid, True),
         ]
     elif not links:
         plans.append(RunPlan("eagle3", official, True))
@@ -389,8 +386,8 @@ def serve_bench_cpu(args: argparse.Namespace) -> int:
     timeouts = dataclasses.replace(CPU_TIMEOUTS, health=args.health_timeout)
     report = run_cpu(setup, load, plans, args.log_dir, timeouts, progress, notes)
     edited: list[str] = []
-    if overlay_file is not None:
-        edited = untouched(overlaid)
+    if overlay_file is not None and patched is not None:
+        edited = untouched(patched)
         said = (
             f"after serving, vLLM files differ from their RECORD: {', '.join(edited[:5])}"
             if edited
