@@ -27,6 +27,7 @@ PATCHED_PATH = "vllm/config/speculative.py"
 OFFICIAL_TEXT = b"SUPPORTED = ['llama']\n"
 FIRST_TEXT = b"SUPPORTED = ['llama', 'glm4_moe']\n"
 PATCHED_TEXT = b"SUPPORTED = ['llama', 'glm4_moe']  # and the interface\n"
+STATE_TEXTS = (OFFICIAL_TEXT, FIRST_TEXT, PATCHED_TEXT)
 INSTALL = Path(bundle.__file__).with_name("bundle_install.py")
 PROOF = Path(bundle.__file__).parents[1] / "acceptance" / "gpu_proof.py"
 
@@ -347,6 +348,8 @@ def built_overlay(tmp_path_factory) -> tuple[Path, dict]:
             version=Version("0.20.0+glm4moe.eagle3"),
             patchsets=("glm4-moe-eagle3",),
             modules=((PATCHED_PATH, OFFICIAL_TEXT, PATCHED_TEXT),),
+            # as bundle --overlay makes it: install.py swaps the overlay's copy to these
+            states=((PATCHED_PATH, tuple(hashlib.sha256(t).hexdigest() for t in STATE_TEXTS)),),
         ),
         tmp / "overlay",
     )
@@ -383,6 +386,11 @@ def test_an_overlay_bundle_serves_the_patch_with_vllm_official(built_overlay, tm
         assert (site / PATCHED_PATH).read_bytes() == OFFICIAL_TEXT
     assert install("swap", str(root), "patched").returncode == 0
     assert install("check", str(root)).returncode == 0
+    copy = site / "vllm_patcher_overlay" / "modules" / PATCHED_PATH
+    copy.write_bytes(b"SUPPORTED = ['anything']\n")  # the overlay's copy in no state of the chain
+    said = served(root)
+    assert said.startswith("['llama']") and "is not the file it was built with" in said, said
+    copy.write_bytes(PATCHED_TEXT)
     (site / PATCHED_PATH).write_bytes(OFFICIAL_TEXT + b"# edited\n")  # vLLM's own file changed
     said = served(root)
     assert said.startswith("['llama']") and "patcher overlay: off" in said, said

@@ -245,6 +245,9 @@ def broken_manifests() -> list[tuple[str, object]]:
         modules = {**good["modules"], str(name) if name != 7 else "7": entry}
         cases.append((f"module name {name!r}", {**good, "modules": modules}))
     cases.append(("entry not an object", {**good, "modules": {"vllm.config.speculative": "x"}}))
+    for bad in ("0" * 64, ["G" * 64], [None], {"a": 1}):
+        modules = {**good["modules"], "vllm.config.speculative": {**entry, "states_sha256": bad}}
+        cases.append((f"modules.states_sha256={bad!r}", {**good, "modules": modules}))
     return cases
 
 
@@ -327,6 +330,21 @@ def test_a_plan_reports_its_problems(modules, problem):
 
     with pytest.raises(PatcherError, match=problem):
         plan(modules=modules)
+
+
+@pytest.mark.parametrize(
+    "states, problem",
+    [
+        ((("vllm/other.py", ("0" * 64,)),), "which the overlay does not patch"),
+        (((TARGET, ()),), "not sha256"),
+        (((TARGET, ("G" * 64,)),), "not sha256"),
+    ],
+)
+def test_a_plan_reports_bad_states(states, problem):
+    from patcher.errors import PatcherError
+
+    with pytest.raises(PatcherError, match=problem):
+        plan(states=states)
 
 
 def patcher(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:

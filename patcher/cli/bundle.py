@@ -78,18 +78,21 @@ def command_bundle(args: argparse.Namespace) -> int:
     scratch = Path(tempfile.mkdtemp(prefix=".patcher-bundle-", dir=work))
     try:
         overlay = None
+        states = chain_states(patchset, official, sha256)
         with WheelSource(official, sha256) as wheel:
-            if args.overlay:
-                patched, overlay = official, cached_overlay(overlay_plan(result, wheel), sha256)
+            if args.overlay:  # the overlay serves every state install.py may swap its copy to
+                files = {p: tuple(s.files[p] for s in states) for p in states[-1].files}
+                plan = overlay_plan(result, wheel, states=files)
+                patched, overlay = official, cached_overlay(plan, sha256)
             else:
                 patched = repack(WheelPlan(official, sha256, result, version), wheel.zip, scratch)
-        plan = bundle.BundlePlan(
+        bundled = bundle.BundlePlan(
             release=str(result.version),
             distribution=result.distribution,
             patchset=patchset.name,
             official_wheel=official,
             patched_wheel=patched,
-            states=chain_states(patchset, official, sha256),
+            states=states,
             target=target,
             as_of=as_of,
             leave_out=leave_out,
@@ -97,7 +100,7 @@ def command_bundle(args: argparse.Namespace) -> int:
             compression=args.compression,
             overlay=overlay,
         )
-        built = bundle.build(plan, args.out, progress)
+        built = bundle.build(bundled, args.out, progress)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     parts = built["parts"]

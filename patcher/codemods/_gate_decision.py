@@ -23,6 +23,7 @@ import ast
 import bisect
 import contextlib
 import functools
+import weakref
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -457,7 +458,7 @@ class Module:
         self.globals: dict[str, Val] = {}
         self.aliases: set[str] = set()
         self._mentioning: list[ast.FunctionDef | ast.AsyncFunctionDef] | None = None
-        self._enclosing: dict[int, ast.FunctionDef | ast.AsyncFunctionDef] | None = None
+        self._enclosing: dict[ast.AST, ast.FunctionDef | ast.AsyncFunctionDef] | None = None
         for node in tree.body:
             if isinstance(node, FUNCTIONS):
                 self.functions[node.name] = node
@@ -1339,22 +1340,24 @@ def decision_escapes(tree: ast.Module) -> list[Escape]:
     return analysed(tree)[1]
 
 
-ANALYSED: dict[int, tuple[ast.Module, tuple[list[int], list[Escape]]]] = {}
+ANALYSED: weakref.WeakKeyDictionary[ast.Module, tuple[list[int], list[Escape]]] = (
+    weakref.WeakKeyDictionary()
+)
 
 
 def analysed(tree: ast.Module) -> tuple[list[int], list[Escape]]:
     """Each function naming EAGLE-3 run once with the probe model type: the sites of the
     entries (``decision_sites``) and the escapes of all (``decision_escapes``); kept for the
     module (``python_ast`` hands the same tree for the same text)."""
-    held = ANALYSED.get(id(tree))
-    if held is not None and held[0] is tree:
-        return held[1]
+    held = ANALYSED.get(tree)
+    if held is not None:
+        return held
     module = Module(tree)
-    entries = {id(f) for f in module.entries()}
+    entries = set(module.entries())
     sites: list[int] = []
     escapes: list[Escape] = []
     for function in module.mentioning():
-        if id(function) in entries:
+        if function in entries:
             interpreter = Interpreter(module, PROBE)
             try:
                 interpreter.run(function)
@@ -1374,9 +1377,7 @@ def analysed(tree: ast.Module) -> tuple[list[int], list[Escape]]:
             (enclosing(module, escape[0]) or function, *escape)
             for escape in interpreter.findings.escapes
         ]
-    if len(ANALYSED) > 256:
-        ANALYSED.clear()
-    ANALYSED[id(tree)] = (tree, (sites, escapes))
+    ANALYSED[tree] = (sites, escapes)
     return sites, escapes
 
 
@@ -1389,5 +1390,5 @@ def enclosing(module: Module, call: ast.Call) -> ast.FunctionDef | ast.AsyncFunc
             if isinstance(node, FUNCTIONS):
                 for inner in walk_body(node.body):
                     if isinstance(inner, ast.Call):
-                        module._enclosing[id(inner)] = node
-    return module._enclosing.get(id(call))
+                        module._enclosing[inner] = node
+    return module._enclosing.get(call)

@@ -16,6 +16,7 @@ take seconds to parse, and the EAGLE-3 path reaches a few dozen.
 from __future__ import annotations
 
 import ast
+import weakref
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
@@ -118,13 +119,14 @@ class Facts:
     assigned: dict[str, list[ast.AST]]
 
 
-FACTS: dict[int, tuple[Function, Facts]] = {}
+FACTS: weakref.WeakKeyDictionary[Function, Facts] = weakref.WeakKeyDictionary()
+"""Each function's facts, while its tree lives (ast nodes hash by identity)."""
 
 
 def facts(function: Function, package: str = "") -> Facts:
-    held = FACTS.get(id(function))
-    if held is not None and held[0] is function:
-        return held[1]
+    held = FACTS.get(function)
+    if held is not None:
+        return held
     nodes = list(walk_body(function.body))
     nested = {
         n.name: n for n in ast.walk(function) if isinstance(n, FUNCTIONS) and n is not function
@@ -139,9 +141,7 @@ def facts(function: Function, package: str = "") -> Facts:
                 if isinstance(target, ast.Name):
                     assigned.setdefault(target.id, []).append(node.value)
     found = Facts(nodes, nested, imports, assigned)
-    if len(FACTS) > 20000:
-        FACTS.clear()
-    FACTS[id(function)] = (function, found)
+    FACTS[function] = found
     return found
 
 
@@ -385,8 +385,8 @@ class Reach:
 
     def __init__(self, program: Program) -> None:
         self.program = program
-        self._returns: dict[tuple[int, frozenset[int]], bool] = {}
-        self._refuses: dict[int, bool] = {}
+        self._returns: dict[tuple[Function, frozenset[str]], bool] = {}
+        self._refuses: dict[Function, bool] = {}
 
     def tainted(self, info: ModuleInfo, function: Function, params: frozenset[str]) -> set[str]:
         """The names in ``function`` holding a value derived from a model type (or from the
@@ -469,7 +469,7 @@ class Reach:
             return False
         for owner, callee in self.program.callees(info, function, call):
             params = self.bound_params(callee, call, lambda a: self.shallow(a, tainted))
-            key = (id(callee), frozenset(hash(p) for p in params))
+            key = (callee, frozenset(params))
             if key not in self._returns:
                 self._returns[key] = False  # a recursion reads as no
                 inner = self.tainted(owner, callee, frozenset(params))
@@ -488,7 +488,7 @@ class Reach:
 
     def returns_type(self, info: ModuleInfo, function: Function, params: frozenset[str]) -> bool:
         """Whether ``function``, its ``params`` holding model types, returns one."""
-        key = (id(function), frozenset(hash(p) for p in params))
+        key = (function, frozenset(params))
         if key not in self._returns:
             self._returns[key] = False  # a recursion reads as no
             inner = self.tainted(info, function, params)
@@ -538,7 +538,7 @@ class Reach:
     def refuses(self, info: ModuleInfo, function: Function, depth: int = 0) -> bool:
         """Whether ``function`` may refuse: a ``raise`` or ``assert`` in it, or a call to a
         function of the tree that does (followed two deep)."""
-        key = id(function)
+        key = function
         if key in self._refuses:
             return self._refuses[key]
         self._refuses[key] = False
@@ -659,19 +659,16 @@ def eagle3_gate_sightings(program: Program, roots: Iterable[str]) -> Iterator[tu
     yield from follow(program, reach, pending)
 
 
-ESCAPES: dict[int, tuple[ast.Module, list]] = {}
+ESCAPES: weakref.WeakKeyDictionary[ast.Module, list] = weakref.WeakKeyDictionary()
 
 
 def escapes_of(tree: ast.Module) -> list:
     from patcher.codemods._gate_decision import decision_escapes
 
-    held = ESCAPES.get(id(tree))
-    if held is None or held[0] is not tree:
-        if len(ESCAPES) > 4096:
-            ESCAPES.clear()
-        held = (tree, decision_escapes(tree))
-        ESCAPES[id(tree)] = held
-    return held[1]
+    held = ESCAPES.get(tree)
+    if held is None:
+        held = ESCAPES[tree] = decision_escapes(tree)
+    return held
 
 
 def bound_by_flags(
@@ -690,10 +687,10 @@ def bound_by_flags(
 
 
 def follow(program: Program, reach: Reach, pending: list[Step]) -> Iterator[tuple[str, int]]:
-    seen: set[tuple[int, frozenset[str]]] = set()
+    seen: set[tuple[Function, frozenset[str]]] = set()
     while pending:
         step = pending.pop()
-        key = (id(step.function), step.params)
+        key = (step.function, step.params)
         if key in seen:
             continue
         seen.add(key)
@@ -749,12 +746,12 @@ def image_token_index_sightings(
                 "image" in text or "multimodal" in text for text in strings(node)
             ):
                 pending.append(Step(info, node, frozenset(), 0, True))
-    seen: set[int] = set()
+    seen: set[Function] = set()
     while pending:
         step = pending.pop()
-        if id(step.function) in seen:
+        if step.function in seen:
             continue
-        seen.add(id(step.function))
+        seen.add(step.function)
         for node in nodes_of(step.function):
             if reads_image_token_index(node):
                 yield step.info.path, getattr(node, "lineno", step.function.lineno)

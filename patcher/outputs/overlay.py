@@ -46,6 +46,10 @@ STAMP = (1980, 1, 1, 0, 0, 0)
 """Every member's time: equal inputs give equal bytes."""
 
 
+def _is_sha256(text: str) -> bool:
+    return len(text) == 64 and all(c in "0123456789abcdef" for c in text)
+
+
 def module_name(path: str) -> str:
     """``vllm/config/speculative.py`` -> ``vllm.config.speculative``; a package's
     ``__init__.py`` is the package."""
@@ -64,6 +68,10 @@ class OverlayPlan:
     patchsets: tuple[str, ...]
     modules: tuple[tuple[str, bytes, bytes], ...]
     """Each patched file: its path in the wheel (``vllm/...py``), official bytes, patched bytes."""
+    states: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    """A bundle's other states of a module (``official``, ``first1`` ...): its path and their
+    sha256, which the runtime serves too, so that ``install.py swap`` can bisect the chain in the
+    overlay's own copy. Empty for an overlay of its own."""
 
     def __post_init__(self) -> None:
         problems = []
@@ -80,6 +88,12 @@ class OverlayPlan:
                 problems.append(f"{path!r} is not a module of the vllm package")
             elif official == patched:
                 problems.append(f"{path}: the patched bytes are the official ones")
+        paths = {path for path, _, _ in self.modules}
+        for path, hashes in self.states:
+            if path not in paths:
+                problems.append(f"states of {path!r}, which the overlay does not patch")
+            if not hashes or not all(_is_sha256(h) for h in hashes):
+                problems.append(f"{path}: the states' hashes are not sha256")
         if self.version.public != Version(self.vllm).public:
             problems.append(f"overlay version {self.version} is not of vLLM {self.vllm}")
         if problems:
@@ -90,6 +104,7 @@ class OverlayPlan:
         return f"{PACKAGE}-{self.version}-py3-none-any.whl"
 
     def manifest(self) -> dict[str, object]:
+        states = dict(self.states)
         return {
             "format": FORMAT,
             "distribution": self.distribution,
@@ -101,6 +116,7 @@ class OverlayPlan:
                     "file": path,
                     "official_sha256": hashlib.sha256(official).hexdigest(),
                     "patched_sha256": hashlib.sha256(patched).hexdigest(),
+                    **({"states_sha256": sorted(set(states[path]))} if path in states else {}),
                 }
                 for path, official, patched in sorted(self.modules)
             },
@@ -143,10 +159,12 @@ def overlay_plan(
     official: Source,
     label: str | None = None,
     patchsets: tuple[str, ...] | None = None,
+    states: dict[str, tuple[bytes, ...]] | None = None,
 ) -> OverlayPlan:
     """The overlay of ``result``, a run over ``official``, whose bytes it hashes; labelled with
     the patchset's local label unless ``label`` is given, naming ``patchsets`` (default: the
-    result's) where it holds more than one patchset's texts."""
+    result's) where it holds more than one patchset's texts, serving also a bundle's ``states``
+    of each module (its path and every state's bytes)."""
     modules = []
     for path, text in sorted(result.changed.items()):
         data = official.read(path)
@@ -160,6 +178,10 @@ def overlay_plan(
         version=local_version(str(result.version), chosen),
         patchsets=patchsets or (result.patchset.name,),
         modules=tuple(modules),
+        states=tuple(
+            (path, tuple(hashlib.sha256(data).hexdigest() for data in datas))
+            for path, datas in sorted((states or {}).items())
+        ),
     )
 
 

@@ -99,6 +99,9 @@ def read_manifest(path=MANIFEST):
         for key in ("official_sha256", "patched_sha256"):
             if not _hex(entry.get(key)):
                 problems.append(f"{name}: {key} is not a sha256")
+        states = entry.get("states_sha256", [])
+        if not isinstance(states, list) or not all(_hex(h) for h in states):
+            problems.append(f"{name}: states_sha256 is not a list of sha256")
     if problems:
         raise Broken(f"its manifest {path} is broken: {'; '.join(problems)}")
     return data
@@ -176,7 +179,7 @@ def own_files(manifest):
             found = _sha256(path)
         except OSError as error:
             return f"its own {path} cannot be read ({error.strerror or error})"
-        if found != entry["patched_sha256"]:
+        if found != entry["patched_sha256"] and found not in entry.get("states_sha256", []):
             return f"its own {path} is not the file it was built with"
     return None
 
