@@ -109,8 +109,8 @@ VERDICT_STYLE = {
 MATRIX_FILES = {
     "--json": "the matrix as JSON (- for stdout)",
     "--markdown": "the matrix as Markdown tables (- for stdout), ending with patcher scan's totals "
-    "per release: it reads the model registry of every release chosen too (about 11 of a cold "
-    "run's 13 minutes over 49 releases; cached after)",
+    "per release: it reads the model registry of every release chosen too (most of a cold "
+    "run's time; cached after)",
     "--readme": "write the models x releases table between the file's markers",
     "--fanout": "the needs-patch (patchset, release) pairs as a GitHub Actions matrix",
     "--proofs": "a ledger of proofs (JSON) for the verified and served columns: read, then "
