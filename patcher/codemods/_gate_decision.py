@@ -1378,7 +1378,21 @@ def analysed(tree: ast.Module) -> tuple[list[int], list[Escape]]:
             for escape in interpreter.findings.escapes
         ]
     ANALYSED[tree] = (sites, escapes)
+    MENTIONING[tree] = tuple(module.mentioning())
     return sites, escapes
+
+
+MENTIONING: weakref.WeakKeyDictionary[
+    ast.Module, tuple[ast.FunctionDef | ast.AsyncFunctionDef, ...]
+] = weakref.WeakKeyDictionary()
+
+
+def eagle3_functions(tree: ast.Module) -> tuple[ast.FunctionDef | ast.AsyncFunctionDef, ...]:
+    """The functions of ``tree``, at any depth, that name EAGLE-3 (``Module.mentioning``),
+    worked out with the module's analysis (``analysed``)."""
+    if tree not in MENTIONING:
+        analysed(tree)
+    return MENTIONING[tree]
 
 
 def enclosing(module: Module, call: ast.Call) -> ast.FunctionDef | ast.AsyncFunctionDef | None:

@@ -16,6 +16,7 @@ take seconds to parse, and the EAGLE-3 path reaches a few dozen.
 from __future__ import annotations
 
 import ast
+import re
 import weakref
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -24,6 +25,7 @@ from patcher.codemods._gate_decision import (
     FUNCTIONS,
     HARMLESS_CALLS,
     LOGGERS,
+    eagle3_functions,
     names_draft,
     spelled,
     walk_body,
@@ -176,6 +178,22 @@ class Program:
         before it is parsed."""
         text = self.text(path)
         return text is None or f"def {name}" in text or ("import" in text and name in text)
+
+    def binding(self, dotted: str, name: str) -> ModuleInfo | None:
+        """The module ``dotted``, where it may bind ``name`` to a value (``NAME = ...`` at its
+        top level, or an import of it); None where its text shows it cannot (a class, a function,
+        or no such name), so that a name imported for its class is not a module parsed."""
+        path = self.path_of(dotted)
+        if path is None:
+            return None
+        text = self.text(path)
+        if text is not None:
+            escaped = re.escape(name)
+            if re.search(rf"^(?:class|def|async\s+def)\s+{escaped}\b", text, re.M) or not (
+                re.search(rf"\b{escaped}\b", text)
+            ):
+                return None
+        return self.info(path)
 
     def path_of(self, dotted: str) -> str | None:
         base = dotted.replace(".", "/")
@@ -656,7 +674,146 @@ def eagle3_gate_sightings(program: Program, roots: Iterable[str]) -> Iterator[tu
                 if returns:
                     yield info.path, call.lineno
                 pending.append(Step(owner, callee, frozenset(params), 1, False))
+    pending += eagle3_callers(program, reach, roots)
     yield from follow(program, reach, pending)
+
+
+def eagle3_callers(program: Program, reach: Reach, roots: Iterable[str]) -> list[Step]:
+    """The calls that enter the EAGLE-3 check from outside it: any function of the modules
+    ``roots`` (EAGLE-3 named or not: ``_verify_args`` calling ``_gate(self.method, mt)``)
+    calling a function of those modules that names EAGLE-3, may refuse, and decides on what it
+    is handed or on a model type it reads (a nested function, a function of the module or of
+    another, a static or class method), each with the parameters its arguments hand a model
+    type. The interpreter runs a function naming EAGLE-3 with its parameters unknown, so a check
+    there on a model type it is handed (guard clauses, ``any``, a loop over the list,
+    ``cond and _refuse()``) decides nothing for it; followed from the call, a decision there on
+    a model type (one it is handed or reads) is a sighting."""
+    infos = [info for info in map(program.info, roots) if info is not None]
+    candidates: set[str] = set()
+    for info in infos:
+        for function in eagle3_functions(info.tree):
+            if (
+                not (function.name.startswith("__") and function.name.endswith("__"))
+                and function.name not in candidates
+                and decides_on_input(function)
+            ):
+                candidates.add(function.name)
+    steps: list[Step] = []
+    if not candidates:
+        return steps
+    names = "|".join(map(re.escape, sorted(candidates)))
+    called = re.compile(rf"\b(?:{names})\s*\(")
+    for info in infos:
+        text = program.text(info.path) or ""
+        lines = {text.count("\n", 0, match.start()) + 1 for match in called.finditer(text)}
+        for function in enclosing_functions(info.tree, lines):
+            tainted: set[str] | None = None
+            for call in nodes_of(function):
+                if not (isinstance(call, ast.Call) and called_name(call) in candidates):
+                    continue
+                for owner, callee in program.callees(info, function, call, by_name=False):
+                    if (
+                        callee is function
+                        or callee.name not in candidates
+                        or not names_eagle3(owner, callee)
+                        or not reach.refuses(owner, callee)
+                    ):
+                        continue
+                    if tainted is None:
+                        tainted = reach.tainted(info, function, frozenset())
+                    held = tainted
+
+                    def holds_type(
+                        arg: ast.AST,
+                        info: ModuleInfo = info,
+                        function: Function = function,
+                        held: set[str] = held,
+                    ) -> bool:
+                        return reach.depends(info, function, arg, held)
+
+                    params = reach.bound_params(callee, call, holds_type)
+                    steps.append(Step(owner, callee, frozenset(params), 1, False))
+    return steps
+
+
+def names_eagle3(info: ModuleInfo, function: Function) -> bool:
+    return function in eagle3_functions(info.tree)
+
+
+def decides_on_input(function: Function) -> bool:
+    """Whether a decision of ``function`` may depend on one of its parameters (``self`` and
+    ``cls`` aside), or on a model type it reads: by the names a decision test holds, through
+    the locals bound from them (by ``ast`` alone, no call followed: a cheap first look)."""
+    arguments = function.args
+    tainted = {
+        a.arg
+        for a in [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs]
+        if a.arg not in ("self", "cls")
+    }
+    tainted |= {a.arg for a in (arguments.vararg, arguments.kwarg) if a is not None}
+    nodes = nodes_of(function)
+
+    def depends(node: ast.AST) -> bool:
+        return any(
+            model_type_read(c) or (isinstance(c, ast.Name) and c.id in tainted)
+            for c in ast.walk(node)
+        )
+
+    changed = True
+    while changed:
+        changed = False
+        for node in nodes:
+            value = getattr(node, "value", None)
+            if isinstance(node, ast.For | ast.AsyncFor | ast.comprehension):
+                value = node.iter
+            target = getattr(node, "target", None)
+            targets = node.targets if isinstance(node, ast.Assign) else [target]
+            if value is None or not isinstance(value, ast.AST) or not depends(value):
+                continue
+            for bound in targets:
+                for name in assigned_names(bound) if bound is not None else ():
+                    if name not in tainted:
+                        tainted.add(name)
+                        changed = True
+    return any(depends(test) for node in nodes for test in decision_tests(node))
+
+
+DEFINED: weakref.WeakKeyDictionary[ast.Module, list[Function]] = weakref.WeakKeyDictionary()
+
+
+def enclosing_functions(tree: ast.Module, lines: set[int]) -> list[Function]:
+    """The innermost function of ``tree`` holding each of ``lines``; the functions are found
+    through the statements alone (no expression walked) and kept for the tree."""
+    if not lines:
+        return []
+    defined = DEFINED.get(tree)
+    if defined is None:
+        defined = []
+        pending: list[ast.stmt] = list(tree.body)
+        while pending:
+            node = pending.pop()
+            if isinstance(node, FUNCTIONS):
+                defined.append(node)
+            for block in ("body", "orelse", "finalbody"):
+                pending += getattr(node, block, None) or []
+            for handler in getattr(node, "handlers", None) or []:
+                pending += handler.body
+            for case in getattr(node, "cases", None) or []:
+                pending += case.body
+        DEFINED[tree] = defined
+    found: dict[Function, None] = {}
+    for line in sorted(lines):
+        holding = [f for f in defined if f.lineno <= line <= (f.end_lineno or f.lineno)]
+        if holding:
+            found[max(holding, key=lambda f: f.lineno)] = None
+    return list(found)
+
+
+def called_name(call: ast.Call) -> str | None:
+    func = call.func
+    if isinstance(func, ast.Name):
+        return func.id
+    return func.attr if isinstance(func, ast.Attribute) else None
 
 
 ESCAPES: weakref.WeakKeyDictionary[ast.Module, list] = weakref.WeakKeyDictionary()
@@ -752,9 +909,13 @@ def image_token_index_sightings(
         if step.function in seen:
             continue
         seen.add(step.function)
+        resolve = bindings(program, step.info, step.function)
         for node in nodes_of(step.function):
             if reads_image_token_index(node):
                 yield step.info.path, getattr(node, "lineno", step.function.lineno)
+            for name in named_by(node):  # a name standing for an attribute's or a key's
+                if reads_image_token_index(name, resolve):
+                    yield step.info.path, getattr(node, "lineno", step.function.lineno)
         if step.depth >= IMAGE_DEPTH:
             continue
         for node in nodes_of(step.function):
@@ -767,9 +928,188 @@ IMAGE_DEPTH = 3
 """How many calls deep the proposer's multimodal code is followed."""
 
 
-def reads_image_token_index(node: ast.AST) -> bool:
-    if isinstance(node, ast.Attribute):
-        return node.attr == "image_token_index" and isinstance(node.ctx, ast.Load)
-    if isinstance(node, ast.Constant | ast.BinOp | ast.JoinedStr | ast.Call):
-        return spelled(node) == "image_token_index"
+IMAGE_TOKEN_INDEX = "image_token_index"
+Pattern = tuple[str | None, ...]
+"""A string as far as it is known: its parts in order, None for a part that may be anything."""
+MAX_PATTERNS = 16
+Resolve = Callable[[ast.expr], list[ast.expr]]
+"""What a name (or ``module.NAME``) may be bound to: the values assigned to it, [] unknown."""
+
+
+def patterns(node: ast.AST, resolve: Resolve | None = None, hops: int = 0) -> set[Pattern]:
+    """The strings ``node`` may evaluate to, each as a ``Pattern``: literals, ``+``, f-strings,
+    ``%`` and ``.format`` (each placeholder a part not known), ``"sep".join([...])``,
+    ``str()``/``.lower()``/``.upper()`` of one, and names bound to any of these (``resolve``:
+    locals, the module's constants, another module's, imported). Anything else is a part not
+    known."""
+    unknown: set[Pattern] = {(None,)}
+    if isinstance(node, ast.Constant):
+        return {(node.value,)} if isinstance(node.value, str) else unknown
+    if isinstance(node, ast.JoinedStr):
+        return concatenated(
+            [
+                patterns(v.value, resolve, hops)
+                if isinstance(v, ast.FormattedValue)
+                else patterns(v, resolve, hops)
+                for v in node.values
+            ]
+        )
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        return concatenated(
+            [patterns(node.left, resolve, hops), patterns(node.right, resolve, hops)]
+        )
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod):
+        return {placeheld(p, PERCENT) for p in patterns(node.left, resolve, hops)}
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+        method, base = node.func.attr, node.func.value
+        if method == "format":
+            return {placeheld(p, BRACES) for p in patterns(base, resolve, hops)}
+        if method in ("lower", "upper", "casefold", "strip") and not node.args:
+            return {
+                tuple(None if part is None else getattr(part, method)() for part in p)
+                for p in patterns(base, resolve, hops)
+            }
+        if method == "join" and len(node.args) == 1:
+            items = node.args[0]
+            if not isinstance(items, ast.List | ast.Tuple):
+                return unknown
+            found: set[Pattern] = set()
+            for separator in patterns(base, resolve, hops):
+                pieces: list[set[Pattern]] = []
+                for i, item in enumerate(items.elts):
+                    if i:
+                        pieces.append({separator})
+                    pieces.append(patterns(item, resolve, hops))
+                found |= concatenated(pieces)
+            return capped(found)
+        return unknown
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+        if node.func.id == "str" and len(node.args) == 1:
+            return patterns(node.args[0], resolve, hops)
+        return unknown
+    if isinstance(node, ast.Name | ast.Attribute) and resolve is not None and hops < MAX_REEXPORT:
+        values = resolve(node)
+        found = set()
+        for value in values:
+            found |= patterns(value, resolve, hops + 1)
+        return capped(found) if found else unknown
+    return unknown
+
+
+PERCENT = re.compile(r"%(?:\([^)]*\))?[-#0 +]*(?:\*|\d+)?(?:\.(?:\*|\d+))?[a-zA-Z]")
+BRACES = re.compile(r"\{[^{}]*\}")
+
+
+def placeheld(pattern: Pattern, placeholder: re.Pattern[str]) -> Pattern:
+    """``pattern`` with each placeholder of its known parts (``%s``, ``{}``) a part not known."""
+    parts: list[str | None] = []
+    for part in pattern:
+        if part is None:
+            parts.append(None)
+            continue
+        pieces = placeholder.split(part)
+        for i, piece in enumerate(pieces):
+            if i:
+                parts.append(None)
+            parts.append(piece.replace("%%", "%") if placeholder is PERCENT else piece)
+    return tuple(parts)
+
+
+def concatenated(pieces: list[set[Pattern]]) -> set[Pattern]:
+    found: set[Pattern] = {()}
+    for options in pieces:
+        found = capped({a + b for a in found for b in options})
+    return found
+
+
+def capped(found: set[Pattern]) -> set[Pattern]:
+    """At most ``MAX_PATTERNS`` alternatives: past that, a string not known at all."""
+    return found if len(found) <= MAX_PATTERNS else {(None,)}
+
+
+def may_spell(node: ast.AST, text: str, resolve: Resolve | None = None) -> bool:
+    """Whether ``node`` may evaluate to ``text``: one of its patterns matches it, and holds at
+    least 8 known characters (a string not known at all, or ``f"{a}_{b}"``, spells anything
+    and is no sign of this one)."""
+    for pattern in patterns(node, resolve):
+        known = "".join(part for part in pattern if part is not None)
+        if pattern == (text,) or (
+            len(known) >= 8
+            and re.fullmatch(
+                "".join(".*" if part is None else re.escape(part) for part in pattern), text
+            )
+        ):
+            return True
     return False
+
+
+def reads_image_token_index(node: ast.AST, resolve: Resolve | None = None) -> bool:
+    """Whether ``node`` reads ``image_token_index``: the attribute, or a string that may name it,
+    however built (``"image_" + "token_index"``, ``f"image_token_{suffix}"``,
+    ``"image_token_%s" % x``, ``"image_token_{}".format(x)``), a name bound to one included where
+    ``resolve`` says what names are bound to (``IMAGE_TOKEN_ATTR`` of this module or another)."""
+    if isinstance(node, ast.Attribute):
+        if node.attr == IMAGE_TOKEN_INDEX:
+            return isinstance(node.ctx, ast.Load)
+        return resolve is not None and may_spell(node, IMAGE_TOKEN_INDEX, resolve)
+    if isinstance(node, ast.Name):
+        return resolve is not None and may_spell(node, IMAGE_TOKEN_INDEX, resolve)
+    if isinstance(node, ast.Constant):
+        return node.value == IMAGE_TOKEN_INDEX
+    if isinstance(node, ast.BinOp | ast.JoinedStr | ast.Call):
+        return may_spell(node, IMAGE_TOKEN_INDEX, resolve)
+    return False
+
+
+def named_by(node: ast.AST) -> list[ast.expr]:
+    """The names (and ``module.NAME``) that may name an attribute or a key at ``node``: a call's
+    arguments (``getattr(c, NAME)``, ``attrgetter(NAME)``, ``d.get(NAME)``), a subscript's key,
+    a string built of them (``"image_token_" + SUFFIX``)."""
+    if isinstance(node, ast.Call):
+        given = [*node.args, *(k.value for k in node.keywords)]
+    elif isinstance(node, ast.Subscript):
+        given = [node.slice]
+    else:
+        return []
+    return [
+        g
+        for g in given
+        if isinstance(g, ast.Name | ast.Attribute | ast.BinOp | ast.JoinedStr | ast.Call)
+        and any(isinstance(c, ast.Name) for c in ast.walk(g))
+    ]
+
+
+def bindings(program: Program, info: ModuleInfo, function: Function) -> Resolve:
+    """What a name in ``function`` may be bound to: its local assignments, else the module's
+    top-level ones, else those of the module it is imported from (re-exports followed);
+    ``module.NAME`` for an imported module."""
+    known = facts(function, info.package)
+
+    def constant(module: ModuleInfo | None, name: str, hops: int = 0) -> list[ast.expr]:
+        if module is None or hops > MAX_REEXPORT:
+            return []
+        if name in module.strings:
+            return [module.strings[name]]
+        if name in module.imports:
+            source, symbol = module.imports[name]
+            if symbol is not None:
+                return constant(program.binding(source, symbol), symbol, hops + 1)
+        return []
+
+    def resolve(node: ast.expr) -> list[ast.expr]:
+        if isinstance(node, ast.Name):
+            if node.id in known.assigned:
+                return [v for v in known.assigned[node.id] if isinstance(v, ast.expr)]
+            if node.id in known.imports:
+                source, symbol = known.imports[node.id]
+                return [] if symbol is None else constant(program.binding(source, symbol), symbol)
+            return constant(info, node.id)
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+            imported = known.imports.get(node.value.id) or info.imports.get(node.value.id)
+            if imported is not None:
+                source, symbol = imported
+                dotted = source if symbol is None else f"{source}.{symbol}"
+                return constant(program.binding(dotted, node.attr), node.attr)
+        return []
+
+    return resolve
