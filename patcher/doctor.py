@@ -138,7 +138,7 @@ class Diagnosis:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "release": self.release,
+            "description": self.release,  # the release in words; the data: package and vllm
             "drafter": str(self.drafter),
             "runners": [feed.__dict__ for feed in self.feeds],
             "gpu_default": self.gpu_choice,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import multiprocessing
 import os
 import signal
@@ -20,17 +19,19 @@ from concurrent.futures import (
 from contextlib import contextmanager
 from dataclasses import dataclass
 from multiprocessing import forkserver
+from typing import Any
 
 from packaging.version import Version
 
-from patcher import distributions, generated, results_cache
+from patcher import distributions, generated, report, results_cache
 from patcher.codemods.base import Outcome, Tree, Verdict
 from patcher.engine import needed_paths, run_patchset
 from patcher.errors import PatcherError
 from patcher.index import STOPPING, HttpClient, IndexEntry, PackageIndex, Release
 from patcher.patchset import Patchset
 from patcher.progress import note
-from patcher.proofs import Ledger, ProofKind, acceptance_length, passed
+from patcher.proofs import Ledger, ProofKind, acceptance_length, passed, row_proofs
+from patcher.report import release_row
 from patcher.sources.index_wheel import IndexWheelSource
 
 PARALLEL_RELEASES = 8
@@ -66,22 +67,20 @@ class Row:
     def drift(self) -> bool:
         return self.verdict.drifts_from(self.expected)
 
-    def to_json(self) -> dict:
-        data: dict[str, object] = {
-            "package": self.package,
-            "vllm": str(self.version),
-            "verdict": self.verdict,
-            "patches": {name: o.status.value for name, o in self.outcomes.items()},
-        }
+    def to_json(self, patchset: str) -> dict[str, Any]:
+        """The row of ``patchset`` in the document (``patcher.report``): its proofs in
+        ``proofs``, ``{}`` where none ran on this machine."""
+        data = release_row(
+            self.package,
+            str(self.version),
+            patchset,
+            self.verdict,
+            row_proofs(self.verified, self.served, self.acceptance_length),
+            patches={name: o.status.value for name, o in self.outcomes.items()},
+        )
         if self.expected is not None:
-            data["expected"] = self.expected
+            data["expected"] = str(self.expected)
             data["drift"] = self.drift
-        if self.verified is not None:
-            data["verified"] = proof_label(self.verified)
-        if self.served is not None:
-            data["served"] = proof_label(self.served)
-        if self.acceptance_length is not None:
-            data["acceptance_length"] = self.acceptance_length
         return data
 
 
@@ -303,11 +302,9 @@ def select_releases(
 
 
 def json_report(patchsets_rows: Mapping[str, Sequence[Row]]) -> str:
-    """One object per patchset and release; ``patchset`` names which."""
-    data = [
-        {"patchset": name, **row.to_json()} for name, rows in patchsets_rows.items() for row in rows
-    ]
-    return json.dumps(data, indent=2) + "\n"
+    """The matrix's document (``patcher.report``): a row per patchset and release."""
+    releases = [row.to_json(name) for name, rows in patchsets_rows.items() for row in rows]
+    return report.text(report.document("matrix", releases=releases))
 
 
 def markdown(patchsets_rows: Mapping[str, Sequence[Row]]) -> str:

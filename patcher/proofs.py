@@ -140,6 +140,33 @@ def acceptance_length(
     return entry.acceptance_length if entry is not None and entry.passed else None
 
 
+def row_proofs(
+    verified: bool | None, served: bool | None, length: float | None = None
+) -> dict[str, Any]:
+    """A release row's ``proofs`` in a ``--format json`` document (``patcher.report``), as
+    the matrix's columns show them: ``verified`` and ``served`` each ``pass`` or ``fail``,
+    ``acceptance_length``; a proof that never ran is left out, none at all is ``{}``."""
+    data: dict[str, Any] = {}
+    for name, proved in (("verified", verified), ("served", served)):
+        if proved is not None:
+            data[name] = "pass" if proved else "fail"
+    if length is not None:
+        data["acceptance_length"] = length
+    return data
+
+
+def found(
+    patchset: Patchset | str, version: str, package: str, ledger: Ledger | None = None
+) -> dict[str, Any]:
+    """This machine's proofs of ``patchset`` on a release (and ``ledger``'s), as a row's
+    ``proofs``."""
+    return row_proofs(
+        passed(ProofKind.VERIFY, patchset, version, package, ledger),
+        passed(ProofKind.SERVE, patchset, version, package, ledger),
+        acceptance_length(patchset, version, package, ledger),
+    )
+
+
 # --- the ledger: proofs carried from the machines that ran them -------------------------------
 
 LEDGER_FORMAT = 1

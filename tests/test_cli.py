@@ -108,7 +108,7 @@ def test_matrix_flags_drift_and_writes_json_and_markdown(tmp_path, capsys):
         ]
     )
     assert code == 1
-    rows = json.loads(report.read_text())
+    rows = json.loads(report.read_text())["releases"]
     assert [(r["vllm"], r["verdict"], r["drift"]) for r in rows] == [
         ("0.14.1", "unsupported", False),
         ("0.16.0", "needs-patch", True),

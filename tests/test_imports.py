@@ -30,6 +30,7 @@ LAYERS: dict[str, int] = {
     "patcher.codemods": 1,
     "patcher.patchset": 1,
     "patcher.result": 1,
+    "patcher.report": 1,
     "patcher.records": 1,
     "patcher.replica": 1,
     "patcher.replica.spec": 1,

@@ -101,7 +101,8 @@ def matrix(fake: FakeIndex, *extra: str, cwd: Path | None = None) -> tuple[int, 
 
 
 def rows_of(text: str) -> list[dict]:
-    rows = json.loads(text)
+    """The matrix document's rows (``patcher.report``)."""
+    rows = json.loads(text)["releases"]
     assert [row["patchset"] for row in rows] == [PATCHSET]
     return rows
 
@@ -189,9 +190,9 @@ def test_a_link_to_a_descriptor_is_written_in_place(fake: FakeIndex, tmp_path: P
         )
     assert done.returncode in (0, 1), done.stderr
     assert link.is_symlink()
-    tables, _, report = captured.read_text().partition("\n[\n")
+    tables, _, report = captured.read_text().partition("\n{\n")
     assert PATCHSET in tables
-    assert rows_of("[\n" + report)[0]["vllm"] == VERSION
+    assert rows_of("{\n" + report)[0]["vllm"] == VERSION
 
 
 def test_dash_is_stdout_and_the_tables_go_to_stderr(fake: FakeIndex, tmp_path: Path) -> None:

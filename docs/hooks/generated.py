@@ -6,13 +6,16 @@
 - the list of patchsets on the home page: each one's description from its file, the
   releases it patches from that table;
 - the bench figures on the measurements page, rendered from the committed ``nox -s bench``
-  reports in ``docs/bench/``.
+  reports in ``docs/bench/``;
+- the JSON Schema of every ``--format json`` document on the JSON page, from the package's
+  ``patcher/report_schema.json``.
 
 Nothing is written into docs/: the generated text exists only in the build.
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from mkdocs.config.defaults import MkDocsConfig
@@ -23,8 +26,10 @@ from patcher import patchset as patchsets
 from patcher.bench_report import with_bench_reports
 from patcher.cli.reference import markdown
 from patcher.matrix import MODELS_LIST, models_list, readme_table
+from patcher.report import schema
 
 MODELS_TABLE = "<!-- models-table: from the README -->"
+REPORT_SCHEMA = "<!-- report-schema: from patcher/report_schema.json -->"
 
 
 def on_files(files: Files, config: MkDocsConfig) -> Files:
@@ -42,4 +47,7 @@ def on_page_markdown(text: str, page: Page, config: MkDocsConfig, files: Files) 
     if MODELS_TABLE in text:
         readme = (root / "README.md").read_text()
         text = text.replace(MODELS_TABLE, readme_table(readme).strip())
+    if REPORT_SCHEMA in text:
+        shown = json.dumps(schema(), indent=2)
+        text = text.replace(REPORT_SCHEMA, f"```json\n{shown}\n```")
     return text

@@ -9,6 +9,7 @@ import sys
 from patcher.cache_usage import CLEANED_BY_DEFAULT, KINDS, parse_age, parse_kinds
 from patcher.cli.overview import QUIET_HELP, VERBOSE_HELP
 from patcher.cli.terminal import add_format_option, new_table, out, print_data
+from patcher.report import document
 
 KINDS_HELP = (
     f"a comma list of {', '.join(KINDS)}, or all (default: all but proofs, which the matrix shows)"
@@ -74,7 +75,7 @@ def cache_size_command(args: argparse.Namespace) -> int:
     totals = sizes(root)
     whole = sum(kind["bytes"] for kind in totals.values())
     if args.format == "json":
-        print_data({"cache": str(root), "kinds": totals, "bytes": whole})
+        print_data(document("cache size", cache=str(root), kinds=totals, bytes=whole))
         return 0
     table = new_table(f"the cache {root}")
     table.add_column("kind")
@@ -98,14 +99,15 @@ def cache_clean_command(args: argparse.Namespace) -> int:
     done = clean(root, kinds, older, args.dry_run)
     if args.format == "json":
         print_data(
-            {
-                "cache": str(root),
-                "dry_run": args.dry_run,
-                "removed": [entry_data(e) for e in done.removed],
-                "in_use": [entry_data(e) for e in done.in_use],
-                "failed": [{**entry_data(e), "error": why} for e, why in done.failed],
-                "bytes": done.freed,
-            }
+            document(
+                "cache clean",
+                cache=str(root),
+                dry_run=args.dry_run,
+                removed=[entry_data(e) for e in done.removed],
+                in_use=[entry_data(e) for e in done.in_use],
+                failed=[{**entry_data(e), "error": why} for e, why in done.failed],
+                bytes=done.freed,
+            )
         )
         return 1 if done.failed else 0
     verb = "would remove" if args.dry_run else "removed"

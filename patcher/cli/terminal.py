@@ -636,6 +636,18 @@ def print_data(data: object) -> None:
     sys.stdout.write(json.dumps(data, indent=2) + "\n")
 
 
+def write_document(data: dict[str, Any], json_file: Path | None, format: str | None) -> None:
+    """A command's document (``patcher.report``, one shape for all): into ``--json FILE``
+    and, under ``--format json``, on stdout; the same text in both."""
+    from patcher.outputs.named import write_file
+    from patcher.report import text
+
+    if json_file is not None:
+        write_file(json_file, text(data).encode(), "--json")
+    if format == "json":
+        sys.stdout.write(text(data))
+
+
 def check_outputs(options: dict[str, Path | None]) -> None:
     """The named output files checked before the work that fills them; with one of them ``-``
     (stdout), the tables go to stderr so that stdout holds that output alone; with the JSON

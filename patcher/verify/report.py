@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from patcher.codemods.base import Verdict
+    from patcher.patchset import Patchset
 
 CheckStatus = Literal["pass", "fail", "skip"]
 
@@ -65,3 +69,23 @@ class VerifyReport:
             "wheel": self.wheel,
             "checks": [c.to_json() for c in self.checks],
         }
+
+
+def verify_document(
+    report: VerifyReport,
+    patchset: Patchset,
+    package: str,
+    verdict: Verdict | None = None,
+    ok: bool | None = None,
+) -> dict[str, Any]:
+    """``verify``'s document (``patcher.report``): the release verified, with this machine's
+    proofs (this run's ``verified`` among them, where it ran on wheels), whether it passed
+    (``ok``: the report's, unless the mode judges otherwise) and each check."""
+    from patcher import proofs  # the cache: only where a document is written
+    from patcher.report import document, release_row
+
+    found = proofs.found(patchset, report.vllm, package)
+    row = release_row(package, report.vllm, patchset.name, verdict, found)
+    checks = [c.to_json() for c in report.checks]
+    passed = report.ok if ok is None else ok
+    return document("verify", releases=[row], wheel=report.wheel, ok=passed, checks=checks)

@@ -8,7 +8,7 @@ patcher build-wheel --wheel vllm-0.16.0-cp38-abi3-manylinux1_x86_64.whl --dist w
 
 def arguments(parser) -> None:
     from patcher.cli.patching import add_source_options, command_build_wheel
-    from patcher.cli.terminal import add_folder_option
+    from patcher.cli.terminal import add_folder_option, add_format_option
 
     add_source_options(parser, source_dir=False)
     add_folder_option(parser, "--dist", "dist", "the folder the patched wheel goes into")
@@ -34,4 +34,5 @@ def arguments(parser) -> None:
         help="overwrite a file at the wheel's name in --dist that holds other bytes (without "
         "it, that file is kept and build-wheel fails; a rebuild of the same bytes needs none)",
     )
+    add_format_option(parser)
     parser.set_defaults(run=command_build_wheel)

@@ -18,7 +18,7 @@ def arguments(parser) -> None:
     from patcher.cli.modes import names
     from patcher.cli.serve import add_cpu_index_options, add_seconds_option, command_preflight
     from patcher.cli.shared import DRAFTER, VLLM
-    from patcher.cli.terminal import add_folder_option, path_argument
+    from patcher.cli.terminal import add_folder_option, add_format_option, path_argument
     from patcher.serving.preflight import TIMEOUTS
 
     parser.epilog = f"{parser.epilog or ''}\n{EXIT_STATUS}"
@@ -51,4 +51,5 @@ def arguments(parser) -> None:
         parser, "--health-timeout", TIMEOUTS.health, "how long the engine may take to start"
     )
     add_folder_option(parser, "--workdir", "reports/preflight", "the replica and the server's log")
+    add_format_option(parser)
     parser.set_defaults(run=command_preflight)

@@ -23,7 +23,7 @@ def arguments(parser) -> None:
         vllm_flags,
     )
     from patcher.cli.shared import DRAFTER, JSON, VLLM
-    from patcher.cli.terminal import add_folder_option, path_argument
+    from patcher.cli.terminal import add_folder_option, add_format_option, path_argument
     from patcher.replica.spec import DRAFTER_KINDS
     from patcher.serving.setup import Timeouts
 
@@ -205,4 +205,5 @@ def arguments(parser) -> None:
     )
     add_folder_option(parser, "--log-dir", "reports/serve-bench/logs", "the servers' logs")
     JSON.add(parser, type=path_argument)
+    add_format_option(parser)
     parser.set_defaults(run=command_serve_bench)
