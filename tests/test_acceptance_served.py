@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from test_json_schema import checked
 
 from patcher.cli.parser import main
 
@@ -38,6 +39,8 @@ def test_a_drafter_trained_here_accepts_through_the_patched_server(tmp_path, pat
     argv = [*PROOF, f"--patchset={patchset}", f"--log-dir={tmp_path}", f"--json={report}"]
     assert main(argv) == 0
     found = json.loads(report.read_text())
+    (row,) = checked(found, "serve-bench")["releases"]  # the one shape (issue 41)
+    assert row["patchset"] == patchset and "acceptance_length" in row["proofs"]
     verdict = found["acceptance"]
     assert verdict["passed"] and verdict["acceptance_length"] >= 2.5
     assert verdict["acceptance_length"] - verdict["control_acceptance_length"] >= 0.5

