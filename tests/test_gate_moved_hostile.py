@@ -128,7 +128,11 @@ HOWS = {
     "            break\n    else:\n        raise ValueError(mt)\n",
     "and-refuse": 'method == "eagle3" and not any(s in mt for s in L) and _refuse(mt)\n',
     "assert": 'if method == "eagle3":\n    assert any(s in mt for s in L), mt\n',
+    "methods-tuple": "if method not in SPEC_METHODS:\n    return\nif not any(s in mt for s in L):\n"
+    "    raise ValueError(mt)\n",
 }
+METHODS = 'SPEC_METHODS = ("eagle3",)\n'
+"""The methods the check applies to, a constant of its module: its function names no EAGLE-3."""
 REFUSE = "def _refuse(message):\n    raise ValueError(message)\n"
 WHERES = (
     "nested",
@@ -138,7 +142,12 @@ WHERES = (
     "new-module-top",
     "new-module-local",
     "new-module-alias",
+    "relay",
 )
+RELAY = "vllm/config/utils.py"
+"""A module naming no EAGLE-3, where the relay hands the check the speculative config's parts."""
+RELAYED = "vllm/config/spec_support.py"
+"""The check's module for the relay: its name holds no EAGLE-3 either."""
 
 
 def indent(text: str, by: int) -> str:
@@ -173,11 +182,11 @@ def whitelist_shape(where: str, how: str, given: str, caller: str) -> Shape:
     prelude = "if self.target_model_config is not None:\n" if caller == "post-init" else ""
     extra: dict[str, Callable[[str | None], str]] = {}
     homes: tuple[str, ...] = (SPECULATIVE,)
-    constant = f"EAGLE3_SUPPORTED = {SUPPORTED}\n"
+    constant = f"EAGLE3_SUPPORTED = {SUPPORTED}\n{METHODS}"
     if where == "nested":
         name, listed = "_gate", "eagle3_target_supported"
         statements = (
-            f"eagle3_target_supported = {SUPPORTED}\n\n"
+            f"eagle3_target_supported = {SUPPORTED}\n{METHODS}\n"
             + guard_def(name, given, how, listed)
             + ("\n" + refuse if refuse else "")
             + "\n"
@@ -196,6 +205,23 @@ def whitelist_shape(where: str, how: str, given: str, caller: str) -> Shape:
         tail = constant + "\n\n" + refuse
         if where == "module-function":
             tail += "\n\n" + guard_def(name, given, how, listed)
+    elif where == "relay":
+        name, listed = "check_target", "EAGLE3_SUPPORTED"
+        homes = (RELAYED,)
+        module = constant + "\n\n" + (refuse + "\n\n" if refuse else "")
+        module += guard_def(name, given, how, listed)
+        relay = (
+            "def verify_spec_target(spec):\n"
+            f"    from vllm.config.spec_support import {name}\n\n"
+            + indent(caller_bind.replace("self", "spec"), 4)
+            + f"    {name}({args.replace('self', 'spec')})\n"
+        )
+        extra[RELAYED] = lambda _text, module=module: module
+        extra[RELAY] = lambda text, relay=relay: (text or "").rstrip("\n") + "\n\n\n" + relay
+        statements = (
+            "from vllm.config.utils import verify_spec_target\n\nverify_spec_target(self)\n"
+        )
+        tail = ""
     else:
         name, listed = "check_eagle3_target", "EAGLE3_SUPPORTED"
         homes = (SUPPORT,)
@@ -242,7 +268,7 @@ def whitelist_shape(where: str, how: str, given: str, caller: str) -> Shape:
         f"{where}-{how}-{given}{caller_name}",
         {SPECULATIVE: speculative, **extra},
         guard=name,
-        lists=(listed,),
+        lists=(listed, "SPEC_METHODS"),
         args=run_args,
         homes=homes,
     )
@@ -257,7 +283,9 @@ def whitelist_shapes() -> list[Shape]:
         shape = whitelist_shape(where, how, givens[i % len(givens)], callers[i % 3 == 2])
         shapes[shape.name] = shape
     for where, how, given in itertools.product(
-        ("nested", "module-function", "new-module-top"), ("guard-clauses", "and-refuse"), INPUTS
+        ("nested", "module-function", "new-module-top", "relay"),
+        ("guard-clauses", "and-refuse", "methods-tuple"),
+        INPUTS,
     ):
         shape = whitelist_shape(where, how, given, "verify")
         shapes.setdefault(shape.name, shape)

@@ -26,6 +26,7 @@ from patcher.codemods._gate_decision import (
     HARMLESS_CALLS,
     LOGGERS,
     eagle3_functions,
+    eagle3_spelling,
     names_draft,
     spelled,
     walk_body,
@@ -87,6 +88,7 @@ class ModuleInfo:
     parents: dict[ast.AST, Function] = field(default_factory=dict)  # a nested def's function
     strings: dict[str, ast.expr] = field(default_factory=dict)  # module-level constants
     package: str = ""
+    eagle3_named: list[Function] | None = None  # ``eagle3_named``, worked out once
 
 
 def add_imports(imports: dict[str, tuple[str, str | None]], node: ast.stmt, package: str) -> None:
@@ -690,60 +692,125 @@ def eagle3_callers(program: Program, reach: Reach, roots: Iterable[str]) -> list
     a model type (one it is handed or reads) is a sighting."""
     infos = [info for info in map(program.info, roots) if info is not None]
     candidates: set[str] = set()
+    functions: set[str] = set()  # called by name, or through their module
+    methods: set[str] = set()  # called through self, cls, super() or their class
+    classes: set[str] = set()
     for info in infos:
-        for function in eagle3_functions(info.tree):
-            if (
-                not (function.name.startswith("__") and function.name.endswith("__"))
-                and function.name not in candidates
-                and decides_on_input(function)
-            ):
-                candidates.add(function.name)
+        for function in eagle3_named(program, info):
+            name = function.name
+            if (name.startswith("__") and name.endswith("__")) or not decides_on_input(function):
+                continue
+            candidates.add(name)
+            klass = info.owner.get(function)
+            if klass is None:
+                functions.add(name)
+            else:
+                methods.add(name)
+                classes.add(klass.name)
     steps: list[Step] = []
     if not candidates:
         return steps
     names = "|".join(map(re.escape, sorted(candidates)))
-    called = re.compile(rf"\b(?:{names})\s*\(")
-    for info in infos:
-        text = program.text(info.path) or ""
-        lines = {text.count("\n", 0, match.start()) + 1 for match in called.finditer(text)}
-        for function in enclosing_functions(info.tree, lines):
-            tainted: set[str] | None = None
-            for call in nodes_of(function):
-                if not (isinstance(call, ast.Call) and called_name(call) in candidates):
-                    continue
-                for owner, callee in program.callees(info, function, call, by_name=False):
-                    if (
-                        callee is function
-                        or callee.name not in candidates
-                        or not names_eagle3(owner, callee)
-                        or not reach.refuses(owner, callee)
-                    ):
-                        continue
-                    if tainted is None:
-                        tainted = reach.tainted(info, function, frozenset())
-                    held = tainted
-
-                    def holds_type(
-                        arg: ast.AST,
-                        info: ModuleInfo = info,
-                        function: Function = function,
-                        held: set[str] = held,
-                    ) -> bool:
-                        return reach.depends(info, function, arg, held)
-
-                    params = reach.bound_params(callee, call, holds_type)
-                    steps.append(Step(owner, callee, frozenset(params), 1, False))
+    called = re.compile(rf"\b({names})\s*\(")
+    held_by = "|".join(map(re.escape, sorted({"self", "cls", *classes})))
+    owners = re.compile(rf"(?:\b(?:{held_by})|\))\.$")  # self., cls., super()., Class.
+    for path in sorted(program.names):
+        text = program.text(path) or ""
+        if not any(name in text for name in candidates):
+            continue
+        lines = {
+            text.count("\n", 0, match.start()) + 1
+            for match in called.finditer(text)
+            if match.group(1) in functions
+            or (
+                match.group(1) in methods
+                and owners.search(text, max(0, match.start() - 80), match.start()) is not None
+            )
+        }
+        caller = program.info(path) if lines else None
+        if caller is None:
+            continue
+        for function in enclosing_functions(caller.tree, lines):
+            steps += calls_into(program, reach, caller, function, candidates)
     return steps
 
 
-def names_eagle3(info: ModuleInfo, function: Function) -> bool:
-    return function in eagle3_functions(info.tree)
+def calls_into(
+    program: Program, reach: Reach, info: ModuleInfo, function: Function, candidates: set[str]
+) -> list[Step]:
+    """The calls ``function`` makes to a function named in ``candidates`` that names EAGLE-3
+    and may refuse, each with the parameters its arguments hand a model type."""
+    steps: list[Step] = []
+    tainted: set[str] | None = None
+    for call in nodes_of(function):
+        if not (isinstance(call, ast.Call) and called_name(call) in candidates):
+            continue
+        for owner, callee in program.callees(info, function, call, by_name=False):
+            if (
+                callee is function
+                or callee.name not in candidates
+                or not any(callee is f for f in eagle3_named(program, owner))
+                or not reach.refuses(owner, callee)
+            ):
+                continue
+            if tainted is None:
+                tainted = reach.tainted(info, function, frozenset())
+            held = tainted
+
+            def holds_type(arg: ast.AST, held: set[str] = held) -> bool:
+                return reach.depends(info, function, arg, held)
+
+            params = reach.bound_params(callee, call, holds_type)
+            steps.append(Step(owner, callee, frozenset(params), 1, False))
+    return steps
+
+
+def lines_of(text: str, pattern: re.Pattern[str]) -> set[int]:
+    """The lines (from 1) where ``pattern`` matches ``text``."""
+    return {text.count("\n", 0, match.start()) + 1 for match in pattern.finditer(text)}
+
+
+def eagle3_named(program: Program, info: ModuleInfo) -> list[Function]:
+    """The functions of ``info`` that name EAGLE-3 (``eagle3_functions``), or a constant of
+    their module holding it (``SPEC_METHODS = ("eagle3",)``, a string, a list, a set)."""
+    if info.eagle3_named is None:
+        found = list(eagle3_functions(info.tree))
+        aliases = [name for name, value in info.strings.items() if holds_eagle3(value)]
+        if aliases:
+            text = program.text(info.path) or ""
+            alias = re.compile(rf"\b(?:{'|'.join(map(re.escape, sorted(aliases)))})\b")
+            for function in enclosing_functions(info.tree, lines_of(text, alias)):
+                if not any(function is f for f in found):
+                    found.append(function)
+        info.eagle3_named = found
+    return info.eagle3_named
+
+
+def holds_eagle3(value: ast.AST) -> bool:
+    """Whether a constant's value names EAGLE-3: a string spelling it, or a tuple, list or set
+    (literal, or ``frozenset(...)`` of one) with such a string."""
+    if isinstance(value, ast.Call) and len(value.args) == 1 and not value.keywords:
+        value = value.args[0]
+    if isinstance(value, ast.Tuple | ast.List | ast.Set):
+        return any(eagle3_spelling(e) for e in value.elts)
+    return eagle3_spelling(value)
+
+
+DECIDES: weakref.WeakKeyDictionary[Function, bool] = weakref.WeakKeyDictionary()
 
 
 def decides_on_input(function: Function) -> bool:
     """Whether a decision of ``function`` may depend on one of its parameters (``self`` and
     ``cls`` aside), or on a model type it reads: by the names a decision test holds, through
-    the locals bound from them (by ``ast`` alone, no call followed: a cheap first look)."""
+    the locals bound from them (by ``ast`` alone, no call followed: a cheap first look); kept
+    while its tree lives."""
+    held = DECIDES.get(function)
+    if held is None:
+        held = DECIDES[function] = input_decided(function)
+    return held
+
+
+def input_decided(function: Function) -> bool:
     arguments = function.args
     tainted = {
         a.arg
