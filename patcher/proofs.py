@@ -169,7 +169,11 @@ def found(
 
 # --- the ledger: proofs carried from the machines that ran them -------------------------------
 
-LEDGER_FORMAT = 1
+LEDGER_FORMAT = 2
+"""The ledger's format: 2 names the release ``vllm``, as every ``--format json`` document does
+(``patcher.report``); format 1 named it ``version``, and is still read."""
+RELEASE_KEY = {1: "version", 2: "vllm"}
+"""The key of an entry's release, by the ledger's format."""
 
 
 @dataclass(frozen=True)
@@ -197,7 +201,7 @@ class Entry:
             "patchset": self.patchset,
             "digest": self.digest,
             "package": self.package,
-            "version": self.version,
+            RELEASE_KEY[LEDGER_FORMAT]: self.version,
             "passed": self.passed,
         }
         if self.acceptance_length is not None:
@@ -207,12 +211,15 @@ class Entry:
         return data
 
     @classmethod
-    def parse(cls, data: Any, where: str) -> tuple[Entry | None, list[str]]:
+    def parse(
+        cls, data: Any, where: str, form: int = LEDGER_FORMAT
+    ) -> tuple[Entry | None, list[str]]:
         """An entry, or None and every problem with it, each a line naming ``where``."""
         if not isinstance(data, dict):
             return None, [f"{where}: not an object"]
         problems = []
-        text = {"patchset": str, "digest": str, "package": str, "version": str, "origin": str}
+        release = RELEASE_KEY[form]  # ``vllm``; ``version`` in a format 1 ledger
+        text = {"patchset": str, "digest": str, "package": str, release: str, "origin": str}
         for field, kind in text.items():
             if not isinstance(data.get(field), kind) or not data.get(field):
                 problems.append(f"{where}: {field} must be a non-empty string")
@@ -238,7 +245,7 @@ class Entry:
             data["patchset"],
             data["digest"],
             data["package"],
-            data["version"],
+            data[release],
             data["passed"],
             None if length is None else float(length),
             kept,
@@ -261,14 +268,16 @@ class Ledger:
         if not path.exists():
             return cls({})
         data = read_json(path, "proofs ledger")
-        if not isinstance(data, dict) or data.get("format") != LEDGER_FORMAT:
-            raise PatcherError(f"{path}: not a proofs ledger (format {LEDGER_FORMAT})")
+        form = data.get("format") if isinstance(data, dict) else None
+        if form not in RELEASE_KEY or isinstance(form, bool):
+            known = " or ".join(map(str, RELEASE_KEY))
+            raise PatcherError(f"{path}: not a proofs ledger (format {known})")
         raw = data.get("proofs")
         if not isinstance(raw, list):
             raise PatcherError(f"{path}: proofs must be a list")
         entries, problems = {}, []
         for number, item in enumerate(raw):
-            entry, found = Entry.parse(item, f"{path}: proofs[{number}]")
+            entry, found = Entry.parse(item, f"{path}: proofs[{number}]", form)
             problems += found
             if entry is not None:
                 if entry.key in entries:

