@@ -1,7 +1,7 @@
 """what a release feeds a drafter, and what costs acceptance
 
 patcher doctor --drafter /models/eagle3 --model /models/kimi-k2.5 --vllm 0.16.0
-patcher doctor --drafter /models/eagle3 --model /models/kimi --installed --trained-with sglang --fix fixed
+patcher doctor --drafter eagle3 --model kimi --installed --trained-with sglang --fix fixed
 """
 
 
