@@ -292,6 +292,44 @@ def whitelist_shapes() -> list[Shape]:
     return list(shapes.values())
 
 
+# The refusal left in _verify_args, as an expression: the call that raises runs only where the
+# test before it lets it (``and``/``or`` short-circuit, a conditional expression)
+IN_PLACE_FORMS = {
+    "and-refuse": 'self.method == "eagle3" and not any(s in MT for s in L) and _refuse(MT)\n',
+    "or-refuse": 'self.method != "eagle3" or any(s in MT for s in L) or _refuse(MT)\n',
+    "or-membership": 'self.method != "eagle3" or MT in L or _refuse(MT)\n',
+    "nested-and-or": 'self.method == "eagle3" and (any(s in MT for s in L) or _refuse(MT))\n',
+    "ternary": '_ = None if self.method != "eagle3" or any(s in MT for s in L) else _refuse(MT)\n',
+    "ternary-statement": '_refuse(MT) if self.method == "eagle3" and MT not in L else None\n',
+    "assigned-and": '_ = self.method == "eagle3" and not any(s in MT for s in L) and _refuse(MT)\n',
+    "if-then-and": 'if self.method == "eagle3":\n    not any(s in MT for s in L) and _refuse(MT)\n',
+}
+IN_PLACE_TYPES = {
+    "attribute": ("", TYPE),
+    "local": (f"mt = {TYPE}\n", "mt"),
+    "getattr": (
+        'mt = getattr(self.target_model_config.hf_text_config, "model_type")\n',
+        "mt",
+    ),
+}
+
+
+def in_place_shapes() -> list[Shape]:
+    shapes = []
+    for (form, body), (given, (bind, read)) in itertools.product(
+        IN_PLACE_FORMS.items(), IN_PLACE_TYPES.items()
+    ):
+        statements = f"L = {SUPPORTED}\n{bind}" + body.replace("MT", read)
+
+        def speculative(text: str | None, statements: str = statements) -> str:
+            assert text is not None
+            text = into_caller("verify", statements)(text)
+            return text.rstrip("\n") + "\n\n\n" + REFUSE
+
+        shapes.append(Shape(f"in-place-{form}-{given}", {SPECULATIVE: speculative}))
+    return shapes
+
+
 def refuses(shape: Shape, texts: Mapping[str, str]) -> bool:
     """Whether the shape's guard, cut out of ``texts`` (its function, decorators dropped, the
     list's assignment and ``_refuse``, wherever they are), refuses Kimi when run."""
@@ -430,6 +468,12 @@ def judge(codemod: type, base: Mapping[str, bytes], shape: Shape) -> str | None:
         if not refuses(shape, after):
             return None
         return f"{status}, but the guard still refuses Kimi ({outcome.detail})"
+    if status is Status.APPLIED and not shape.guard and SPECULATIVE in tree.overlay:
+        output = {**changed, SPECULATIVE: tree.overlay[SPECULATIVE]}
+        again = codemod(KIMI, FileOptions()).run(Tree(Memory(base, output)))
+        if again.status is Status.PRESENT:
+            return None
+        return f"applied, but its output is {again.status} ({again.detail})"
     return f"{status} ({outcome.detail})"
 
 
@@ -444,7 +488,7 @@ def run_all(codemod: type, base: Mapping[str, bytes], shapes: list[Shape]) -> li
 
 
 def test_the_shapes_are_many_and_distinct():
-    names = [s.name for s in whitelist_shapes()]
+    names = [s.name for s in [*whitelist_shapes(), *in_place_shapes()]]
     assert len(names) == len(set(names)) >= 50
     images = [s.name for s in image_shapes()]
     assert len(images) == len(set(images)) >= 10
@@ -452,6 +496,14 @@ def test_the_shapes_are_many_and_distinct():
 
 def test_a_hostile_whitelist_gate_is_never_not_needed(files_0_16):
     wrong = run_all(Eagle3Whitelist, files_0_16, whitelist_shapes())
+    assert not wrong, "\n".join(wrong)
+
+
+def test_a_refusal_run_by_an_expression_is_never_not_needed_nor_present(files_0_16):
+    """``cond and _refuse(msg)``, ``ok or _refuse(msg)``, a conditional expression: in the file
+    the codemod decides, they are a refusal on the model type, not an absent or accepting
+    check."""
+    wrong = run_all(Eagle3Whitelist, files_0_16, in_place_shapes())
     assert not wrong, "\n".join(wrong)
 
 

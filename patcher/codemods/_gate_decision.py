@@ -581,6 +581,7 @@ class Interpreter:
         self.depth = 0
         self.returns: ReturnCollector | None = None
         self.owner: str | None = None  # the class whose method runs
+        self.region = False  # the statement running is under a decision on the model type
 
     # statements -------------------------------------------------------------------------
     def run(self, function: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
@@ -604,6 +605,17 @@ class Interpreter:
         return state
 
     def statement(self, node: ast.stmt, state: State, region: bool) -> State | None:
+        """Run ``node``; every call in it (an assignment's, an argument's) runs in ``region``."""
+        outer, self.region = self.region, region
+        try:
+            return self.run_statement(node, state, region)
+        finally:
+            self.region = outer
+
+    def run_statement(self, node: ast.stmt, state: State, region: bool) -> State | None:
+        conditional = conditional_statement(node)
+        if conditional is not None:
+            return self.branch(conditional, state, region)
         if isinstance(node, ast.Return):
             value = self.eval(node.value, state) if node.value is not None else known(None)
             if self.returns is not None:
@@ -1014,6 +1026,7 @@ class Interpreter:
         return known(values, dep)
 
     def call(self, node: ast.Call, state: State, statement: bool, region: bool) -> Val:
+        region = region or self.region
         func = node.func
         args = [self.eval(a, state) for a in node.args if not isinstance(a, ast.Starred)]
         keywords = [self.eval(k.value, state) for k in node.keywords]
@@ -1195,6 +1208,56 @@ class Interpreter:
             return self.block(statements, state, region)
         finally:
             self.returns = previous
+
+
+CONDITIONAL: weakref.WeakKeyDictionary[ast.stmt, ast.If | None] = weakref.WeakKeyDictionary()
+
+
+def conditional_statement(node: ast.stmt) -> ast.If | None:
+    """The ``if`` an expression statement or an assignment runs as where a later operand of
+    its ``and``/``or``, or a branch of its conditional expression, calls something: ``cond and
+    _refuse(msg)`` is ``if cond: _refuse(msg)``, ``ok or _refuse(msg)`` is ``if not ok:
+    _refuse(msg)``, ``x = a if t else f()`` is ``if t: x = a`` else ``x = f()``; so a call that
+    refuses runs under the decision it is guarded by. None for any other statement; kept for
+    the node."""
+    if node in CONDITIONAL:
+        return CONDITIONAL[node]
+    found = None
+    if isinstance(node, ast.Expr | ast.Assign) and not (
+        isinstance(node, ast.Assign) and len(node.targets) != 1
+    ):
+        value = node.value
+
+        def made(expression: ast.expr) -> ast.stmt:
+            if isinstance(node, ast.Assign):
+                return ast.Assign(targets=node.targets, value=expression)
+            return ast.Expr(value=expression)
+
+        if (
+            isinstance(value, ast.BoolOp)
+            and len(value.values) > 1
+            and any(calls_something(v) for v in value.values[1:])
+        ):
+            first, rest = value.values[0], value.values[1:]
+            later = rest[0] if len(rest) == 1 else ast.BoolOp(op=value.op, values=rest)
+            test = first if isinstance(value.op, ast.And) else ast.UnaryOp(ast.Not(), first)
+            orelse = [made(first)] if isinstance(node, ast.Assign) else []
+            found = ast.If(test=test, body=[made(later)], orelse=orelse)
+        elif isinstance(value, ast.IfExp) and (
+            calls_something(value.body) or calls_something(value.orelse)
+        ):
+            found = ast.If(test=value.test, body=[made(value.body)], orelse=[made(value.orelse)])
+        if found is not None:
+            for inner in ast.walk(found):
+                if "lineno" in inner._attributes and not hasattr(inner, "lineno"):
+                    ast.copy_location(inner, node)
+    CONDITIONAL[node] = found
+    return found
+
+
+def calls_something(node: ast.AST) -> bool:
+    """Whether ``node`` calls what may raise (``harmless_call`` aside)."""
+    return any(isinstance(c, ast.Call) and not harmless_call(c) for c in ast.walk(node))
 
 
 def may_change(function: ast.AST, name: str) -> bool:
