@@ -14,7 +14,9 @@ from backbones import backbone_patchsets
 from patcher import patchset as patchsets
 from patcher.matrix import build_matrix, select_releases
 
-pytestmark = pytest.mark.network
+pytestmark = [pytest.mark.network, pytest.mark.heavy]
+"""Heavy: each builds the matrix of its patchsets over every release since 0.8.0 (1,640 s of a
+cold CI's worker time on 2026-12-07); run by ``nox -s tests -- -m heavy``."""
 
 
 @functools.cache
