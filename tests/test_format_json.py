@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import pytest
 from conftest import one_error_line
@@ -62,15 +63,22 @@ def test_doctor_equals_json_dash(tmp_path, capsys):
     assert "cannot both write to stdout" in one_error_line(capsys)
 
 
+def one_check_patchset(folder: Path) -> Path:
+    """kimi-k2.5-eagle3 with one verify check, speculative-config: a patchset file in
+    ``folder`` whose verify runs in seconds."""
+    text = patchsets.builtin_dir().joinpath("kimi-k2.5-eagle3.toml").read_text()
+    one_check = folder / "one-check.toml"
+    one_check.write_text(
+        re.sub(r"^verify = .*$", 'verify = ["speculative-config"]', text, count=1, flags=re.M)
+    )
+    return one_check
+
+
 @pytest.mark.network
 def test_verify_installed_equals_json_dash(tmp_path, release, capsys):
     """A synthetic 0.16.0 has vLLM's files but no torch: the check fails, and is reported."""
     python = synthetic(tmp_path, release, "0.16.0")
-    text = patchsets.builtin_dir().joinpath("kimi-k2.5-eagle3.toml").read_text()
-    one_check = tmp_path / "one-check.toml"
-    one_check.write_text(
-        re.sub(r"^verify = .*$", 'verify = ["speculative-config"]', text, count=1, flags=re.M)
-    )
+    one_check = one_check_patchset(tmp_path)
     argv = ["verify", "--installed", f"--python={python}", f"--patchset={one_check}"]
     data = document(capsys, [*argv, "--format", "json"], code=1)
     assert data == document(capsys, [*argv, "--json", "-"], code=1)

@@ -420,7 +420,11 @@ def image_shapes() -> Iterator[Shape]:
 @pytest.fixture(scope="module")
 def files_0_16(release) -> dict[str, bytes]:
     """Every Python file of the real vLLM 0.16.0 package, once for the module."""
-    source = release("0.16.0")
+    return python_files(release("0.16.0"))
+
+
+def python_files(source: Source) -> dict[str, bytes]:
+    """Every Python file of ``source``'s vllm package, read at once."""
     wanted = [n for n in source.names() if n.startswith("vllm/") and n.endswith(".py")]
     source.prefetch(wanted)
     found = {}

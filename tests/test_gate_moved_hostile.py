@@ -36,12 +36,12 @@ from typing import Any
 
 import pytest
 from codemod_helpers import KIMI
+from test_gate_moved_generated import Memory, python_files, shaped
 
 from patcher.codemods.base import Status, Tree
 from patcher.codemods.eagle3_whitelist import Eagle3Whitelist
 from patcher.codemods.mm_image_token import MmImageToken
 from patcher.codemods.options import FileOptions
-from patcher.sources.base import Source
 
 pytestmark = pytest.mark.network
 
@@ -55,22 +55,6 @@ BEFORE_METHOD = "    def verify_equal_vocab_size_if_draft_model(self):"
 TOP_IMPORT = "from vllm.config.utils import config\n"
 TYPE = "self.target_model_config.hf_text_config.model_type"
 SUPPORTED = '["llama", "qwen", "minicpm", "gpt_oss"]'
-
-
-class Memory(Source):
-    """The release's files with a shape's changes on top."""
-
-    def __init__(self, base: Mapping[str, bytes], changed: Mapping[str, str]) -> None:
-        self.base, self.changed = base, changed
-        self._names = sorted({*base, *changed})
-
-    def names(self) -> list[str]:
-        return self._names
-
-    def read(self, path: str) -> bytes | None:
-        if path in self.changed:
-            return self.changed[path].encode()
-        return self.base.get(path)
 
 
 @dataclass(frozen=True)
@@ -432,24 +416,7 @@ def image_shapes() -> list[Shape]:
 @pytest.fixture(scope="module")
 def files_0_16(release) -> dict[str, bytes]:
     """Every Python file of the real vLLM 0.16.0 package, once for the module."""
-    source = release("0.16.0")
-    wanted = [n for n in source.names() if n.startswith("vllm/") and n.endswith(".py")]
-    source.prefetch(wanted)
-    found = {}
-    for path in wanted:
-        data = source.read(path)
-        assert data is not None, path
-        found[path] = data
-    return found
-
-
-def shaped(base: Mapping[str, bytes], shape: Shape) -> dict[str, str]:
-    changed = {}
-    for path, change in shape.changes.items():
-        old = base.get(path)
-        changed[path] = change(None if old is None else old.decode())
-        compile(changed[path], path, "exec")
-    return changed
+    return python_files(release("0.16.0"))
 
 
 def judge(codemod: type, base: Mapping[str, bytes], shape: Shape) -> str | None:

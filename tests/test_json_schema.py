@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,8 +22,8 @@ from pytest_httpserver import HTTPServer
 from test_apply_installed import synthetic
 from test_build_wheel import small_wheel
 from test_doctor import LLAMA_70B, LLAMA_DRAFTER, write_folder
+from test_format_json import one_check_patchset
 
-from patcher import patchset as patchsets
 from patcher.cli.parser import build_parser, main
 
 CLOSED = "http://127.0.0.1:9/simple"
@@ -219,11 +218,7 @@ def test_doctor(tmp_path, capsys):
 @pytest.mark.network
 def test_verify_installed(tmp_path, release, capsys):
     python = synthetic(tmp_path, release, "0.16.0")
-    text = patchsets.builtin_dir().joinpath("kimi-k2.5-eagle3.toml").read_text()
-    one_check = tmp_path / "one-check.toml"
-    one_check.write_text(
-        re.sub(r"^verify = .*$", 'verify = ["speculative-config"]', text, count=1, flags=re.M)
-    )
+    one_check = one_check_patchset(tmp_path)
     argv = ["--installed", f"--python={python}", f"--patchset={one_check}"]
     data = document(capsys, "verify", argv, code=1)
     (row,) = data["releases"]
