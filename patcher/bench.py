@@ -2,8 +2,9 @@
 
 This machine is shared and noisy, so each figure comes with a ratio to a baseline measured in
 the same run: a libcst parse of vLLM's largest affected module for the codemods, a plain file
-copy for the wheel repack, the sum of the wheels' sizes for the bytes fetched, the command
-line's own start-up for patching an installed vLLM, a bare interpreter's for the command line's.
+copy for the wheel repack, ``cp`` of the wheel for a warm ``build-wheel --wheel``, the sum of
+the wheels' sizes for the bytes fetched, the command line's own start-up for patching an
+installed vLLM, a bare interpreter's for the command line's.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -34,6 +36,7 @@ from patcher.engine import run_patchset
 from patcher.index import HttpClient, PackageIndex, machine_platform
 from patcher.matrix import build_matrix, pick_wheel, select_releases
 from patcher.outputs.overlay import build_overlay, overlay_plan, wheel_bytes
+from patcher.outputs.raw_copy import SETTLE_NS
 from patcher.outputs.wheel import WheelPlan, build_wheel
 from patcher.replica import published
 from patcher.serving.harness import harnessed
@@ -338,6 +341,63 @@ def bench_repack(rec: Recorder, index: PackageIndex, arch: str, unpack_pack: boo
             )
 
 
+WARM_RUNS = 11
+
+
+def run_timed(command: list[str]) -> tuple[float, float]:
+    """One process's CPU time (user and system, its own and its children's, to the microsecond:
+    ``os.times`` counts hundredths) and wall time, its output thrown away."""
+    before, start = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
+    subprocess.run(command, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wall, after = time.perf_counter() - start, resource.getrusage(resource.RUSAGE_CHILDREN)
+    user = after.ru_utime - before.ru_utime
+    return user + after.ru_stime - before.ru_stime, wall
+
+
+def bench_warm_wheel(rec: Recorder, index: PackageIndex, arch: str) -> None:
+    """``patcher build-wheel --wheel`` of 0.16.0, warm, beside ``cp`` of the same wheel, as
+    processes in turns (A B A B ...), medians of ``WARM_RUNS`` of each, CPU and wall; the same
+    output folder each time, emptied untimed between runs, as the copy's target is removed.
+
+    Warm: the command line ran once before, untimed, so its build is remembered
+    (``patcher.cli.warm_wheel``): the wheel is the cached download, settled (its last change
+    ``SETTLE_NS`` ago), and the run after it must not say ``checking`` the wheel it built (the
+    command's own check, which a warm run does not redo): the note says where it did."""
+    path = download_wheel(pick_wheel(index.release("0.16.0"), arch), index.client)
+    unsettled = path.stat().st_ctime_ns + SETTLE_NS - time.time_ns()
+    if unsettled > 0:  # downloaded just now
+        time.sleep(unsettled / 1e9 + 0.01)
+    patcher = str(Path(sys.executable).with_name("patcher"))
+    with tempfile.TemporaryDirectory(dir=cache_dir(), prefix=".bench-warm-wheel-") as work:
+        dist, copy = Path(work) / "dist", Path(work) / "copy.whl"
+        dist.mkdir()
+        build = [patcher, "build-wheel", "--wheel", str(path), "--dist", str(dist)]
+        cp = [shutil.which("cp") or "cp", str(path), str(copy)]
+
+        def emptied() -> None:
+            for built in dist.iterdir():
+                built.unlink()
+            copy.unlink(missing_ok=True)
+
+        subprocess.run(build, check=True, capture_output=True)  # cold: remembered
+        emptied()
+        shown = subprocess.run(build, check=True, capture_output=True, text=True).stderr
+        warm = "patcher: checking " not in shown
+        runs: dict[str, list[tuple[float, float]]] = {"build": [], "cp": []}
+        for _ in range(WARM_RUNS):
+            emptied()
+            runs["build"].append(run_timed(build))
+            runs["cp"].append(run_timed(cp))
+        emptied()
+    size = f"{path.stat().st_size / 1e6:.0f} MB"
+    note = "" if warm else "not warm: the build was not remembered (see patcher.cli.warm_wheel)"
+    for number, figure in ((0, "CPU"), (1, "wall")):
+        value = statistics.median(run[number] for run in runs["build"])
+        base = statistics.median(run[number] for run in runs["cp"])
+        what = f"build-wheel --wheel 0.16.0 ({size}), warm, {figure}, median of {WARM_RUNS}"
+        rec.add(time_figure(what, value, f"cp of the wheel, {figure}", base, "<= 1.2x", note))
+
+
 def bench_overlay(rec: Recorder, index: PackageIndex, arch: str) -> None:
     """The overlay of 0.16.0: its size beside the official wheel's, and what it adds to the
     start of an interpreter that imports no vLLM (``site`` runs its ``.pth`` line in every one):
@@ -616,8 +676,11 @@ def bench_integrity(rec: Recorder, index: PackageIndex, arch: str) -> None:
         result = run_patchset(patchsets.load(), source)
     with tempfile.TemporaryDirectory(dir=path.parent) as work:
         dist = Path(work) / "dist"
-        # unknown: hashed and checked in the one read; known: the pass above remembered it
-        unknown = WheelPlan.labelled(path, None, result, "bench")
+        # unknown: hashed and checked in the one read (a copy, whose sha256 no build has
+        # remembered by its state); known: the pass above remembered it
+        fresh = Path(work) / path.name
+        shutil.copyfile(path, fresh)
+        unknown = WheelPlan.labelled(fresh, None, result, "bench")
         checked = timed(lambda: build_wheel(unknown, dist))
         shutil.rmtree(dist)
         known = WheelPlan.labelled(path, wheel.sha256, result, "bench")
@@ -634,6 +697,7 @@ PARTS = (
     "startup",
     "scan",
     "repack",
+    "warm-wheel",
     "overlay",
     "serve-cpu",
     "installed",
@@ -677,6 +741,7 @@ def run_benchmarks(plan: BenchPlan) -> int:
         "startup": (f"{wheel}; {releases}", lambda: bench_startup(rec, plan.since)),
         "scan": (f"vllm {SCAN_RELEASE}", lambda: bench_scan(rec)),
         "repack": (wheel, lambda: bench_repack(rec, index, arch, plan.unpack_pack)),
+        "warm-wheel": (wheel, lambda: bench_warm_wheel(rec, index, arch)),
         "overlay": (wheel, lambda: bench_overlay(rec, index, arch)),
         "serve-cpu": (
             f"read from {plan.serve_cpu_report}",

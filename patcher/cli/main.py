@@ -1,5 +1,7 @@
 """The ``patcher`` console script: ``--version`` and ``--help`` answered without a parser
-(``patcher.cli.overview``), any other command line handed to ``patcher.cli.parser``.
+(``patcher.cli.overview``), a command line handed to ``patcher.cli.parser``, unless the module
+that declares its command answers it without one (``warm``: ``build-wheel`` writes a wheel it
+built before again, ``patcher.cli.warm_wheel``).
 
 How a run ends when it is stopped is decided once for every command, in
 ``patcher.cli.terminal`` (``stop_on_sigterm``, ``interrupted``), which the parser's ``main``
@@ -27,6 +29,27 @@ def main(argv: list[str] | None = None) -> int:
             pass
         else:
             return 0
-    from patcher.cli.parser import main as run_command_line
+    warm = getattr(declared(words), "warm", None)
+    if warm is None:
+        return run_command_line(words)
+    with warm(words) as code:  # a command line run before, where it needs no parser now
+        return run_command_line(words) if code is None else code
 
-    return run_command_line(words)
+
+def declared(words: list[str]) -> object:
+    """The module of ``patcher.cli.commands`` that declares the command ``words`` name (light:
+    it imports nothing at its top), or None."""
+    name = next((word for word in words if not word.startswith("-")), "").replace("-", "_")
+    if not name.isidentifier() or name.startswith("_"):
+        return None
+    try:
+        __import__(f"patcher.cli.commands.{name}")
+    except ImportError:  # no such command: the parser says so
+        return None
+    return sys.modules[f"patcher.cli.commands.{name}"]
+
+
+def run_command_line(words: list[str]) -> int:
+    from patcher.cli.parser import main as parsed
+
+    return parsed(words)

@@ -14,6 +14,7 @@ from typing import Any
 
 from patcher import distributions, proofs, results_cache
 from patcher import patchset as patchsets
+from patcher.cli import warm_wheel
 from patcher.cli.modes import names, only_with
 from patcher.cli.shared import INDEX_URL, PLATFORM, PYTHON, VLLM
 from patcher.cli.terminal import (
@@ -29,6 +30,7 @@ from patcher.cli.terminal import (
     write_document,
 )
 from patcher.cli.wheels import (
+    OfficialRun,
     fail_on_errors,
     first_run,
     open_named_wheel,
@@ -61,12 +63,14 @@ from patcher.outputs.git_branch import BranchOutput
 from patcher.outputs.named import STDOUT, write_file
 from patcher.outputs.overlay import describe as describe_overlay
 from patcher.outputs.overlay import installed_overlay, overlay_status
+from patcher.outputs.raw_copy import FileState, state_of
 from patcher.outputs.tree import TreeOutput
 from patcher.outputs.wheel import (
+    Repacked,
     WheelPlan,
     local_version,
     refuse_patched,
-    repack,
+    repack_wheel,
     writable_folder,
 )
 from patcher.patchset import Patchset
@@ -754,8 +758,12 @@ def command_build_wheel(args: argparse.Namespace) -> int:
                 noop = args.allow_noop and run.result.verdict is not Verdict.NEEDS_PATCH
                 refuse_drift(run.result, args.allow_drift or noop)
             plan = WheelPlan(run.wheel.path, run.wheel.known_sha256, run.result, version)
-            target = repack(plan, run.wheel.zip, args.dist, args.force)  # steps show progress
+            repacked = repack_wheel(plan, run.wheel.zip, args.dist, args.force)  # steps show
+            target = repacked.target
+            official_fd = run.wheel.zip.fp.fileno() if run.wheel.zip.fp else None
+            official_state = None if official_fd is None else state_of(official_fd)
     out.print(str(target), markup=False, soft_wrap=True)
+    document_text = None
     if args.format == "json":
         result = run.result
         vllm = str(result.version)
@@ -768,8 +776,48 @@ def command_build_wheel(args: argparse.Namespace) -> int:
             local_version=str(version),
             changed=sorted(result.changed),
         )
-        print_data(document("build-wheel", releases=[row], wheel=str(target)))
+        document_text = print_data(document("build-wheel", releases=[row], wheel=str(target)))
+    if isinstance(named, WheelSource) and official_state is not None and drift(run.result) is None:
+        named_patchset = None if args.patchset is None else Path(args.patchset)
+        shown = {"force": args.force, "quiet": args.quiet, "verbose": args.verbose}
+        remember_warm_build(
+            named_patchset, patchset, run, repacked, official_state, document_text, shown
+        )
     return 0
+
+
+def remember_warm_build(
+    named_patchset: Path | None,
+    patchset: Patchset,
+    run: OfficialRun,
+    repacked: Repacked,
+    official_state: FileState,
+    document_text: str | None,
+    flags: dict[str, bool],
+) -> None:
+    """What the next run of this ``build-wheel --wheel`` command line writes and prints, kept
+    for it (``patcher.cli.warm_wheel``): it read the patchset file named (``--patchset``), the
+    proofs the JSON document (``document_text``) reports and patcher's own files, and printed
+    the status table and the path as ``flags`` (``--force``, ``--quiet``, ``--verbose``) say."""
+    files = [] if named_patchset is None else [named_patchset]
+    if document_text is not None:
+        vllm, package = str(run.result.version), run.result.distribution
+        for kind in proofs.ProofKind:
+            files += proofs.kept_paths(kind, patchset, vllm, package)
+    watched = warm_wheel.watched_inputs(files, patchsets.builtin_dir())
+    if watched is not None:
+        warm_wheel.remember(
+            run.wheel.path,
+            official_state,
+            repacked,
+            force=flags["force"],
+            quiet=flags["quiet"],
+            verbose=flags["verbose"],
+            as_json=document_text is not None,
+            table=status_table(run.result),
+            document=document_text,
+            watched=watched,
+        )
 
 
 def command_verify(args: argparse.Namespace) -> int:

@@ -629,11 +629,13 @@ def json_only() -> None:
     out.tables = err.tables = False
 
 
-def print_data(data: object) -> None:
-    """``--format json``: the command's data as one JSON document on stdout."""
+def print_data(data: object) -> str:
+    """``--format json``: the command's data as one JSON document on stdout; its text."""
     import json
 
-    sys.stdout.write(json.dumps(data, indent=2) + "\n")
+    text = json.dumps(data, indent=2) + "\n"
+    sys.stdout.write(text)
+    return text
 
 
 def write_document(data: dict[str, Any], json_file: Path | None, format: str | None) -> None:

