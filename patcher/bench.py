@@ -4,7 +4,8 @@ This machine is shared and noisy, so each figure comes with a ratio to a baselin
 the same run: a libcst parse of vLLM's largest affected module for the codemods, a plain file
 copy for the wheel repack, ``cp`` of the wheel for a warm ``build-wheel --wheel``, the sum of
 the wheels' sizes for the bytes fetched, the command line's own start-up for patching an
-installed vLLM, a bare interpreter's for the command line's.
+installed vLLM, a bare interpreter's for the command line's, ``patcher --help`` for a command's
+``--help``.
 """
 
 from __future__ import annotations
@@ -252,6 +253,41 @@ def bench_startup(rec: Recorder, since: str) -> None:
                 f"{len(done.stdout)} B on stdout, {len(done.stdout.splitlines())} line(s)",
             )
         )
+
+
+HELP_RUNS = 11
+HELP_TARGET = "<= 1.5x"
+"""Issue 39: a command's help within half as long again as ``patcher --help``, which answers
+without a parser (``patcher.cli.overview``)."""
+
+
+def bench_help(rec: Recorder, helps: tuple[tuple[str, ...], ...]) -> None:
+    """``patcher COMMAND --help`` of every command line in ``helps`` (each command, and each
+    subcommand of one that has them: ``cache dir``), beside ``patcher --help``, as processes in
+    turns (A B A B ...), medians of ``HELP_RUNS`` of each, CPU and wall. The figure is the
+    command whose median is furthest from its own turns of ``patcher --help``; every command's
+    ratio is in the note."""
+    patcher = str(Path(sys.executable).with_name("patcher"))
+    yardstick = [patcher, "--help"]
+    ratios: list[dict[str, tuple[float, float, float]]] = [{}, {}]  # CPU, wall
+    for words in helps:
+        runs: dict[str, list[tuple[float, float]]] = {"help": [], "yardstick": []}
+        command = [patcher, *words, "--help"]
+        subprocess.run(command, check=True, capture_output=True)  # the warm-up, untimed
+        for _ in range(HELP_RUNS):
+            runs["help"].append(run_timed(command))
+            runs["yardstick"].append(run_timed(yardstick))
+        for number, by in enumerate(ratios):
+            value = statistics.median(run[number] for run in runs["help"])
+            base = statistics.median(run[number] for run in runs["yardstick"])
+            by[" ".join(words)] = (value / base, value, base)
+    for by, figure in zip(ratios, ("CPU", "wall"), strict=True):
+        worst = max(by, key=lambda name: by[name][0])
+        _, value, base = by[worst]
+        ranked = sorted(by, key=lambda name: by[name][0])
+        each = ", ".join(f"{name} {ratio_text(by[name][0])}" for name in ranked)
+        what = f"patcher {worst} --help, the slowest of {len(by)}, {figure}, median of {HELP_RUNS}"
+        rec.add(time_figure(what, value, f"patcher --help, {figure}", base, HELP_TARGET, each))
 
 
 SCAN_RELEASE = "0.33.0"
@@ -695,6 +731,7 @@ PARTS = (
     "matrix",
     "matrix-cli",
     "startup",
+    "help",
     "scan",
     "repack",
     "warm-wheel",
@@ -722,6 +759,8 @@ class BenchPlan:
     preflight: bool = False
     skip: frozenset[str] = frozenset()
     report_dir: Path | None = None
+    helps: tuple[tuple[str, ...], ...] = ()
+    """The command lines whose ``--help`` the ``help`` part times (the CLI lists them)."""
 
 
 def run_benchmarks(plan: BenchPlan) -> int:
@@ -739,6 +778,7 @@ def run_benchmarks(plan: BenchPlan) -> int:
         "matrix": (releases, lambda: bench_matrix(rec, index, arch, plan.since)),
         "matrix-cli": (releases, lambda: bench_matrix_cli(rec, plan.since)),
         "startup": (f"{wheel}; {releases}", lambda: bench_startup(rec, plan.since)),
+        "help": ("none: no release is read", lambda: bench_help(rec, plan.helps)),
         "scan": (f"vllm {SCAN_RELEASE}", lambda: bench_scan(rec)),
         "repack": (wheel, lambda: bench_repack(rec, index, arch, plan.unpack_pack)),
         "warm-wheel": (wheel, lambda: bench_warm_wheel(rec, index, arch)),

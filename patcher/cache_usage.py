@@ -35,10 +35,8 @@ from pathlib import Path
 from filelock import FileLock, Timeout
 
 from patcher.cache import IN_USE_LOCK, cache_dir, in_use_exclusively
+from patcher.defaults import CACHE_KINDS as KINDS
 from patcher.errors import PatcherError
-
-KINDS = ("wheels", "members", "venvs", "trained", "patched", "proofs", "other")
-"""Every kind ``patcher cache size`` counts and ``clean --kind`` takes, in that order."""
 
 CLEANED_BY_DEFAULT = tuple(kind for kind in KINDS if kind != "proofs")
 """``clean`` without ``--kind``: proofs are kept unless named (the matrix shows them)."""

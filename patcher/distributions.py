@@ -7,8 +7,6 @@ to either; the output wheel keeps the distribution's own name.
 
 from __future__ import annotations
 
-from packaging.utils import canonicalize_name
-
 from patcher.errors import PatcherError
 
 DEFAULT = "vllm"
@@ -19,6 +17,9 @@ DISTRIBUTIONS = (DEFAULT, CPU)
 
 def validate_name(name: str) -> str:
     """The canonical name of a known distribution, or a one-line error listing the known ones."""
+    # not at the top: a command's --help reads DEFAULT, and packaging takes milliseconds
+    from packaging.utils import canonicalize_name
+
     canonical = canonicalize_name(name)
     if canonical not in DISTRIBUTIONS:
         raise PatcherError(

@@ -20,6 +20,7 @@ from patcher import drafter_ids, results_cache
 from patcher import patchset as patchsets
 from patcher.cache import name_beside, removed_on_failure
 from patcher.codemods.base import ShapeError, Tree, Verdict
+from patcher.defaults import CONVENTIONS
 from patcher.drafter_files import CONFIG, Tensor, checkpoint_tensors, read_config, weight_files
 from patcher.drafter_ids import Default, RunnerReader, Unreadable
 from patcher.engine import needed_paths, run_patchset
@@ -27,10 +28,6 @@ from patcher.errors import PatcherError
 from patcher.patchset import Patchset
 from patcher.result import PatchResult
 from patcher.sources.base import Source
-
-CONVENTIONS = ("vllm", "sglang", "specforge")
-"""How a trainer numbers the states it fed: vLLM's id k is the input of decoder layer k;
-SGLang and SpecForge number the output of layer k, which is vLLM's k + 1 (issue 19)."""
 
 OUTPUT_OF = frozenset({"sglang", "specforge"})
 

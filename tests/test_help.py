@@ -129,6 +129,18 @@ def test_the_patchset_option_says_what_each_command_takes():
     assert "comma-separated, or all" in " ".join(help_of("matrix").split())
 
 
+def test_the_help_shows_the_values_the_commands_read():
+    """issue 39: a command's options are declared from light modules (``patcher.defaults``,
+    ``patcher.cli.shared``), so its help loads none of what it runs; what it runs reads the
+    same values, the patchset ``load`` takes without a name and the files matrix writes."""
+    from patcher import defaults, patchset
+    from patcher.cli import patching, shared
+
+    assert patchset.DEFAULT_PATCHSET == defaults.PATCHSET
+    assert f"(default: {defaults.PATCHSET})" in " ".join(help_of("diff").split())
+    assert patching.MATRIX_FILES == shared.MATRIX_FILES
+
+
 def test_serve_bench_help_does_not_promise_8_gpus():
     shown = " ".join(help_of("serve-bench").split())
     assert "8 GPUs" not in shown

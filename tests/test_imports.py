@@ -18,11 +18,13 @@ from pathlib import Path
 import pytest
 
 import patcher
+from patcher.cli.overview import COMMANDS
 
 LAYERS: dict[str, int] = {
     # 1: data and codemods: what to change and how, read from the package's data
     "patcher": 1,
     "patcher.errors": 1,
+    "patcher.defaults": 1,
     "patcher.files": 1,
     "patcher.distributions": 1,
     "patcher.schema": 1,
@@ -221,6 +223,62 @@ def test_the_parser_imports_no_command_module(argv) -> None:
         "patcher.cli.terminal",
         "patcher.errors",
     ]
+
+
+HELP_MODULES = {
+    "patcher",
+    "patcher.cli",
+    "patcher.cli.command",
+    "patcher.cli.main",
+    "patcher.cli.modes",
+    "patcher.cli.overview",
+    "patcher.cli.parser",
+    "patcher.cli.shared",
+    "patcher.cli.terminal",
+    "patcher.defaults",
+    "patcher.distributions",
+    "patcher.errors",
+}
+"""What a command's options are declared from, beside its own module of ``patcher.cli.commands``:
+modules that import no stack, so its ``--help`` costs about what ``patcher --help`` does."""
+
+COMMAND_HELPS = [[name, "--help"] for name in COMMANDS] + [
+    ["cache", sub, "--help"] for sub in ("dir", "size", "clean")
+]
+
+
+@pytest.mark.parametrize("argv", COMMAND_HELPS, ids=" ".join)
+def test_a_commands_help_loads_only_its_options(argv) -> None:
+    """issue 39: ``patcher matrix --help`` took 347 ms against 23 ms for ``patcher --help``:
+    building a command's options imported what it runs (rich, libcst, git, the network stack,
+    the patchsets). They are declared from light modules (``HELP_MODULES``), and what the
+    command runs is imported when it runs (its module's ``run``)."""
+    loaded = loaded_by("patcher.cli.main", *argv)
+    assert [m for m in loaded if m.partition(".")[0] in NOT_AT_STARTUP] == []
+    ours = {m for m in loaded if m.startswith("patcher") and ".cli.commands" not in m}
+    assert sorted(ours - HELP_MODULES) == []
+
+
+WHOLE_PARSER_SCRIPT = """
+import json, sys
+from patcher.cli.parser import build_parser
+from patcher.cli.reference import markdown
+markdown(build_parser())
+print(json.dumps(sorted(sys.modules)))
+"""
+"""What building every command's options, and rendering each one's help, loads."""
+
+
+def test_building_every_commands_options_loads_no_stack() -> None:
+    """The docs' reference and the completion scripts build the whole parser: no command's
+    options import what it runs."""
+    done = subprocess.run(
+        [sys.executable, "-c", WHOLE_PARSER_SCRIPT], capture_output=True, text=True, check=True
+    )
+    loaded = json.loads(done.stdout.splitlines()[-1])
+    assert [m for m in loaded if m.partition(".")[0] in NOT_AT_STARTUP] == []
+    ours = {m for m in loaded if m.startswith("patcher") and ".cli.commands" not in m}
+    assert sorted(ours - HELP_MODULES - {"patcher.cli.reference"}) == []
 
 
 def test_no_package_reexports() -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
+from patcher.defaults import TRAIN_BUDGET_SECONDS
 from patcher.errors import PatcherError
 
 
@@ -67,7 +68,7 @@ class Recipe:
     seed: int = 0
     threads: int = 1
     """torch threads: two spinning OpenMP threads on two shared cores ran 6x slower than one."""
-    budget_seconds: float = 1800.0
+    budget_seconds: float = TRAIN_BUDGET_SECONDS
     """The whole training's; a run whose first steps extrapolate past it is refused."""
     phrases: int = 300
     phrase_tokens: tuple[int, int] = (4, 8)

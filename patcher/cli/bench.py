@@ -8,6 +8,8 @@ import sys
 from pathlib import Path
 
 from patcher.bench import PARTS, BenchPlan, run_benchmarks
+from patcher.cli.overview import COMMANDS
+from patcher.cli.parser import build_parser, subcommand
 from patcher.cli.shared import INDEX_URL, SINCE
 
 
@@ -19,6 +21,18 @@ def part_names(text: str) -> set[str]:
             f"no part {', '.join(sorted(unknown))}; the parts: {', '.join(PARTS)}"
         )
     return names
+
+
+def command_lines() -> tuple[tuple[str, ...], ...]:
+    """Every command, and each subcommand of one that has them (``cache dir``), as words."""
+    parser = build_parser()
+    lines: list[tuple[str, ...]] = []
+    for name in COMMANDS:
+        lines.append((name,))
+        for action in subcommand(parser, name)._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                lines += [(name, sub) for sub in action.choices]
+    return tuple(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -77,6 +91,7 @@ def main(argv: list[str] | None = None) -> int:
             preflight=args.preflight,
             skip=frozenset(args.skip),
             report_dir=args.report_dir,
+            helps=command_lines(),
         )
     )
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import re
 import shutil
 import tempfile
 from pathlib import Path
@@ -20,29 +19,6 @@ from patcher.outputs import bundle
 from patcher.outputs.overlay import cached_overlay, overlay_plan
 from patcher.outputs.wheel import WheelPlan, local_version, repack
 from patcher.sources.wheel import WheelSource
-
-UNITS = {"": 1, "b": 1, "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30}
-SIZE = re.compile(r"(\d+)\s*([kmg]i?b?|b)?", re.IGNORECASE)
-
-
-def part_size(text: str) -> int:
-    match = SIZE.fullmatch(text.strip())
-    unit = (match.group(2) or "").lower() if match else ""
-    unit = {"k": "kib", "m": "mib", "g": "gib", "kb": "kib", "mb": "mib", "gb": "gib"}.get(
-        unit, unit
-    )
-    if not match or unit not in UNITS:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a size like 55MiB or 57671680")
-    size = int(match.group(1)) * UNITS[unit]
-    if size < bundle.MIN_PART:
-        raise argparse.ArgumentTypeError(f"{text!r} is under 1 MiB: a part that small is no use")
-    return size
-
-
-def compression(text: str) -> int:
-    if not (text.isascii() and text.isdigit()) or int(text) > 9:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an xz preset from 0 to 9")
-    return int(text)
 
 
 def progress(message: str) -> None:

@@ -18,8 +18,6 @@ from dataclasses import dataclass, field
 
 from patcher.cli.overview import COMMANDS
 
-SHELLS = ("bash", "zsh", "fish")
-
 FILE_METAVARS = {"FILE", "PATH"}
 DIR_METAVARS = {"DIR", "MODEL_DIR", "OUT", "REPO"}
 

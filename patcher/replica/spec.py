@@ -8,9 +8,9 @@ from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
 
+from patcher.defaults import DRAFTER_KINDS
 from patcher.errors import PatcherError
 
-DRAFTER_KINDS = ("llama", "mla")
 REFERENCE = "$"
 """A string value ``$name`` stands for the target text config's value of ``name``."""
 

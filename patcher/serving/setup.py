@@ -7,6 +7,8 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
+from patcher.defaults import HEALTH_SECONDS
+
 VLLM_SERVE = (sys.executable, "-m", "vllm.entrypoints.cli.main", "serve")
 """``vllm serve`` of the interpreter running patcher: the venv the wheel under test is in."""
 
@@ -77,7 +79,7 @@ class Timeouts:
     """Bounds on every wait; the defaults fit a 547 GB checkpoint on 8 GPUs. Five floats in a
     row: named at every call, never by position."""
 
-    health: float = 3600.0
+    health: float = HEALTH_SECONDS
     """Seconds for ``/health`` to answer once the server starts: the whole load."""
     health_poll: float = 5.0
     stop_grace: float = 60.0

@@ -9,7 +9,7 @@ patcher apply --git ~/vllm --ref v0.16.0 --branch kimi-eagle3
 
 def arguments(parser) -> None:
     from patcher.cli.modes import only_with
-    from patcher.cli.patching import add_patchset_option, add_python_option, command_apply
+    from patcher.cli.shared import add_patchset_option, add_python_option
     from patcher.cli.terminal import path_argument
 
     target = parser.add_mutually_exclusive_group(required=True)
@@ -58,4 +58,10 @@ def arguments(parser) -> None:
         "--installed",
     )
     add_patchset_option(parser)
-    parser.set_defaults(run=command_apply, vllm=None, wheel=None)
+    parser.set_defaults(run=run, vllm=None, wheel=None)
+
+
+def run(args) -> int:
+    from patcher.cli.patching import command_apply
+
+    return command_apply(args)

@@ -7,11 +7,13 @@ patcher build-wheel --wheel vllm-0.16.0-cp38-abi3-manylinux1_x86_64.whl --dist w
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    import contextlib
+
     from patcher.cli.warm_wheel import Attempt
 
 
 def arguments(parser) -> None:
-    from patcher.cli.patching import add_source_options, command_build_wheel
+    from patcher.cli.shared import add_source_options
     from patcher.cli.terminal import add_folder_option, add_format_option
 
     add_source_options(parser, source_dir=False)
@@ -39,12 +41,23 @@ def arguments(parser) -> None:
         "it, that file is kept and build-wheel fails; a rebuild of the same bytes needs none)",
     )
     add_format_option(parser)
-    parser.set_defaults(run=command_build_wheel)
+    parser.set_defaults(run=run)
 
 
-def warm(words: list[str]) -> "Attempt":
+def run(args) -> int:
+    from patcher.cli.patching import command_build_wheel
+
+    return command_build_wheel(args)
+
+
+def warm(words: list[str]) -> "Attempt | contextlib.nullcontext[None]":
     """The command line ``words`` run again where it ran before: its wheel written again by
-    the kernel, with no parser, codemod or gate, where every input is as it was."""
+    the kernel, with no parser, codemod or gate, where every input is as it was. A command
+    line asking for help never built a wheel: it is answered by the parser, at once."""
+    if "-h" in words or "--help" in words:
+        import contextlib
+
+        return contextlib.nullcontext()
     from patcher.cli.warm_wheel import Attempt
 
     return Attempt(words)

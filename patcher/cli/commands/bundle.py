@@ -8,8 +8,7 @@ patcher bundle --vllm 0.16.0 --target-python 3.11 --leave-out fa2,numba --part-s
 
 
 def arguments(parser) -> None:
-    from patcher.cli.bundle import command_bundle, compression, part_size
-    from patcher.cli.patching import add_source_options
+    from patcher.cli.shared import add_source_options
     from patcher.cli.terminal import path_argument
 
     add_source_options(parser, source_dir=False)
@@ -75,4 +74,40 @@ def arguments(parser) -> None:
     parser.add_argument(
         "--out", type=path_argument, required=True, metavar="DIR", help="a new or empty folder"
     )
-    parser.set_defaults(run=command_bundle)
+    parser.set_defaults(run=run)
+
+
+def part_size(text: str) -> int:
+    """``--part-size``: bytes, or with KiB, MiB or GiB (k, m, g and kb, mb, gb read so too)."""
+    import argparse
+    import re
+
+    from patcher.outputs.bundle import MIN_PART  # when a size is given, not for --help
+
+    units = {"": 1, "b": 1, "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30}
+    match = re.fullmatch(r"(\d+)\s*([kmg]i?b?|b)?", text.strip(), re.IGNORECASE)
+    unit = (match.group(2) or "").lower() if match else ""
+    unit = {"k": "kib", "m": "mib", "g": "gib", "kb": "kib", "mb": "mib", "gb": "gib"}.get(
+        unit, unit
+    )
+    if not match or unit not in units:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a size like 55MiB or 57671680")
+    size = int(match.group(1)) * units[unit]
+    if size < MIN_PART:
+        raise argparse.ArgumentTypeError(f"{text!r} is under 1 MiB: a part that small is no use")
+    return size
+
+
+def compression(text: str) -> int:
+    """``--compression``: xz's preset, 0 to 9."""
+    import argparse
+
+    if not (text.isascii() and text.isdigit()) or int(text) > 9:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an xz preset from 0 to 9")
+    return int(text)
+
+
+def run(args) -> int:
+    from patcher.cli.bundle import command_bundle
+
+    return command_bundle(args)

@@ -5,9 +5,15 @@ eval "$(patcher completion zsh)"
 patcher completion fish > ~/.config/fish/completions/patcher.fish
 """
 
+SHELLS = ("bash", "zsh", "fish")
+
 
 def arguments(parser) -> None:
-    from patcher.cli.completion import SHELLS, command_completion
-
     parser.add_argument("shell", choices=SHELLS, help="the shell the script is for")
-    parser.set_defaults(run=command_completion)
+    parser.set_defaults(run=run)
+
+
+def run(args) -> int:
+    from patcher.cli.completion import command_completion
+
+    return command_completion(args)

@@ -7,7 +7,7 @@ patcher diff --git ~/vllm --ref v0.16.0
 
 
 def arguments(parser) -> None:
-    from patcher.cli.patching import add_source_options, command_diff
+    from patcher.cli.shared import add_source_options
 
     add_source_options(parser)
     parser.add_argument(
@@ -16,4 +16,10 @@ def arguments(parser) -> None:
         help="print the diff even where the release's verdict is not the one the patchset "
         "declares for it (without it: exit 1, nothing printed)",
     )
-    parser.set_defaults(run=command_diff)
+    parser.set_defaults(run=run)
+
+
+def run(args) -> int:
+    from patcher.cli.patching import command_diff
+
+    return command_diff(args)

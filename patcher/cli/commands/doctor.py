@@ -6,11 +6,9 @@ patcher doctor --drafter eagle3 --model kimi --installed --trained-with sglang -
 
 
 def arguments(parser) -> None:
-    from patcher.cli.doctor import command_doctor
-    from patcher.cli.shared import DRAFTER, JSON
+    from patcher.cli.shared import DRAFTER, JSON, add_release_options
     from patcher.cli.terminal import add_format_option, path_argument
-    from patcher.cli.wheels import add_release_options
-    from patcher.doctor import CONVENTIONS
+    from patcher.defaults import CONVENTIONS
 
     DRAFTER.add(parser, type=path_argument, required=True)
     parser.add_argument(
@@ -25,4 +23,10 @@ def arguments(parser) -> None:
     )
     JSON.add(parser, type=path_argument)
     add_format_option(parser)
-    parser.set_defaults(run=command_doctor)
+    parser.set_defaults(run=run)
+
+
+def run(args) -> int:
+    from patcher.cli.doctor import command_doctor
+
+    return command_doctor(args)

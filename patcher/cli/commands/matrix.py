@@ -8,13 +8,13 @@ patcher matrix --versions 0.16.0,0.18.0 --format json
 
 def arguments(parser) -> None:
     from patcher.cli.modes import names
-    from patcher.cli.patching import (
+    from patcher.cli.shared import (
+        JSON,
         MATRIX_FILES,
+        SINCE,
         add_index_options,
         add_package_option,
-        command_matrix,
     )
-    from patcher.cli.shared import JSON, SINCE
     from patcher.cli.terminal import add_format_option, path_argument
 
     versions = parser.add_argument(
@@ -31,4 +31,10 @@ def arguments(parser) -> None:
     add_package_option(parser, several=True)
     add_index_options(parser, several=True)
     add_format_option(parser)
-    parser.set_defaults(run=command_matrix)
+    parser.set_defaults(run=run)
+
+
+def run(args) -> int:
+    from patcher.cli.patching import command_matrix
+
+    return command_matrix(args)

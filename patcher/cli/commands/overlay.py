@@ -6,7 +6,7 @@ patcher overlay --installed --patchset glm4-moe-eagle3 --dist wheels
 
 
 def arguments(parser) -> None:
-    from patcher.cli.patching import add_source_options
+    from patcher.cli.shared import add_source_options
     from patcher.cli.terminal import add_folder_option
 
     add_source_options(parser, source_dir=False, installed=True)

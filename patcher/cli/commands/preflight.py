@@ -16,10 +16,9 @@ exit status:
 
 def arguments(parser) -> None:
     from patcher.cli.modes import names
-    from patcher.cli.serve import add_cpu_index_options, add_seconds_option, command_preflight
-    from patcher.cli.shared import DRAFTER, VLLM
+    from patcher.cli.shared import DRAFTER, VLLM, add_cpu_index_options, add_seconds_option
     from patcher.cli.terminal import add_folder_option, add_format_option, path_argument
-    from patcher.serving.preflight import TIMEOUTS
+    from patcher.defaults import HEALTH_SECONDS
 
     parser.epilog = f"{parser.epilog or ''}\n{EXIT_STATUS}"
     parser.add_argument(
@@ -48,8 +47,14 @@ def arguments(parser) -> None:
         "(default: eager, --enforce-eager: a check, not a benchmark)",
     )
     add_seconds_option(
-        parser, "--health-timeout", TIMEOUTS.health, "how long the engine may take to start"
+        parser, "--health-timeout", HEALTH_SECONDS, "how long the engine may take to start"
     )
     add_folder_option(parser, "--workdir", "reports/preflight", "the replica and the server's log")
     add_format_option(parser)
-    parser.set_defaults(run=command_preflight)
+    parser.set_defaults(run=run)
+
+
+def run(args) -> int:
+    from patcher.cli.serve import command_preflight
+
+    return command_preflight(args)

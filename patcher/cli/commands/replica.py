@@ -6,12 +6,10 @@ patcher replica --out replica --from /models/kimi-k2.5 --drafter-from /models/ea
 
 
 def arguments(parser) -> None:
-    from patcher import patchset as patchsets
     from patcher.cli.modes import names
-    from patcher.cli.serve import add_cpu_index_options, command_replica
-    from patcher.cli.shared import deprecated
+    from patcher.cli.shared import add_cpu_index_options, deprecated
     from patcher.cli.terminal import path_argument
-    from patcher.replica.spec import DRAFTER_KINDS
+    from patcher.defaults import DRAFTER_KINDS, PATCHSET
 
     parser.add_argument(
         "--out",
@@ -32,8 +30,7 @@ def arguments(parser) -> None:
         parser.add_argument(
             "--patchset",
             metavar="NAME|PATH",
-            help="the architecture to replicate comes from it "
-            f"(default: {patchsets.DEFAULT_PATCHSET})",
+            help=f"the architecture to replicate comes from it (default: {PATCHSET})",
         ),
         several=False,
     )
@@ -81,4 +78,10 @@ def arguments(parser) -> None:
     )
     deprecated(parser, "--vllm", venv)
     add_cpu_index_options(parser)
-    parser.set_defaults(run=command_replica, wheel=None)
+    parser.set_defaults(run=run, wheel=None)
+
+
+def run(args) -> int:
+    from patcher.cli.serve import command_replica
+
+    return command_replica(args)

@@ -6,7 +6,7 @@ patcher revert --python /opt/venv/bin/python
 
 
 def arguments(parser) -> None:
-    from patcher.cli.patching import add_python_option, command_revert
+    from patcher.cli.shared import add_python_option
 
     parser.add_argument(
         "--installed",
@@ -15,4 +15,10 @@ def arguments(parser) -> None:
         help="the vLLM installed for --python: the only mode, so the default (kept for scripts)",
     )
     add_python_option(parser)
-    parser.set_defaults(run=command_revert)
+    parser.set_defaults(run=run)
+
+
+def run(args) -> int:
+    from patcher.cli.patching import command_revert
+
+    return command_revert(args)

@@ -4,12 +4,12 @@ patcher scan --vllm 0.33.0
 patcher scan --vllm 0.33.0 --write-patchset MixtralForCausalLM > mixtral.toml
 """
 
+FORMATS = ("table", "json", "markdown")
+
 
 def arguments(parser) -> None:
-    from patcher.cli.scan import FORMATS, command_scan
-    from patcher.cli.shared import SINCE
+    from patcher.cli.shared import SINCE, add_release_options
     from patcher.cli.terminal import add_format_option, path_argument
-    from patcher.cli.wheels import add_release_options
 
     add_release_options(parser)
     add_format_option(parser, FORMATS, "table (default), json, or the docs page")
@@ -25,4 +25,10 @@ def arguments(parser) -> None:
         metavar="FILE",
         help="with --format markdown: write the table between the page's markers, signed",
     )
-    parser.set_defaults(run=command_scan)
+    parser.set_defaults(run=run)
+
+
+def run(args) -> int:
+    from patcher.cli.scan import command_scan
+
+    return command_scan(args)

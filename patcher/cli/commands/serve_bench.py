@@ -9,23 +9,22 @@ patcher serve-bench --device cpu --vllm 0.32.0 --patchset glm4-moe-eagle3 --doct
 def arguments(parser) -> None:
     import argparse
 
-    from patcher.acceptance.recipe import Recipe
     from patcher.cli.modes import chooses_mode, names, only_with
-    from patcher.cli.serve import (
+    from patcher.cli.shared import (
         CPU_MAX_TOKENS,
+        DRAFTER,
         GPU_MAX_TOKENS,
         GPU_TENSOR_PARALLEL_SIZE,
+        JSON,
+        VLLM,
         add_cpu_index_options,
         add_seconds_option,
-        command_serve_bench,
         port_number,
         positive_int,
         vllm_flags,
     )
-    from patcher.cli.shared import DRAFTER, JSON, VLLM
     from patcher.cli.terminal import add_folder_option, add_format_option, path_argument
-    from patcher.replica.spec import DRAFTER_KINDS
-    from patcher.serving.setup import Timeouts
+    from patcher.defaults import DRAFTER_KINDS, HEALTH_SECONDS, TRAIN_BUDGET_SECONDS
 
     served = parser.add_argument_group("what is served")
     proofs = parser.add_argument_group("proofs (--device cpu, one at a time)")
@@ -124,7 +123,7 @@ def arguments(parser) -> None:
     add_seconds_option(
         proofs,
         "--train-budget",
-        Recipe.budget_seconds,
+        TRAIN_BUDGET_SECONDS,
         "--acceptance, --doctor-proof: a training that would take longer is refused",
     )
     servers.add_argument(
@@ -201,9 +200,15 @@ def arguments(parser) -> None:
         "--device gpu",
     )
     add_seconds_option(
-        servers, "--health-timeout", Timeouts.health, "how long a server may take to load"
+        servers, "--health-timeout", HEALTH_SECONDS, "how long a server may take to load"
     )
     add_folder_option(parser, "--log-dir", "reports/serve-bench/logs", "the servers' logs")
     JSON.add(parser, type=path_argument)
     add_format_option(parser)
-    parser.set_defaults(run=command_serve_bench)
+    parser.set_defaults(run=run)
+
+
+def run(args) -> int:
+    from patcher.cli.serve import command_serve_bench
+
+    return command_serve_bench(args)

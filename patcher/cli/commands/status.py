@@ -6,7 +6,7 @@ patcher status --python /opt/venv/bin/python --format json
 
 
 def arguments(parser) -> None:
-    from patcher.cli.patching import add_index_options, add_python_option, command_status
+    from patcher.cli.shared import add_index_options, add_python_option
     from patcher.cli.terminal import add_format_option
 
     parser.add_argument(
@@ -18,4 +18,10 @@ def arguments(parser) -> None:
     add_python_option(parser)
     add_index_options(parser)
     add_format_option(parser)
-    parser.set_defaults(run=command_status)
+    parser.set_defaults(run=run)
+
+
+def run(args) -> int:
+    from patcher.cli.patching import command_status
+
+    return command_status(args)

