@@ -41,8 +41,53 @@ def cache_dir() -> Path:
         ) from error
     if not path.is_dir():
         raise PatcherError(f"cache dir {path} is not a directory; set {CACHE_ENV}")
+    tag(path)
     hold_in_use(path)
     return path
+
+
+CACHE_TAG = "CACHEDIR.TAG"
+"""The Cache Directory Tagging Specification's file: backup tools skip the folder, and
+``patcher cache clean`` cleans only a folder that holds it (one patcher made, or found as its
+own)."""
+TAG_TEXT = (
+    "Signature: 8a477f597d28d172789f06886806bc55\n"
+    "# This file is a cache directory tag created by patcher (vllm-patcher).\n"
+    "# For information about cache directory tags see https://bford.info/cachedir/\n"
+)
+OWN_NAMES = frozenset(
+    {
+        "wheels",
+        "checked",
+        "envs",
+        "uv",
+        "venvs",
+        "acceptance",
+        "patched",
+        "verify",
+        "serve",
+        "logs",
+        "folder-locks",
+        IN_USE_LOCK,
+        CACHE_TAG,
+    }
+)
+"""What patcher writes at the top of its cache (and ``.bench-venvs-*``, the bench's)."""
+
+
+def tag(root: Path) -> None:
+    """Mark ``root`` as patcher's cache where it is: a new or empty folder, or one holding
+    only what patcher writes there (a cache made before the tag). A folder of other files
+    (``PATCHER_CACHE_DIR`` naming the wrong one) is left untagged, so never cleaned."""
+    if (root / CACHE_TAG).is_file():
+        return
+    try:
+        names = os.listdir(root)
+        if all(n in OWN_NAMES or n.startswith(".bench-venvs") for n in names):
+            with open(root / CACHE_TAG, "x", encoding="ascii") as handle:
+                handle.write(TAG_TEXT)
+    except OSError:  # read-only, or another patcher wrote it first: used as before
+        pass
 
 
 _IN_USE: dict[str, int] = {}

@@ -34,7 +34,7 @@ from pathlib import Path
 
 from filelock import FileLock, Timeout
 
-from patcher.cache import IN_USE_LOCK, cache_dir, in_use_exclusively
+from patcher.cache import CACHE_TAG, IN_USE_LOCK, cache_dir, in_use_exclusively
 from patcher.defaults import CACHE_KINDS as KINDS
 from patcher.errors import PatcherError
 
@@ -110,7 +110,7 @@ def entries(root: Path) -> list[Entry]:
         found.append(Entry(kind, str(path.relative_to(root)), [path, *others], lock))
 
     known = {"wheels", "checked", "envs", "uv", "venvs", "acceptance", "patched"}
-    known |= {"verify", "serve", IN_USE_LOCK}
+    known |= {"verify", "serve", IN_USE_LOCK, CACHE_TAG}
     for path in children(root / "wheels"):
         locks = [p for p in children(path) if lock_file(p)]
         add("wheels", path, lock=locks[0] if len(locks) == 1 else None)
@@ -131,7 +131,9 @@ def entries(root: Path) -> list[Entry]:
             add("proofs", path)
     for path in children(root):
         # a name of another layout (another version's), or a known name that is no folder
-        if path.name not in known or (path.name != IN_USE_LOCK and not is_folder(path)):
+        if path.name not in known or (
+            path.name not in (IN_USE_LOCK, CACHE_TAG) and not is_folder(path)
+        ):
             add("other", path)
     return found
 
@@ -227,7 +229,16 @@ class Cleaning:
 def clean(root: Path, kinds: Iterable[str], older_than: float | None, dry_run: bool) -> Cleaning:
     """Remove the entries of ``kinds`` not modified for ``older_than`` seconds (any age: None).
 
-    ``dry_run``: none is removed; the result says which would be, and which are in use."""
+    ``dry_run``: none is removed; the result says which would be, and which are in use.
+
+    Only a folder patcher tagged as its cache is cleaned (``CACHE_TAG``, written where the
+    folder was new or held only patcher's names): ``PATCHER_CACHE_DIR`` naming a folder of other
+    files (a typo, a home folder) is refused in one line, and nothing there is touched."""
+    if not (root / CACHE_TAG).is_file():
+        raise PatcherError(
+            f"{root} is not a patcher cache (no {CACHE_TAG} in it): cache clean removes "
+            "nothing there; check PATCHER_CACHE_DIR"
+        )
     chosen = set(kinds)
     now = time.time()
     result = Cleaning()

@@ -1,10 +1,27 @@
 """The one error type the CLI turns into a one-line message and a non-zero exit."""
 
+from __future__ import annotations
+
 
 class PatcherError(Exception):
-    """A user-facing failure: bad input, an unreachable index, an unknown shape of code."""
+    """A user-facing failure: bad input, an unreachable index, an unknown shape of code.
+
+    One error is one line: a newline in its text (from a path, a config, an index) is shown
+    escaped, never as a line of its own. An error of several problems says so
+    (``PatcherError.several``) and is printed a line a problem."""
 
     exit_code = 2
+    problems: tuple[str, ...] = ()
+
+    @classmethod
+    def several(cls, problems: list[str]) -> PatcherError:
+        error = cls("\n".join(problems))
+        error.problems = tuple(problems)
+        return error
+
+    def lines(self) -> list[str]:
+        """What to print, a line each, newlines within each still in it (to be escaped)."""
+        return list(self.problems) if self.problems else [str(self)]
 
 
 class TimedOut(PatcherError):

@@ -474,12 +474,13 @@ class PackageIndex:
         return self._releases
 
     def release(self, version: str) -> Release:
-        """The named release, or an error naming the nearest ones."""
-        releases = self.releases()
+        """The named release, or an error naming the nearest ones; a version that is not one
+        is refused before the index is asked."""
         try:
             wanted = Version(version)
         except ValueError as error:  # InvalidVersion, or past Python's 4300-digit int limit
             raise PatcherError(f"{version!r} is not a valid version") from error
+        releases = self.releases()
         if wanted in releases:
             return releases[wanted]
         raise PatcherError(

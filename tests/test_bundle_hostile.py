@@ -236,7 +236,7 @@ WRONG = {
     "list": [{}, "x", None, 7],
     "str": [7, None, [], True],
     "hex": [7, None, "A" * 64, "00"],
-    "int": ["1", None, -1, True, 1.5],
+    "int": ["1", None, -1, True, 1.5, 1.0],  # 1.0 == 1 in Python, but not an int
 }
 MANIFEST_FIELDS: list[tuple[tuple[Any, ...], str]] = [
     ((), "dict"),
@@ -588,6 +588,13 @@ def cases() -> list[Case]:
     for name, raw in {"not-json": b"{", "not-utf8": b'{"files": "\xff"}', "empty": b""}.items():
         tree(f"manifest-{name}", lambda box, raw=raw: (box.root / "manifest.json").write_bytes(raw))
     tree("forces-newline", set_manifest(("forces",), {"attention_backend": "X\nrm -rf ~"}))
+
+    def size_off_by_one(manifest: dict[str, Any]) -> None:  # the bytes right, the size not
+        manifest["files"]["install.py"][1] += 1
+
+    # check (every file as listed) says the tree is not as listed; the rest read states only
+    ok = {"check": 1, "state": 0, "env": 0, "swap:official": 0, "swap:patched": 0}
+    tree("manifest-size-wrong", edit_manifest(size_off_by_one), ok)
     tree("forces-key-space", set_manifest(("forces",), {"a b; touch INJECTED": "X"}))
 
     # parts.json: wrong types and escaping names (unpack)

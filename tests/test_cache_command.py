@@ -91,7 +91,8 @@ def cache(tmp_path, monkeypatch) -> Path:
     write(root / "from-a-later-patcher" / "data.bin", 30)  # a name this version does not know
     (root / "dangling").symlink_to("nowhere")
     write(root / ".bench-venvs-x" / "y", 40)
-    return root
+    (root / "CACHEDIR.TAG").write_text("Signature: 8a477f597d28d172789f06886806bc55\n")
+    return root  # tagged by a later patcher (it holds a name this one does not know)
 
 
 def run(*argv: str, capsys) -> tuple[int, str]:
@@ -226,6 +227,25 @@ def test_a_cache_of_another_layout_is_read_not_crashed_on(tmp_path, monkeypatch,
     assert found["trained"] == (len(str(root / "acceptance")), 1)  # the link, not followed
     assert run("cache", "clean", "--kind", "all", capsys=capsys)[0] == 0
     assert (tmp_path / "cache").is_dir() and not (root / "acceptance" / "loop").is_symlink()
+
+
+@pytest.mark.parametrize("kind", ["all", "other", "wheels"])
+def test_a_folder_patcher_never_used_is_not_cleaned(tmp_path, monkeypatch, capsys, kind):
+    """Issue 38, the fifth hostile pass: PATCHER_CACHE_DIR naming a folder of the user's files
+    (a typo, a home folder), and `cache clean` removed them as "other", exit 0."""
+    root = tmp_path / "notes"
+    write(root / "thesis.tex", 50)
+    write(root / "wheels" / "mine.txt", 10)
+    write(root / "checked" / "todo.md", 10)
+    monkeypatch.setenv("PATCHER_CACHE_DIR", str(root))
+    before = sorted(p.relative_to(root) for p in root.rglob("*") if p.name != ".in-use.lock")
+    assert main(["cache", "size"]) == 0  # a run before: it does not make the folder a cache
+    capsys.readouterr()
+    assert main(["cache", "clean", "--kind", kind]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "is not a patcher cache" in err
+    after = sorted(p.relative_to(root) for p in root.rglob("*") if p.name != ".in-use.lock")
+    assert after == before
 
 
 def test_the_console_script_never_touches_the_real_cache(cache, tmp_path):

@@ -275,3 +275,42 @@ def test_a_step_shown_in_a_terminal_is_escaped() -> None:
         (task,) = display.progress.tasks
         assert not RAW.search(task.description)
         assert "\\x1b" in task.description and "\\[bold]" in task.description
+
+
+@pytest.mark.parametrize(
+    "char", ["\n", *HOSTILE], ids=[f"U+{ord(c):04X}" for c in ["\n", *HOSTILE]]
+)
+def test_a_path_the_user_named_is_one_escaped_line(
+    char: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 38, the fourth hostile pass: a newline in ``--source``'s path started a forged
+    ``patcher: error:`` line, since the printer cut every error at its newlines. An error is
+    one line now; only one made of several problems (``PatcherError.several``) is several."""
+    if char in "\x00/":
+        pytest.skip("not in a file name")
+    folder = tmp_path / f"tree{char}{FORGED}"
+    folder.mkdir()
+    assert main(["apply", "--source", str(folder)]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1, err
+    check(err, char)
+
+
+@pytest.mark.parametrize("char", ["\n", "\x1b", "\r", "\u202e"])
+def test_the_cache_root_is_printed_escaped(
+    char: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = tmp_path / f"cache{char}{FORGED}"
+    root.mkdir()
+    monkeypatch.setenv("PATCHER_CACHE_DIR", str(root))
+    assert main(["cache", "dir"]) == 0
+    out, _ = capsys.readouterr()
+    assert out.count("\n") == 1
+    check(out, char)
+
+
+def test_an_error_of_several_problems_is_a_line_each() -> None:
+    from patcher.errors import PatcherError
+
+    error = PatcherError.several(["a: one", "b: two\nforged"])
+    assert error.lines() == ["a: one", "b: two\nforged"] and str(error).count("\n") == 2

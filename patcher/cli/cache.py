@@ -6,52 +6,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from patcher.cache_usage import CLEANED_BY_DEFAULT, KINDS, parse_age, parse_kinds
-from patcher.cli.overview import QUIET_HELP, VERBOSE_HELP
-from patcher.cli.terminal import add_format_option, new_table, out, print_data
+from patcher.cache_usage import CLEANED_BY_DEFAULT, parse_age, parse_kinds
+from patcher.cli.terminal import new_table, out, print_data
 from patcher.report import document
-
-KINDS_HELP = (
-    f"a comma list of {', '.join(KINDS)}, or all (default: all but proofs, which the matrix shows)"
-)
-
-
-def add_cache_commands(parser: argparse.ArgumentParser) -> None:
-    actions = parser.add_subparsers(
-        dest="cache_command", required=True, metavar="SUBCOMMAND", title="subcommands"
-    )
-
-    def add(name: str, summary: str) -> argparse.ArgumentParser:
-        added: argparse.ArgumentParser = actions.add_parser(
-            name, help=summary, formatter_class=parser.formatter_class, allow_abbrev=False
-        )
-        return added
-
-    where = add("dir", "print the cache's root ($PATCHER_CACHE_DIR, else the user cache)")
-    where.set_defaults(run=cache_dir_command)
-    size = add("size", "its size by kind")
-    add_format_option(size)
-    size.set_defaults(run=cache_size_command)
-    clean = add("clean", "remove entries by kind and age; what a running patcher holds is kept")
-    for each in (where, size, clean):  # -q and -v after the subcommand too, as after a command
-        each.add_argument(
-            "-q", "--quiet", action="store_true", default=argparse.SUPPRESS, help=QUIET_HELP
-        )
-        each.add_argument(
-            "-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help=VERBOSE_HELP
-        )
-    kind = clean.add_argument("--kind", metavar="KINDS", help=KINDS_HELP)
-    kind.completes = (*KINDS, "all")  # type: ignore[attr-defined]  # patcher.cli.completion
-    clean.add_argument(
-        "--older-than",
-        metavar="AGE",
-        help="only entries not modified for AGE: a number and s, m, h, d or w (7d)",
-    )
-    clean.add_argument(
-        "--dry-run", action="store_true", help="say what would be removed, and remove nothing"
-    )
-    add_format_option(clean)
-    clean.set_defaults(run=cache_clean_command)
 
 
 def size_text(size: int) -> str:
@@ -63,8 +20,11 @@ def size_text(size: int) -> str:
 
 def cache_dir_command(args: argparse.Namespace) -> int:
     from patcher.cache_usage import cache_root
+    from patcher.cli.terminal import printable
 
-    sys.stdout.write(f"{cache_root()}\n")
+    # for `cd "$(patcher cache dir)"`: a root holding a control character is shown escaped,
+    # never acted on by the terminal (`cache size --format json` gives it as data)
+    sys.stdout.write(f"{printable(str(cache_root()), newlines=True)}\n")
     return 0
 
 

@@ -159,13 +159,21 @@ def chosen_command(argv: list[str]) -> str | None:
 
 def resolve_values(args: argparse.Namespace) -> None:
     """Values made absolute where they are given: an interpreter runs with another working
-    folder, so a relative ``--python`` is the caller's."""
+    folder, so a relative ``--python`` is the caller's. A ``--patchset`` that is none is refused
+    here, before any command reads an index or a tree."""
     for name in ("python", "transformers_python"):
         python = getattr(args, name, None)  # a str, or a Path where the option checks its length
         if python is not None and os.sep in str(python):
             setattr(args, name, type(python)(os.path.abspath(python)))
     if getattr(args, "installed", False) and getattr(args, "python", "") is None:
         args.python = activated_python(args)
+    patchset = getattr(args, "patchset", None)
+    if isinstance(patchset, str) and patchset.strip() != "all":
+        from patcher import patchset as patchsets
+
+        for name in patchset.split(","):  # each is the user's error before any work is done
+            if name.strip():
+                patchsets.load(name.strip())
     if getattr(args, "platform", "") is None:
         from patcher.index import machine_platform  # the network stack: a command's, not --help's
 
@@ -240,9 +248,9 @@ def main(argv: list[str] | None = None) -> int:
         if not isinstance(error, OutputClosed):
             from patcher.pipconfig import redacted  # an index URL may hold a password
 
-            # several problems: a line each, at its newlines only (splitlines would also cut
-            # at \v, \f, \x1c-\x1e, \x85 and U+2028 from a config, which are escaped instead)
-            for line in printable(redacted(str(error))).split("\n"):
+            # a line a problem; a newline within one (a path, a config) is escaped
+            for problem in error.lines():
+                line = printable(redacted(problem), newlines=True)
                 err.print(f"patcher: error: {line}", markup=False, soft_wrap=True)
         return error.exit_code
     except (KeyboardInterrupt, Exception) as error:

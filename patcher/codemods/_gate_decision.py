@@ -28,6 +28,9 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from patcher.codemods._fold import BUILT, STRINGS, WIDE, NotConstant, fold, folded_string
+from patcher.codemods._normalize import parse as parse_normalized
+
 FUNCTIONS = ast.FunctionDef | ast.AsyncFunctionDef
 TARGET_WORDS = ("target", "hf_text_config")
 HARMLESS_CALLS = frozenset(
@@ -36,6 +39,16 @@ HARMLESS_CALLS = frozenset(
 LOGGERS = frozenset({"logger", "logging", "warnings", "log", "_logger"})
 MAX_DEPTH = 4
 MAX_UNROLL = 64
+
+
+class NotModelled(Exception):
+    """An operation the interpreter does not work out: its value is unknown, not an error."""
+
+
+class Raised(Exception):
+    """An operation that raises where Python runs it: on a value made from the model type, or
+    under a decision on it, a refusal as a ``raise`` is (``{"llama": 1}[mt]``, ``[x][not ok]``,
+    ``mt.startswith(None)``, ``"%d" % mt``)."""
 
 
 class Undecidable(Exception):
@@ -60,6 +73,9 @@ class Val:
         return Val(self.known, self.value, self.dep or dep, self.murky, self.kind)
 
 
+IDENTITY = frozenset({"architectures", "architecture", "_name_or_path", "name_or_path", "model_id"})
+"""What else of the target's config says which model it is: a refusal that decides on one is a
+decision about the model, which the model type alone does not settle."""
 UNKNOWN = Val()
 SELF = Val(kind="self")
 TARGET = Val(kind="target")
@@ -68,9 +84,14 @@ TARGET = Val(kind="target")
 def spelled(node: ast.AST) -> str | None:
     """The string ``node`` spells, where it is made of constants: a literal, ``+`` and implicit
     concatenation, an f-string of constants, ``str(...)``/``.lower()``/``.upper()``/
-    ``.casefold()`` of one, ``"".join([...])``; None for anything else."""
+    ``.casefold()`` of one, ``"".join([...])``, and any constant expression ``_fold`` evaluates
+    (``chr``, ``bytes.decode``, ``base64``, ``codecs``, slicing…); None for anything else."""
     if isinstance(node, ast.Constant):
         return node.value if isinstance(node.value, str) else None
+    if isinstance(node, BUILT):
+        text = folded_string(node)
+        if text is not None:
+            return text
     if isinstance(node, ast.BinOp):
         if isinstance(node.op, ast.Add):
             left, right = spelled(node.left), spelled(node.right)
@@ -151,6 +172,21 @@ SHADOWABLE = frozenset(
         "str",
         "bool",
         "vars",
+        "hash",
+        "format",
+        "int",
+        "ord",
+        "chr",
+        "abs",
+        "min",
+        "max",
+        "sum",
+        "divmod",
+        "repr",
+        "exec",
+        "eval",
+        "compile",
+        "globals",
     }
 )
 """Builtins the interpreter works out itself: a module that rebinds one is not followed."""
@@ -269,16 +305,6 @@ def mentions_target_type(node: ast.AST) -> bool:
         ):
             return True
     return False
-
-
-def folded_string(node: ast.AST) -> str | None:
-    """The string a constant, or a ``+`` of constants, spells; None for anything else."""
-    if isinstance(node, ast.Constant) and isinstance(node.value, str):
-        return node.value
-    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
-        left, right = folded_string(node.left), folded_string(node.right)
-        return None if left is None or right is None else left + right
-    return None
 
 
 def names_draft(node: ast.AST) -> bool:
@@ -430,11 +456,65 @@ def mentions_node(node: ast.AST, aliases: frozenset[str]) -> bool:
     if isinstance(node, ast.Name | ast.Attribute):
         name = node.id if isinstance(node, ast.Name) else node.attr
         return name.lower() in aliases or ("EAGLE3" in name.upper() and name.isupper())
-    if isinstance(node, ast.Constant | ast.BinOp | ast.JoinedStr | ast.Call) and (
+    if isinstance(node, STRINGS) and (
         eagle3_spelling(node)
     ):
         return True
     return isinstance(node, ast.Call | ast.Compare) and eagle3_prefix(node)
+
+
+def is_property(function: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """A getter Python runs on ``obj.NAME``: ``property``, ``cached_property``, a library's
+    ``*_property``."""
+    return any("property" in ast.unparse(d).lower() for d in function.decorator_list)
+
+
+def owner_attributes(klass: ast.ClassDef) -> dict[str, ast.AST]:
+    """What ``self.NAME`` may run in ``klass``: its properties (``property``,
+    ``cached_property``, a library's ``*_property``) and its class attributes made by a call (a
+    descriptor's ``__get__``)."""
+    found: dict[str, ast.AST] = {}
+    for item in klass.body:
+        if isinstance(item, FUNCTIONS) and is_property(item):
+            found[item.name] = item
+        elif isinstance(item, ast.Assign | ast.AnnAssign) and isinstance(item.value, ast.Call):
+            for target in assigned_targets(item):
+                if isinstance(target, ast.Name):
+                    found[target.id] = item.value
+    return found
+
+
+def dispatched_names(tree: ast.AST, aliases: frozenset[str]) -> set[str]:
+    """The functions a dispatch table files under EAGLE-3: ``{"eagle3": check}``,
+    ``[("eagle3", check)]``, ``dict(eagle3=check)``. Looked up by the method's name and called,
+    each runs on the EAGLE-3 path though its own code need not name EAGLE-3."""
+    names: set[str] = set()
+
+    def referenced(value: ast.AST) -> None:
+        for node in ast.walk(value):
+            if isinstance(node, ast.Name):
+                names.add(node.id)
+            elif isinstance(node, ast.Attribute):
+                names.add(node.attr)
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Dict):
+            for key, value in zip(node.keys, node.values, strict=True):
+                if key is not None and mentions_node(key, aliases):
+                    referenced(value)
+        elif isinstance(node, ast.Tuple | ast.List) and any(
+            mentions_node(e, aliases) for e in node.elts
+        ):
+            for element in node.elts:
+                if not mentions_node(element, aliases):
+                    referenced(element)
+        elif isinstance(node, ast.Call) and any(
+            k.arg is not None and "eagle3" in k.arg.lower() for k in node.keywords
+        ):
+            for k in node.keywords:
+                if k.arg is not None and "eagle3" in k.arg.lower():
+                    referenced(k.value)
+    return names
 
 
 @dataclass(frozen=True)
@@ -508,6 +588,74 @@ class Module:
         for name in SHADOWABLE & {*self.globals, *self.functions}:  # a builtin rebound here
             self.globals[name] = UNKNOWN
 
+    def implicitly_called(
+        self, functions: list[ast.FunctionDef | ast.AsyncFunctionDef]
+    ) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
+        """The methods Python calls for what ``functions`` do, though they call none of them by
+        name: the dunder methods of each other class of this module they name (made, defined
+        as a base or a metaclass, or operated on: its ``__init__``, ``__post_init__``,
+        ``__enter__``, ``__bool__``, ``__init_subclass__``, a metaclass's ``__call__``…), and
+        the getter of a property or a descriptor of their own class read as ``self.NAME``; then
+        what those do, in turn. Each runs on the EAGLE-3 path too. The methods a class's code
+        calls by name are followed as calls."""
+        classes = {
+            node.name: node for node in ast.walk(self.tree) if isinstance(node, ast.ClassDef)
+        }
+        seen: set[ast.AST] = set(functions)
+        pending = list(functions)
+        found: list[ast.FunctionDef | ast.AsyncFunctionDef] = []
+
+        def add_class(name: str) -> None:
+            klass = classes.get(name)
+            if klass is None or klass in seen:
+                return
+            seen.add(klass)
+            for item in klass.body:
+                if (
+                    isinstance(item, FUNCTIONS)
+                    and item.name.startswith("__")
+                    and item.name.endswith("__")
+                    and item not in seen
+                ):
+                    seen.add(item)
+                    found.append(item)
+                    pending.append(item)
+            for base in [*klass.bases, *(k.value for k in klass.keywords)]:
+                if isinstance(base, ast.Name):
+                    add_class(base.id)
+
+        for function in functions:  # its own class's methods run as the code names them
+            if (owner := classes.get(self.owner.get(function, ""))) is not None:
+                seen.add(owner)
+        while pending:
+            function = pending.pop()
+            owner = classes.get(self.owner.get(function, ""))
+            attributes = owner_attributes(owner) if owner is not None else {}
+            for node in ast.walk(function):
+                if isinstance(node, ast.Name) and node.id in classes:
+                    add_class(node.id)
+                elif (
+                    isinstance(node, ast.Attribute)
+                    and isinstance(node.value, ast.Name)
+                    and node.value.id in ("self", "cls")
+                    and node.attr in attributes
+                ):
+                    value = attributes[node.attr]
+                    if isinstance(value, FUNCTIONS) and value not in seen:
+                        seen.add(value)
+                        found.append(value)
+                        pending.append(value)
+                    elif isinstance(value, ast.Call) and isinstance(value.func, ast.Name):
+                        add_class(value.func.id)  # a descriptor: its __get__ runs
+        return found
+
+    def rebinds(self, node: ast.AST) -> bool:
+        """Whether a name under ``node`` is one this module binds (a ``chr`` of its own)."""
+        return any(
+            isinstance(n, ast.Name) and (n.id in self.globals or n.id in self.functions)
+            for n in ast.walk(node)
+        )
+
     def forget(self, node: ast.AST) -> None:
         """Every global ``node`` names, or a module function it calls names, becomes unknown."""
         names = {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
@@ -540,6 +688,17 @@ class Module:
                         at = bisect.bisect_left(lines, node.lineno)
                         if at < len(lines) and lines[at] <= (node.end_lineno or node.lineno):
                             found.append(node)
+            dispatched = dispatched_names(self.tree, aliases)
+            if dispatched:
+                found += [
+                    node
+                    for node in ast.walk(self.tree)
+                    if isinstance(node, FUNCTIONS)
+                    and node.name in dispatched
+                    and not any(node is f for f in found)
+                ]
+            if found:
+                found += self.implicitly_called(found)
             self._mentioning = found
         return self._mentioning
 
@@ -609,6 +768,10 @@ class Interpreter:
         outer, self.region = self.region, region
         try:
             return self.run_statement(node, state, region)
+        except Raised:
+            self.findings.rejects.append(node.lineno)
+            self.findings.gates.append(node.lineno)
+            return state if self.through else None
         finally:
             self.region = outer
 
@@ -806,7 +969,7 @@ class Interpreter:
                 if current is None:
                     return None
                 self.assign(node.target, known(element, iterable.dep), current)
-                current = self.block(node.body, current, region)
+                current = self.block(node.body, current, region or iterable.dep)
             return current
         return self.opaque(node, state, region, "a loop over values it cannot list")
 
@@ -832,6 +995,12 @@ class Interpreter:
     ) -> Val:
         if isinstance(node, ast.Constant):
             return known(node.value)
+        if isinstance(node, BUILT) and not self.module.rebinds(node):
+            # a constant built at run time (chr, base64, [::-1]...) with builtins not rebound
+            with contextlib.suppress(NotConstant):
+                value = fold(node)
+                if hashable(value) or isinstance(value, list):
+                    return known(value)
         if isinstance(node, ast.Name):
             if node.id in state.env:
                 return state.env[node.id]
@@ -894,6 +1063,10 @@ class Interpreter:
                     if isinstance(v, ast.FormattedValue)
                 )
             )
+        if isinstance(node, ast.NamedExpr):  # (L := ...) rebinds L where it is evaluated
+            value = self.eval(node.value, state)
+            self.assign(node.target, value, state)
+            return value
         if isinstance(node, ast.Subscript):
             value, index = self.eval(node.value, state), self.eval(node.slice, state)
             if index.known and index.value == "model_type" and not names_draft(node.value):
@@ -918,6 +1091,8 @@ class Interpreter:
             if base.kind == "target":
                 return known(self.model_type, True)
             return unknown(base)
+        if base.kind == "target" and attr in IDENTITY:  # which model, other than its type
+            return Val(dep=True, murky=True)
         if base.kind == "target" or is_target_word(attr):
             return TARGET
         if base.known:
@@ -979,7 +1154,9 @@ class Interpreter:
                 return a - b
             if isinstance(op, ast.BitOr):
                 return a | b
-            raise TypeError
+            if isinstance(op, ast.Mod) and isinstance(a, str) and not WIDE.search(a):
+                return a % b
+            raise NotModelled
 
         return self.compute(compute, left, right)
 
@@ -987,7 +1164,13 @@ class Interpreter:
         if all(p.known and p.kind == "" for p in parts):
             try:
                 return known(fn(), any(p.dep for p in parts))
+            except NotModelled:
+                return unknown(*parts)
+            except RecursionError:
+                return unknown(*parts)
             except Exception:
+                if self.region or any(p.dep for p in parts):
+                    raise Raised from None  # where Python raises, so does this
                 return unknown(*parts)
         return unknown(*parts)
 
@@ -1031,6 +1214,18 @@ class Interpreter:
         args = [self.eval(a, state) for a in node.args if not isinstance(a, ast.Starred)]
         keywords = [self.eval(k.value, state) for k in node.keywords]
         everything = [*args, *keywords]
+        if not isinstance(func, ast.Name | ast.Attribute) or (
+            isinstance(func, ast.Name) and func.id == "globals"
+        ):
+            # a function made at run time (getattr(L, "rem" + "ove"), globals()[...]) may change
+            # whatever its expression names: each becomes unknown, globals() every global
+            named = {n.id for n in ast.walk(func) if isinstance(n, ast.Name)}
+            if "globals" in named:
+                named |= set(self.module.globals)
+            for name in named:
+                for env in (state.env, self.module.globals):
+                    if name in env and env[name].kind != "function":
+                        env[name] = unknown(env[name])
         if isinstance(func, ast.Name):
             bound = state.env.get(func.id) or self.module.globals.get(func.id)
             if bound is not None and bound.kind == "function":  # a nested def, or an alias
@@ -1045,12 +1240,27 @@ class Interpreter:
                 return self.any_all(name, args[0])
             if name == "getattr" and len(node.args) >= 2:
                 attribute = args[1]
+                if (attribute.dep or attribute.murky) and len(node.args) == 2:
+                    raise Undecidable(
+                        node.lineno, "getattr of a name made from the model type may raise"
+                    )
                 if attribute.known and isinstance(attribute.value, str):
                     return self.attribute(args[0], attribute.value, node, state)
                 return unknown(*args)
             if name in BUILDERS and len(args) == 1:
                 builder = BUILDERS[name]
                 return self.compute(lambda: builder(args[0].value), args[0])
+            if name in PURE and not node.keywords and len(args) == len(node.args):
+                pure = PURE[name]
+
+                def run() -> Any:
+                    if any(isinstance(a.value, str) and WIDE.search(a.value) for a in args):
+                        raise NotModelled  # a width that would make a huge string
+                    return pure(*[a.value for a in args])
+
+                return self.compute(run, *args)
+            if name in ("exec", "eval", "compile"):
+                raise Undecidable(node.lineno, f"{name}() runs code this cannot read")
             if name in HARMLESS_CALLS or name == "hasattr":
                 return unknown(*everything)
             if name in self.module.functions:
@@ -1302,6 +1512,23 @@ MUTATORS: dict[str, Any] = {
     "pop": lambda values, *index: values.pop(*index),
     "clear": lambda values: values.clear(),
 }
+PURE: dict[str, Callable[..., Any]] = {
+    "len": len,
+    "hash": hash,
+    "format": format,
+    "int": int,
+    "ord": ord,
+    "chr": chr,
+    "abs": abs,
+    "min": min,
+    "max": max,
+    "sum": sum,
+    "divmod": divmod,
+    "repr": repr,
+    "bool": bool,
+}
+"""Builtins the interpreter runs on known values, so that one raising (``len(0)``,
+``format(mt, "d")``) refuses as Python would."""
 BUILDERS: dict[str, Callable[[Any], Any]] = {
     "list": list,
     "tuple": tuple,
@@ -1349,7 +1576,7 @@ COMPARE: dict[type, Any] = {
 @functools.lru_cache(maxsize=16)
 def read_module(text: str) -> tuple[Module, tuple[ast.FunctionDef | ast.AsyncFunctionDef, ...]]:
     """The module of ``text`` and its entry functions, worked out once per text."""
-    module = Module(ast.parse(text))
+    module = Module(parse_normalized(text))
     return module, tuple(module.entries())
 
 

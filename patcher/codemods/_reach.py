@@ -21,12 +21,14 @@ import weakref
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
+from patcher.codemods._fold import BUILT, STRINGS, folded_string
 from patcher.codemods._gate_decision import (
     FUNCTIONS,
     HARMLESS_CALLS,
     LOGGERS,
     eagle3_functions,
     eagle3_spelling,
+    is_property,
     names_draft,
     spelled,
     walk_body,
@@ -50,7 +52,7 @@ def strings(node: ast.AST) -> Iterator[str]:
             yield child.arg.lower()
         elif isinstance(child, FUNCTIONS | ast.ClassDef):
             yield child.name.lower()
-        elif isinstance(child, ast.Constant | ast.BinOp | ast.JoinedStr | ast.Call):
+        elif isinstance(child, STRINGS):
             text = spelled(child)
             if text is not None:
                 yield text.lower()
@@ -316,6 +318,28 @@ class Program:
                     if isinstance(node, ast.ClassDef):
                         yield owner, node
 
+    def made(
+        self, info: ModuleInfo, function: Function, call: ast.Call
+    ) -> list[tuple[ModuleInfo, Function]]:
+        """Where ``call`` makes an instance of a class of the tree (``Class(...)``,
+        ``module.Class(...)``): what Python runs of it implicitly (``implicit_methods``)."""
+        func = call.func
+        known = facts(function, info.package)
+        found: list[tuple[ModuleInfo, Function]] = []
+        if isinstance(func, ast.Name):
+            symbols = list(self.local_symbol(info, known, func.id))
+        elif isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
+            symbols = []
+            for owner, node in self.local_symbol(info, known, func.value.id):
+                if isinstance(node, ast.Module):
+                    symbols += list(self.symbol(owner, func.attr))
+        else:
+            return found
+        for owner, node in symbols:
+            if isinstance(node, ast.ClassDef):
+                found += [(owner, method) for method in implicit_methods(node)]
+        return found
+
     def callees(
         self, info: ModuleInfo, function: Function, call: ast.Call, by_name: bool = True
     ) -> list[tuple[ModuleInfo, Function]]:
@@ -372,6 +396,20 @@ class Program:
                 for pair in self.methods(owner, klass, name)
             ]
         return found + self._by_name[key]
+
+
+def implicit_methods(klass: ast.ClassDef) -> list[Function]:
+    """What Python runs of ``klass`` for code that makes an instance and uses it, naming none
+    of it: its dunder methods (``__init__``, ``__post_init__``, ``__enter__``, ``__getattr__``…)
+    and its properties (``property``, ``cached_property``, a library's ``*_property``)."""
+    return [
+        item
+        for item in klass.body
+        if isinstance(item, FUNCTIONS)
+        and (
+            (item.name.startswith("__") and item.name.endswith("__")) or is_property(item)
+        )
+    ]
 
 
 HARMLESS_METHODS = frozenset(
@@ -987,7 +1025,10 @@ def image_token_index_sightings(
             continue
         for node in nodes_of(step.function):
             if isinstance(node, ast.Call) and not harmless(node):
-                for owner, callee in program.callees(step.info, step.function, node, by_name=False):
+                for owner, callee in [
+                    *program.callees(step.info, step.function, node, by_name=False),
+                    *program.made(step.info, step.function, node),
+                ]:
                     pending.append(Step(owner, callee, frozenset(), step.depth + 1, False))
 
 
@@ -1010,6 +1051,10 @@ def patterns(node: ast.AST, resolve: Resolve | None = None, hops: int = 0) -> se
     locals, the module's constants, another module's, imported). Anything else is a part not
     known."""
     unknown: set[Pattern] = {(None,)}
+    if isinstance(node, ast.Call | ast.Subscript):
+        text = folded_string(node)
+        if text is not None:
+            return {(text,)}
     if isinstance(node, ast.Constant):
         return {(node.value,)} if isinstance(node.value, str) else unknown
     if isinstance(node, ast.JoinedStr):
@@ -1123,7 +1168,7 @@ def reads_image_token_index(node: ast.AST, resolve: Resolve | None = None) -> bo
         return resolve is not None and may_spell(node, IMAGE_TOKEN_INDEX, resolve)
     if isinstance(node, ast.Constant):
         return node.value == IMAGE_TOKEN_INDEX
-    if isinstance(node, ast.BinOp | ast.JoinedStr | ast.Call):
+    if isinstance(node, BUILT):
         return may_spell(node, IMAGE_TOKEN_INDEX, resolve)
     return False
 
@@ -1141,7 +1186,7 @@ def named_by(node: ast.AST) -> list[ast.expr]:
     return [
         g
         for g in given
-        if isinstance(g, ast.Name | ast.Attribute | ast.BinOp | ast.JoinedStr | ast.Call)
+        if isinstance(g, (ast.Name, ast.Attribute, *BUILT))
         and any(isinstance(c, ast.Name) for c in ast.walk(g))
     ]
 

@@ -12,6 +12,7 @@ import ast
 from collections.abc import Iterator
 
 from patcher.codemods import _reach
+from patcher.codemods._fold import BUILT, STRINGS, folded_string
 from patcher.codemods._gate_decision import decision_sites, eagle3_prefix, eagle3_spelling
 from patcher.codemods._gate_decision import walk_body as body_nodes
 from patcher.codemods.base import Signature
@@ -20,7 +21,8 @@ FUNCTIONS = ast.FunctionDef | ast.AsyncFunctionDef
 
 
 def identifiers(node: ast.AST) -> Iterator[str]:
-    """The names, attribute names and string constants under ``node``, in lower case."""
+    """The names, attribute names and strings under ``node`` (constants, and what a constant
+    expression folds to), in lower case."""
     for child in ast.walk(node):
         if isinstance(child, ast.Name):
             yield child.id.lower()
@@ -28,6 +30,10 @@ def identifiers(node: ast.AST) -> Iterator[str]:
             yield child.attr.lower()
         elif isinstance(child, ast.Constant) and isinstance(child.value, str):
             yield child.value.lower()
+        elif isinstance(child, BUILT):
+            text = folded_string(child)  # built at run time: chr, bytes.decode, base64, ...
+            if text is not None:
+                yield text.lower()
 
 
 def mentions(node: ast.AST, word: str, aliases: frozenset[str] = frozenset()) -> bool:
@@ -40,9 +46,9 @@ def string_aliases(module: ast.Module, word: str) -> frozenset[str]:
     """Names the module assigns a string holding ``word`` to, in lower case."""
     found: set[str] = set()
     for node in ast.walk(module):
-        if isinstance(node, ast.Assign | ast.AnnAssign) and isinstance(node.value, ast.Constant):
-            value = node.value.value
-            if isinstance(value, str) and word in value.lower():
+        if isinstance(node, ast.Assign | ast.AnnAssign) and node.value is not None:
+            value = folded_string(node.value)
+            if value is not None and word in value.lower():
                 targets = node.targets if isinstance(node, ast.Assign) else [node.target]
                 found.update(t.id.lower() for t in targets if isinstance(t, ast.Name))
     return frozenset(found)
@@ -64,9 +70,7 @@ def is_eagle3(node: ast.expr, aliases: frozenset[str]) -> bool:
     """Whether ``node`` is the EAGLE-3 method as a value: a string holding ``eagle3``, a tuple
     of strings with one, a name bound to one, or a constant-style name (``EAGLE3``,
     ``Method.EAGLE3``)."""
-    if isinstance(node, ast.Constant | ast.BinOp | ast.JoinedStr | ast.Call) and eagle3_spelling(
-        node
-    ):
+    if isinstance(node, STRINGS) and eagle3_spelling(node):
         return True
     if isinstance(node, ast.Constant | ast.BinOp | ast.JoinedStr):
         return False

@@ -163,8 +163,11 @@ class Signature:
 @functools.lru_cache(maxsize=64)
 def python_ast(text: str) -> ast.Module:
     """``ast``'s tree of ``text``, parsed once per process (a signature search may see a module
-    once per patch); ast is several times faster than libcst and gives line numbers."""
-    return ast.parse(text)
+    once per patch); ast is several times faster than libcst and gives line numbers. Refusals
+    other than ``raise`` read as one (``_normalize``)."""
+    from patcher.codemods._normalize import parse
+
+    return parse(text)
 
 
 @functools.lru_cache(maxsize=32)

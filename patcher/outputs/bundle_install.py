@@ -122,7 +122,7 @@ def name(value: Any, what: str) -> str:
 
 def expect_format(data: dict[str, Any], where: str) -> None:
     found = data.get("format")
-    if isinstance(found, bool) or found != FORMAT:
+    if type(found) is not int or found != FORMAT:  # not 1.0, not True
         raise Refused(f"{where}: format {shown(repr(found))[:40]} is not {FORMAT}")
 
 
@@ -189,6 +189,7 @@ class Manifest:
         expect_format(data, where)
         files = mapping(data.get("files"), f"{where}: files")
         self.files: dict[str, str] = {}
+        self.sizes: dict[str, int] = {}
         for rel, entry in files.items():
             relative(rel, f"{where}: the listed file")
             if rel == "manifest.json":
@@ -197,7 +198,7 @@ class Manifest:
             if len(entry) != 2:
                 raise Refused(f"{where}: files[{shown(repr(rel))}] is not [sha256, size]")
             self.files[rel] = digest(entry[0], f"{where}: the sha256 of {shown(rel)}")
-            count(entry[1], f"{where}: the size of {shown(rel)}")
+            self.sizes[rel] = count(entry[1], f"{where}: the size of {shown(rel)}")
         states = mapping(data.get("states"), f"{where}: states")
         order = sequence(states.get("order"), f"{where}: states.order")
         if not order:
@@ -516,8 +517,11 @@ def check(root: Path) -> Manifest:
             expected = manifest.files.get(rel)
             if expected is None:
                 bad.append(f"{rel} is not in the manifest")
-            elif sha256_of(path) != expected and not known_state(manifest, rel, path):
-                bad.append(f"{rel} is not the bytes the manifest lists")
+            elif sha256_of(path) != expected:
+                if not known_state(manifest, rel, path):
+                    bad.append(f"{rel} is not the bytes the manifest lists")
+            elif os.lstat(path).st_size != manifest.sizes[rel]:  # the manifest contradicts itself
+                bad.append(f"{rel} is not the size the manifest lists")
     if problems:
         bad.append(f"cannot read {problems[0].filename}: {problems[0].strerror}")
     bad += [f"{rel} is missing" for rel in manifest.files if rel not in seen]

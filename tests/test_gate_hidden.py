@@ -1,0 +1,425 @@
+"""Gates hidden behind what Python calls implicitly, or spelled at run time (issue 38, the
+fourth hostile pass).
+
+The fourth hostile pass found the whitelist check, still refusing Kimi, judged ``not-needed``
+where Python reaches it without a call the search could see (a property read, a metaclass's
+``__call__``, ``__init_subclass__``, a dataclass's ``__post_init__``, a dispatch table, a
+``functools.partial``), where it refuses by a warning turned into an error, or where
+``"eagle3"`` or ``"model_type"`` is built at run time (``chr``, ``bytes.decode``, ``base64``);
+and ``applied`` where a second check beside the original still refuses after the patch.
+
+This generates those classes as combinations: each way of reaching the check, with each way of
+spelling its test, and each second check beside an accepting or patchable original. The truth
+is known by construction: every shape refuses Kimi, so none may come out ``not-needed`` or
+``present``, and one whose refusing check is not the one the codemod patches may not come out
+``applied`` (``judge`` in test_gate_moved_generated).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+
+import pytest
+from test_gate_moved_generated import (
+    LIST,
+    SPECULATIVE,
+    TYPE,
+    Shape,
+    appended,
+    gate_replaced,
+    python_files,
+    run_all,
+)
+
+from patcher.codemods.eagle3_whitelist import Eagle3Whitelist
+
+pytestmark = pytest.mark.network
+
+# how the method's name is tested: spelled at run time
+METHOD_TESTS = {
+    "literal": '"eagle3"',
+    "chr": '"".join(map(chr, [101, 97, 103, 108, 101, 51]))',
+    "bytes": 'b"eagle3".decode()',
+    "base64": '__import__("base64").b64decode("ZWFnbGUz").decode()',
+    "reversed": '"3elgae"[::-1]',
+    "codecs": '__import__("codecs").decode("rntyr3", "rot13")',
+}
+# how the model type is read: its attribute's name spelled at run time
+TYPE_READS = {
+    "plain": "cfg.hf_text_config.model_type",
+    "chr": 'getattr(cfg.hf_text_config, "".join(map(chr, [109, 111, 100, 101, 108, 95, '
+    "116, 121, 112, 101])))",
+    "bytes": 'getattr(cfg.hf_text_config, b"model_type".decode())',
+    "joined": 'getattr(cfg.hf_text_config, "_".join(["model", "type"]))',
+    "vars": 'vars(cfg.hf_text_config)["model" + "_type"]',
+}
+# the check itself, given ``spec`` (the speculative config); {test} and {read} filled in
+CHECK = (
+    "    cfg = spec.target_model_config\n"
+    "    if spec.method == {test} and not any(\n"
+    '        s in {read} for s in ["llama", "qwen", "minicpm", "gpt_oss"]\n'
+    "    ):\n"
+    "        {refuse}\n"
+)
+REFUSALS = {
+    "raise": 'raise ValueError("refused")',
+    "warning-as-error": '__import__("warnings").simplefilter("error"); '
+    '__import__("warnings").warn("refused")',
+}
+
+
+def check(test: str, read: str, refuse: str = "raise", indent: str = "") -> str:
+    body = CHECK.format(test=test, read=read, refuse=REFUSALS[refuse])
+    return "".join(indent + line + "\n" for line in body.splitlines())
+
+
+def implicit_shapes(test: str, read: str, refuse: str) -> Iterator[tuple[str, Shape]]:
+    """The check reached by what Python calls implicitly, from ``_verify_args``."""
+    body = check(test, read, refuse, indent="    ")
+    yield (
+        "property",
+        Shape(
+            "",
+            {
+                SPECULATIVE: lambda text: gate_replaced("        self._eagle3_target_ok\n")(
+                    text
+                ).replace(
+                    "    def verify_equal_vocab_size_if_draft_model(self):",
+                    "    @property\n    def _eagle3_target_ok(self):\n        spec = self\n"
+                    + body
+                    + "        return True\n\n"
+                    "    def verify_equal_vocab_size_if_draft_model(self):",
+                )
+            },
+            moved=True,
+        ),
+    )
+    yield (
+        "metaclass-call",
+        Shape(
+            "",
+            {
+                SPECULATIVE: lambda text: appended(
+                    "class _TargetMeta(type):\n    def __call__(cls, spec):\n"
+                    + body
+                    + "        return super().__call__()\n\n\n"
+                    "class _TargetCheck(metaclass=_TargetMeta):\n    pass\n"
+                )(gate_replaced("        _TargetCheck(self)\n")(text))
+            },
+        ),
+    )
+    yield (
+        "init-subclass",
+        Shape(
+            "",
+            {
+                SPECULATIVE: lambda text: appended(
+                    "class _TargetBase:\n"
+                    "    def __init_subclass__(cls, spec=None, **kwargs):\n"
+                    "        super().__init_subclass__(**kwargs)\n" + body
+                )(
+                    gate_replaced(
+                        "        class _Checked(_TargetBase, spec=self):\n            pass\n"
+                    )(text)
+                )
+            },
+        ),
+    )
+    yield (
+        "post-init",
+        Shape(
+            "",
+            {
+                SPECULATIVE: lambda text: appended(
+                    "@__import__('dataclasses').dataclass\nclass _TargetCheck:\n"
+                    "    spec: object\n\n    def __post_init__(self):\n"
+                    "        spec = self.spec\n" + body
+                )(gate_replaced("        _TargetCheck(self)\n")(text))
+            },
+        ),
+    )
+    yield (
+        "dispatch-table",
+        Shape(
+            "",
+            {
+                SPECULATIVE: lambda text: appended(
+                    "def _check_target(spec):\n"
+                    + check("spec.method", read, refuse)
+                    + "\n\n_TARGET_CHECKS = {"
+                    + test
+                    + ": _check_target}\n"
+                )(
+                    gate_replaced(
+                        "        _TARGET_CHECKS.get(self.method, lambda spec: None)(self)\n"
+                    )(text)
+                )
+            },
+        ),
+    )
+    yield (
+        "partial",
+        Shape(
+            "",
+            {
+                SPECULATIVE: lambda text: appended(
+                    "def _check_target(method, spec):\n    spec.method = method\n"
+                    + check(test, read, refuse)
+                )(
+                    gate_replaced(
+                        "        __import__('functools').partial(_check_target, self.method)"
+                        "(self)\n"
+                    )(text)
+                )
+            },
+        ),
+    )
+    yield (
+        "plain-helper",
+        Shape(
+            "",
+            {
+                SPECULATIVE: lambda text: appended(
+                    "def _check_target(spec):\n" + check(test, read, refuse)
+                )(gate_replaced("        _check_target(self)\n")(text))
+            },
+        ),
+    )
+
+
+def hidden_shapes() -> list[Shape]:
+    shapes = []
+    combos = itertools.product(METHOD_TESTS.items(), TYPE_READS.items(), REFUSALS)
+    for i, ((test_name, test), (read_name, read), refuse) in enumerate(combos):
+        for j, (how, shape) in enumerate(implicit_shapes(test, read, refuse)):
+            if (i + j) % 3:  # a third of the product: each piece in each place still
+                continue
+            name = f"{how}-{test_name}-{read_name}-{refuse}"
+            shapes.append(Shape(name, shape.changes, moved=False))
+    return shapes
+
+
+SECOND_CHECKS = {
+    "architectures": (
+        '        if self.method == "eagle3" and any(\n'
+        '            a.startswith("Kimi") for a in self.target_model_config.architectures\n'
+        "        ):\n            raise ValueError('refused')\n"
+    ),
+    "warning-as-error": (
+        '        if self.method == "eagle3" and not any(\n'
+        f'            s in {TYPE} for s in ["llama"]\n'
+        "        ):\n"
+        "            import warnings\n\n"
+        '            warnings.simplefilter("error")\n'
+        '            warnings.warn("refused")\n'
+    ),
+    "init-subclass": ("        class _Checked(_TargetBase, spec=self):\n            pass\n"),
+    "chr-type": (
+        '        if self.method == "eagle3" and "".join(map(chr, [107, 105, 109, 105])) in '
+        f"{TYPE}:\n            raise ValueError('refused')\n"
+    ),
+}
+INIT_SUBCLASS_BASE = (
+    "class _TargetBase:\n"
+    "    def __init_subclass__(cls, spec=None, **kwargs):\n"
+    "        super().__init_subclass__(**kwargs)\n"
+    '        if spec.method == "eagle3" and "llama" not in '
+    "spec.target_model_config.hf_text_config.model_type:\n"
+    "            raise ValueError('refused')\n"
+)
+
+
+def second_check_shapes() -> Iterator[Shape]:
+    """The original check, patchable or already accepting, and a second one beside it that
+    still refuses Kimi after the codemod has done its work."""
+    originals = {
+        "patchable": LIST + '        if self.method == "eagle3" and not any(\n'
+        f"            s in {TYPE} for s in eagle3_target_supported\n"
+        "        ):\n            raise ValueError('refused')\n",
+        "accepting": '        eagle3_target_supported = ["llama", "kimi_k2", "deepseek_v3"]\n'
+        '        if self.method == "eagle3" and not any(\n'
+        f"            s in {TYPE} for s in eagle3_target_supported\n"
+        "        ):\n            raise ValueError('refused')\n",
+    }
+    for (original_name, original), (second_name, second) in itertools.product(
+        originals.items(), SECOND_CHECKS.items()
+    ):
+        changes = {SPECULATIVE: gate_replaced(original + second)}
+        if second_name == "init-subclass":
+            changes = {
+                SPECULATIVE: lambda text, o=original, s=second: appended(INIT_SUBCLASS_BASE)(
+                    gate_replaced(o + s)(text)
+                )
+            }
+        moved = second_name == "architectures"  # the codemod cannot make that one accept
+        yield Shape(f"second-{second_name}-beside-{original_name}", changes, moved=moved)
+
+
+@pytest.fixture(scope="module")
+def files_0_16(release) -> dict[str, bytes]:
+    return python_files(release("0.16.0"))
+
+
+def test_the_shapes_are_many_and_new():
+    names = [s.name for s in [*hidden_shapes(), *second_check_shapes()]]
+    assert len(names) == len(set(names)) >= 50
+
+
+def test_a_gate_python_reaches_implicitly_is_never_not_needed(files_0_16):
+    wrong = run_all(Eagle3Whitelist, files_0_16, hidden_shapes())
+    assert not wrong, "\n".join(wrong)
+
+
+def test_a_second_check_that_still_refuses_is_never_applied_or_present(files_0_16):
+    wrong = run_all(Eagle3Whitelist, files_0_16, list(second_check_shapes()))
+    assert not wrong, "\n".join(wrong)
+
+
+# The EAGLE-3 test in _verify_args, the refusal in code Python calls for an operation there
+# (the refusing code itself names no EAGLE-3 and no method): each dunder and descriptor.
+CLASS_CHECK = (
+    "    def {name}(self, *args, **kwargs):\n"
+    "        cfg = self.spec.target_model_config\n"
+    '        if not any(s in {read} for s in ["llama", "qwen"]):\n'
+    '            raise ValueError("refused")\n'
+    "        return {returns}\n"
+)
+OPERATIONS = {
+    # dunder: (what it returns, the statement in _verify_args that makes Python call it)
+    "__enter__": ("self", "with _Target(self):\n                pass"),
+    "__iter__": ("iter(())", "for _ in _Target(self):\n                pass"),
+    "__bool__": ("True", "if _Target(self):\n                pass"),
+    "__len__": ("1", "len(_Target(self))"),
+    "__str__": ('"x"', "str(_Target(self))"),
+    "__eq__": ("True", "_Target(self) == 1"),
+    "__getitem__": ("1", "_Target(self)[0]"),
+    "__call__": ("1", "_Target(self)()"),
+    "__hash__": ("1", "hash(_Target(self))"),
+    "__contains__": ("True", "1 in _Target(self)"),
+    "__add__": ("1", "_Target(self) + 1"),
+    "__format__": ('"x"', 'f"{_Target(self)}"'),
+}
+
+
+def operation_shapes() -> Iterator[Shape]:
+    for (dunder, (returns, statement)), (read_name, read) in itertools.product(
+        OPERATIONS.items(), [("plain", TYPE_READS["plain"]), ("chr", TYPE_READS["chr"])]
+    ):
+        klass = (
+            "class _Target:\n    def __init__(self, spec):\n        self.spec = spec\n\n"
+            + CLASS_CHECK.format(name=dunder, read=read, returns=returns)
+        )
+        yield Shape(
+            f"operation-{dunder.strip('_')}-{read_name}",
+            {
+                SPECULATIVE: lambda text, k=klass, s=statement: appended(k)(
+                    gate_replaced(f'        if self.method == "eagle3":\n            {s}\n')(text)
+                )
+            },
+            moved=False,
+        )
+    descriptor = (
+        "class _Checked:\n    def __get__(self, spec, owner=None):\n"
+        "        cfg = spec.target_model_config\n"
+        '        if not any(s in cfg.hf_text_config.model_type for s in ["llama"]):\n'
+        '            raise ValueError("refused")\n        return True\n'
+    )
+    yield Shape(
+        "operation-descriptor",
+        {
+            SPECULATIVE: lambda text: appended(descriptor)(
+                gate_replaced('        if self.method == "eagle3":\n            self._checked\n')(
+                    text
+                ).replace(
+                    "    def verify_equal_vocab_size_if_draft_model(self):",
+                    "    _checked = _Checked()\n\n"
+                    "    def verify_equal_vocab_size_if_draft_model(self):",
+                )
+            )
+        },
+        moved=False,
+    )
+    yield Shape(
+        "operation-property-no-eagle3",
+        {
+            SPECULATIVE: lambda text: gate_replaced(
+                '        if self.method == "eagle3":\n            self._target_ok\n'
+            )(text).replace(
+                "    def verify_equal_vocab_size_if_draft_model(self):",
+                "    @property\n    def _target_ok(self):\n"
+                "        cfg = self.target_model_config\n"
+                '        if not any(s in cfg.hf_text_config.model_type for s in ["llama"]):\n'
+                '            raise ValueError("refused")\n        return True\n\n'
+                "    def verify_equal_vocab_size_if_draft_model(self):",
+            )
+        },
+        moved=False,
+    )
+
+
+def test_a_refusal_in_what_an_operation_calls_is_never_not_needed(files_0_16):
+    wrong = run_all(Eagle3Whitelist, files_0_16, list(operation_shapes()))
+    assert not wrong, "\n".join(wrong)
+
+
+# The proposer's image-token lookup, its attribute's name spelled at run time, reached plainly
+# or through what Python calls implicitly.
+IMAGE_SPELLINGS = {
+    "chr": '"".join(map(chr, ' + repr([ord(c) for c in "image_token_index"]) + "))",
+    "bytes": 'b"image_token_index".decode()',
+    "base64": '__import__("base64").b64decode("aW1hZ2VfdG9rZW5faW5kZXg=").decode()',
+    "reversed": '"xedni_nekot_egami"[::-1]',
+    "codecs": '__import__("codecs").decode("vzntr_gbxra_vaqrk", "rot13")',
+    "lambda": '"".join(map(lambda c: chr(ord(c) - 1), "jnbhf`uplfo`joefy"))',
+}
+
+
+def image_hidden_shapes() -> Iterator[Shape]:
+    from test_gate_moved_generated import IMAGE_HELPER_MODULES, chain_replaced
+
+    for (spelling_name, spelling), (where, (path, dotted)) in itertools.product(
+        IMAGE_SPELLINGS.items(), IMAGE_HELPER_MODULES.items()
+    ):
+        yield Shape(
+            f"image-{spelling_name}-helper-{where}",
+            {
+                PROPOSER_PATH: chain_replaced(
+                    f"            from {dotted} import image_token_id_of\n\n"
+                    "            self.model.config.image_token_index = image_token_id_of(\n"
+                    "                target_model\n            )\n"
+                ),
+                path: appended(
+                    "def image_token_id_of(target_model):\n"
+                    f"    return getattr(target_model.config, {spelling})\n"
+                ),
+            },
+        )
+        yield Shape(
+            f"image-{spelling_name}-property-{where}",
+            {
+                PROPOSER_PATH: chain_replaced(
+                    f"            from {dotted} import ImageTokens\n\n"
+                    "            self.model.config.image_token_index = ImageTokens(\n"
+                    "                target_model\n            ).token\n"
+                ),
+                path: appended(
+                    "class ImageTokens:\n    def __init__(self, target_model):\n"
+                    "        self.config = target_model.config\n\n"
+                    "    @property\n    def token(self):\n"
+                    f"        return getattr(self.config, {spelling})\n"
+                ),
+            },
+        )
+
+
+PROPOSER_PATH = "vllm/v1/spec_decode/eagle.py"
+
+
+def test_an_image_token_lookup_spelled_at_run_time_is_never_not_needed(files_0_16):
+    from patcher.codemods.mm_image_token import MmImageToken
+
+    shapes = list(image_hidden_shapes())
+    assert len(shapes) >= 36
+    wrong = run_all(MmImageToken, files_0_16, shapes)
+    assert not wrong, "\n".join(wrong)
