@@ -41,7 +41,8 @@ def cache_dir() -> Path:
         ) from error
     if not path.is_dir():
         raise PatcherError(f"cache dir {path} is not a directory; set {CACHE_ENV}")
-    tag(path)
+    if not os.listdir(path):  # a folder patcher makes (or finds empty) is tagged as its own
+        tag(path)
     hold_in_use(path)
     return path
 
@@ -76,18 +77,26 @@ OWN_NAMES = frozenset(
 
 
 def tag(root: Path) -> None:
-    """Mark ``root`` as patcher's cache where it is: a new or empty folder, or one holding
-    only what patcher writes there (a cache made before the tag). A folder of other files
-    (``PATCHER_CACHE_DIR`` naming the wrong one) is left untagged, so never cleaned."""
-    if (root / CACHE_TAG).is_file():
-        return
+    """Mark ``root``, a folder patcher made or found empty, as its cache. A folder already
+    holding files is never written a tag: whether it is patcher's is decided by what it holds
+    (``foreign_names``)."""
     try:
-        names = os.listdir(root)
-        if all(n in OWN_NAMES or n.startswith(".bench-venvs") for n in names):
-            with open(root / CACHE_TAG, "x", encoding="ascii") as handle:
-                handle.write(TAG_TEXT)
+        with open(root / CACHE_TAG, "x", encoding="ascii") as handle:
+            handle.write(TAG_TEXT)
     except OSError:  # read-only, or another patcher wrote it first: used as before
         pass
+
+
+def foreign_names(root: Path) -> list[str]:
+    """What ``root`` holds at its top that patcher does not write there; none where it is
+    tagged (a newer patcher's cache may hold names this one does not know)."""
+    if (root / CACHE_TAG).is_file():
+        return []
+    try:
+        names = sorted(os.listdir(root))
+    except OSError:
+        return []
+    return [n for n in names if n not in OWN_NAMES and not n.startswith(".bench-venvs")]
 
 
 _IN_USE: dict[str, int] = {}

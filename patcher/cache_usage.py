@@ -34,7 +34,7 @@ from pathlib import Path
 
 from filelock import FileLock, Timeout
 
-from patcher.cache import CACHE_TAG, IN_USE_LOCK, cache_dir, in_use_exclusively
+from patcher.cache import CACHE_TAG, IN_USE_LOCK, cache_dir, foreign_names, in_use_exclusively
 from patcher.defaults import CACHE_KINDS as KINDS
 from patcher.errors import PatcherError
 
@@ -231,13 +231,16 @@ def clean(root: Path, kinds: Iterable[str], older_than: float | None, dry_run: b
 
     ``dry_run``: none is removed; the result says which would be, and which are in use.
 
-    Only a folder patcher tagged as its cache is cleaned (``CACHE_TAG``, written where the
-    folder was new or held only patcher's names): ``PATCHER_CACHE_DIR`` naming a folder of other
-    files (a typo, a home folder) is refused in one line, and nothing there is touched."""
-    if not (root / CACHE_TAG).is_file():
+    Only a folder that is patcher's cache is cleaned: tagged (``CACHE_TAG``, written where
+    patcher made the folder) or holding only the names patcher writes. ``PATCHER_CACHE_DIR``
+    naming a folder of other files (a typo, a home folder) is refused in one line, and nothing
+    there is touched."""
+    foreign = foreign_names(root)
+    if foreign:
         raise PatcherError(
-            f"{root} is not a patcher cache (no {CACHE_TAG} in it): cache clean removes "
-            "nothing there; check PATCHER_CACHE_DIR"
+            f"{root} is not a patcher cache: it holds {foreign[0]!r}, which patcher does not "
+            f"write there (and no {CACHE_TAG}); cache clean removes nothing; check "
+            "PATCHER_CACHE_DIR"
         )
     chosen = set(kinds)
     now = time.time()
