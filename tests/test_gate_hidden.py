@@ -423,3 +423,37 @@ def test_an_image_token_lookup_spelled_at_run_time_is_never_not_needed(files_0_1
     assert len(shapes) >= 36
     wrong = run_all(MmImageToken, files_0_16, shapes)
     assert not wrong, "\n".join(wrong)
+
+
+def code_from_strings() -> Iterator[Shape]:
+    """The check run as a string: ``exec``/``eval``/``compile`` on the EAGLE-3 path, in the
+    method or in a helper it calls, the source plain or base64-decoded. Nothing can read it."""
+    source = (
+        "if self.method == 'eagle3' and 'llama' not in "
+        "self.target_model_config.hf_text_config.model_type: raise ValueError('refused')"
+    )
+    encoded = __import__("base64").b64encode(source.encode()).decode()
+    runs = {
+        "exec": f"        exec({source!r})\n",
+        "exec-b64": f"        exec(__import__('base64').b64decode({encoded!r}).decode())\n",
+        "eval-compile": f"        eval(compile({source!r}, 'x', 'exec'))\n",
+    }
+    for name, line in runs.items():
+        yield Shape(f"code-{name}-in-method", {SPECULATIVE: gate_replaced(line)}, moved=False)
+        helper = "def _run_check(self):\n" + line[4:]
+        yield Shape(
+            f"code-{name}-in-helper",
+            {
+                SPECULATIVE: lambda text, h=helper: appended(h)(
+                    gate_replaced(
+                        '        if self.method == "eagle3":\n            _run_check(self)\n'
+                    )(text)
+                )
+            },
+            moved=False,
+        )
+
+
+def test_code_run_from_a_string_is_never_not_needed(files_0_16):
+    wrong = run_all(Eagle3Whitelist, files_0_16, list(code_from_strings()))
+    assert not wrong, "\n".join(wrong)

@@ -707,6 +707,10 @@ def eagle3_gate_sightings(program: Program, roots: Iterable[str]) -> Iterator[tu
         info = program.info(path)
         if info is None:
             continue
+        for function in eagle3_named(program, info):  # code made of a string, on the path
+            for node in nodes_of(function):
+                if runs_code(node):
+                    yield info.path, getattr(node, "lineno", function.lineno)
         for function, call, deps, keywords in escapes_of(info.tree):
             for owner, callee in program.callees(info, function, call):
                 params = bound_by_flags(callee, call, deps, keywords)
@@ -959,6 +963,8 @@ def follow(program: Program, reach: Reach, pending: list[Step]) -> Iterator[tupl
         info, function = step.info, step.function
         tainted = reach.tainted(info, function, step.params)
         for node in nodes_of(function):
+            if runs_code(node):  # code this cannot read, on the path: it may refuse
+                yield info.path, node.lineno
             tests = decision_tests(node)
             if any(reach.depends(info, function, t, tainted) for t in tests) and reach.refuses(
                 info, function
@@ -966,6 +972,16 @@ def follow(program: Program, reach: Reach, pending: list[Step]) -> Iterator[tupl
                 yield info.path, getattr(node, "lineno", function.lineno)
         if step.depth < MAX_DEPTH:
             pending += next_steps(program, reach, step, tainted)
+
+
+def runs_code(node: ast.AST) -> bool:
+    """``exec(...)``, ``eval(...)`` or ``compile(...)``: code made of a string, which may do
+    anything (refuse, read ``image_token_index``) where no search can read it."""
+    return (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id in ("exec", "eval", "compile")
+    )
 
 
 def next_steps(program: Program, reach: Reach, step: Step, tainted: set[str]) -> list[Step]:
@@ -1016,7 +1032,7 @@ def image_token_index_sightings(
         seen.add(step.function)
         resolve = bindings(program, step.info, step.function)
         for node in nodes_of(step.function):
-            if reads_image_token_index(node):
+            if reads_image_token_index(node) or runs_code(node):
                 yield step.info.path, getattr(node, "lineno", step.function.lineno)
             for name in named_by(node):  # a name standing for an attribute's or a key's
                 if reads_image_token_index(name, resolve):
