@@ -964,7 +964,7 @@ def follow(program: Program, reach: Reach, pending: list[Step]) -> Iterator[tupl
         tainted = reach.tainted(info, function, step.params)
         for node in nodes_of(function):
             if runs_code(node):  # code this cannot read, on the path: it may refuse
-                yield info.path, node.lineno
+                yield info.path, getattr(node, "lineno", function.lineno)
             tests = decision_tests(node)
             if any(reach.depends(info, function, t, tainted) for t in tests) and reach.refuses(
                 info, function
