@@ -41,21 +41,14 @@ def cache_dir() -> Path:
         ) from error
     if not path.is_dir():
         raise PatcherError(f"cache dir {path} is not a directory; set {CACHE_ENV}")
-    if not os.listdir(path):  # a folder patcher makes (or finds empty) is tagged as its own
-        tag(path)
     hold_in_use(path)
     return path
 
 
 CACHE_TAG = "CACHEDIR.TAG"
-"""The Cache Directory Tagging Specification's file: backup tools skip the folder, and
-``patcher cache clean`` cleans only a folder that holds it (one patcher made, or found as its
-own)."""
-TAG_TEXT = (
-    "Signature: 8a477f597d28d172789f06886806bc55\n"
-    "# This file is a cache directory tag created by patcher (vllm-patcher).\n"
-    "# For information about cache directory tags see https://bford.info/cachedir/\n"
-)
+"""The Cache Directory Tagging Specification's file. ``patcher cache clean`` takes a folder
+holding it as a cache whatever else it holds (a later patcher's names); patcher itself writes
+none, since a command that fails writes nothing to the cache."""
 OWN_NAMES = frozenset(
     {
         "wheels",
@@ -74,17 +67,6 @@ OWN_NAMES = frozenset(
     }
 )
 """What patcher writes at the top of its cache (and ``.bench-venvs-*``, the bench's)."""
-
-
-def tag(root: Path) -> None:
-    """Mark ``root``, a folder patcher made or found empty, as its cache. A folder already
-    holding files is never written a tag: whether it is patcher's is decided by what it holds
-    (``foreign_names``)."""
-    try:
-        with open(root / CACHE_TAG, "x", encoding="ascii") as handle:
-            handle.write(TAG_TEXT)
-    except OSError:  # read-only, or another patcher wrote it first: used as before
-        pass
 
 
 def foreign_names(root: Path) -> list[str]:
