@@ -170,12 +170,7 @@ def _fold(node: ast.AST, depth: int, scope: dict[str, Any]) -> Any:
             return _checked(node.value)
         raise NotConstant(type(node.value).__name__)
     if isinstance(node, ast.List | ast.Tuple | ast.Set):
-        items = []
-        for element in node.elts:
-            if isinstance(element, ast.Starred):
-                items.extend(_fold(element.value, depth, scope))
-            else:
-                items.append(_fold(element, depth, scope))
+        items = _elements(node.elts, depth, scope)
         made: Any = tuple(items) if isinstance(node, ast.Tuple) else items
         return _checked(made if not isinstance(node, ast.Set) else sorted(set(items), key=repr))
     if isinstance(node, ast.Name):
@@ -260,6 +255,17 @@ WIDE = re.compile(r"\d{5,}")
 WIDENING = frozenset({"zfill", "center", "ljust", "rjust", "expandtabs"})
 
 
+def _elements(nodes: list[ast.expr], depth: int, scope: dict[str, Any]) -> list[Any]:
+    """The values of a display's elements or a call's arguments, ``*x`` spread."""
+    items: list[Any] = []
+    for node in nodes:
+        if isinstance(node, ast.Starred):
+            items.extend(_fold(node.value, depth, scope))
+        else:
+            items.append(_fold(node, depth, scope))
+    return items
+
+
 def _guarded(function: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     name = getattr(function, "__name__", "")
     texts = [a for a in (*args, *kwargs.values()) if isinstance(a, str | bytes)]
@@ -339,12 +345,7 @@ def _call(node: ast.Call, depth: int, scope: dict[str, Any]) -> Any:
             return [x for x in iterables[0] if _guarded(function, x)]
         return [_guarded(function, *items) for items in zip(*iterables, strict=False)]
     function = _function(node.func, depth, scope)
-    args = []
-    for arg in node.args:
-        if isinstance(arg, ast.Starred):
-            args.extend(_fold(arg.value, depth, scope))
-        else:
-            args.append(_fold(arg, depth, scope))
+    args = _elements(node.args, depth, scope)
     kwargs = {}
     for keyword in node.keywords:
         if keyword.arg is None:

@@ -172,17 +172,6 @@ SHADOWABLE = frozenset(
         "str",
         "bool",
         "vars",
-        "hash",
-        "format",
-        "int",
-        "ord",
-        "chr",
-        "abs",
-        "min",
-        "max",
-        "sum",
-        "divmod",
-        "repr",
         "exec",
         "eval",
         "compile",
@@ -456,9 +445,7 @@ def mentions_node(node: ast.AST, aliases: frozenset[str]) -> bool:
     if isinstance(node, ast.Name | ast.Attribute):
         name = node.id if isinstance(node, ast.Name) else node.attr
         return name.lower() in aliases or ("EAGLE3" in name.upper() and name.isupper())
-    if isinstance(node, STRINGS) and (
-        eagle3_spelling(node)
-    ):
+    if isinstance(node, STRINGS) and eagle3_spelling(node):
         return True
     return isinstance(node, ast.Call | ast.Compare) and eagle3_prefix(node)
 
@@ -1529,6 +1516,7 @@ PURE: dict[str, Callable[..., Any]] = {
 }
 """Builtins the interpreter runs on known values, so that one raising (``len(0)``,
 ``format(mt, "d")``) refuses as Python would."""
+SHADOWABLE = SHADOWABLE | frozenset(PURE)  # a module's own len or format is not run
 BUILDERS: dict[str, Callable[[Any], Any]] = {
     "list": list,
     "tuple": tuple,

@@ -406,9 +406,7 @@ def implicit_methods(klass: ast.ClassDef) -> list[Function]:
         item
         for item in klass.body
         if isinstance(item, FUNCTIONS)
-        and (
-            (item.name.startswith("__") and item.name.endswith("__")) or is_property(item)
-        )
+        and ((item.name.startswith("__") and item.name.endswith("__")) or is_property(item))
     ]
 
 
