@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import fnmatch
 import functools
+import hashlib
 import sys
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -186,6 +187,27 @@ def top_level_classes(text: str) -> frozenset[str]:
     return frozenset(node.name for node in ast.parse(text).body if isinstance(node, ast.ClassDef))
 
 
+class _Memo:
+    """What a search found, by what it searched: a signature, a path ('' for the whole tree's
+    reach) and the sha256 of the bytes read. Bounded: the oldest half goes when it is full."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.found: dict[tuple[Signature, str, bytes], tuple[Any, ...]] = {}
+
+    def get(self, key: tuple[Signature, str, bytes]) -> tuple[Any, ...] | None:
+        return self.found.get(key)
+
+    def put(self, key: tuple[Signature, str, bytes], value: tuple[Any, ...]) -> None:
+        if len(self.found) >= self.size:
+            for old in list(self.found)[: self.size // 2]:
+                del self.found[old]
+        self.found[key] = value
+
+
+_SEEN = _Memo(50_000)
+
+
 class Tree:
     """The code a codemod sees: the source's files with earlier codemods' changes on top."""
 
@@ -207,11 +229,16 @@ class Tree:
     def sightings(self, signature: Signature) -> list[str]:
         """Every ``path:line`` of the tree where ``signature`` finds its barrier, with the
         earlier codemods' changes on top; ShapeError for a module that mentions the barrier but
-        cannot be read or parsed, since the barrier could hide there."""
+        cannot be read or parsed, since the barrier could hide there.
+
+        What a search found is remembered for the process by the bytes it read (``_SEEN``):
+        the matrix runs every patchset over one release, and each proof searches the same
+        files again, changed in one or two of them at most."""
         found = []
         roots: list[str] = []
         modules: dict[str, ast.Module] = {}  # parsed here, for the reach that follows
         self.reached = set()
+        whole = hashlib.sha256("\0".join(sorted(self._names)).encode())  # what reach reads
 
         def parse(path: str, data: bytes) -> ast.Module:
             if path not in modules:
@@ -230,13 +257,19 @@ class Tree:
             if not path.endswith(".py"):
                 continue
             data = self._data(path, signature)
+            digest = hashlib.sha256(data).digest()
+            whole.update(b"%d:%s%s" % (len(path), path.encode(), digest))
             lowered = data.lower()
             if signature.root is not None and signature.root(path, lowered):
                 roots.append(path)
             if not any(word.encode() in lowered for word in signature.words):
                 continue
-            module = parse(path, data)
-            found += [f"{path}:{line}" for line in sorted(set(signature.lines(path, module)))]
+            key = (signature, path, digest)
+            lines = _SEEN.get(key)
+            if lines is None:
+                lines = tuple(sorted(set(signature.lines(path, parse(path, data)))))
+                _SEEN.put(key, lines)
+            found += [f"{path}:{line}" for line in lines]
         if signature.reach is not None:
             from patcher.codemods._reach import Program
 
@@ -246,12 +279,16 @@ class Tree:
             program = Program(
                 self._names, lambda path: parse(path, self._data(path, signature)), text
             )
-            try:
-                reached = sorted(set(signature.reach(program, roots)))
-            except RecursionError:
-                raise ShapeError(
-                    f"code nested deeper than the search for {signature.barrier} can follow"
-                ) from None
+            key = (signature, "", whole.digest())
+            reached = _SEEN.get(key)
+            if reached is None:
+                try:
+                    reached = tuple(sorted(set(signature.reach(program, roots))))
+                except RecursionError:
+                    raise ShapeError(
+                        f"code nested deeper than the search for {signature.barrier} can follow"
+                    ) from None
+                _SEEN.put(key, reached)
             places = [f"{path}:{line}" for path, line in reached]
             self.reached = set(places)
             seen = set(found)
