@@ -475,3 +475,113 @@ def test_a_missing_wrapper_class_is_unsupported_naming_it():
 def test_a_wrapper_module_without_its_class_is_a_bad_option():
     with pytest.raises(ValueError, match="wrapper_module and wrapper_class go together"):
         BackboneOptions(**OPTIONS, wrapper_module=WRAPPER)
+
+
+# Step-3.5's backbone: its layers add their own residual and return one tensor, and no residual
+# is carried anywhere in the forward; the norm is the causal LM's compute_logits'.
+SINGLE_STATE = """
+from .interfaces import SupportsPP
+
+
+class Step3p5Model(nn.Module):
+    def __init__(self, config):
+        self.layers = make_layers(config)
+
+    def forward(self, input_ids, positions):
+        hidden_states = self.embed(input_ids)
+        for i in range(self.start_layer, self.end_layer):
+            layer = self.layers[i]
+            hidden_states = layer(positions, hidden_states)
+        return hidden_states
+
+
+class Step3p5ForCausalLM(nn.Module, SupportsPP):
+    def __init__(self, config):
+        self.model = Step3p5Model(config)
+"""
+
+SINGLE_STATE_METHODS_STYLE = """
+from .interfaces import SupportsPP, SupportsEagle3
+
+
+class Step3p5Model(nn.Module):
+    def __init__(self, config):
+        self.layers = make_layers(config)
+        self.aux_hidden_state_layers: tuple[int, ...] = ()
+
+    def forward(self, input_ids, positions):
+        hidden_states = self.embed(input_ids)
+        aux_hidden_states = []
+        for i in range(self.start_layer, self.end_layer):
+            layer = self.layers[i]
+            if i in self.aux_hidden_state_layers:
+                aux_hidden_states.append(hidden_states)
+            hidden_states = layer(positions, hidden_states)
+
+        if len(aux_hidden_states) > 0:
+            return hidden_states, aux_hidden_states
+        return hidden_states
+
+
+class Step3p5ForCausalLM(nn.Module, SupportsPP, SupportsEagle3):
+    def __init__(self, config):
+        self.model = Step3p5Model(config)
+
+    def set_aux_hidden_state_layers(self, layers: tuple[int, ...]) -> None:
+        self.model.aux_hidden_state_layers = layers
+
+    def get_eagle3_aux_hidden_state_layers(self) -> tuple[int, ...]:
+        num_layers = len(self.model.layers)
+        return (2, num_layers // 2, num_layers - 3)
+"""
+
+SINGLE_STATE_MIXIN_STYLE = """
+from .interfaces import SupportsPP, EagleModelMixin, SupportsEagle3
+
+
+class Step3p5Model(nn.Module, EagleModelMixin):
+    def __init__(self, config):
+        self.layers = make_layers(config)
+
+    def forward(self, input_ids, positions):
+        hidden_states = self.embed(input_ids)
+        aux_hidden_states = self._maybe_add_hidden_state(
+            [], self.start_layer, hidden_states, None
+        )
+        for i in range(self.start_layer, self.end_layer):
+            layer = self.layers[i]
+            hidden_states = layer(positions, hidden_states)
+            self._maybe_add_hidden_state(
+                aux_hidden_states, i + 1, hidden_states, None
+            )
+
+        if len(aux_hidden_states) > 0:
+            return hidden_states, aux_hidden_states
+        return hidden_states
+
+
+class Step3p5ForCausalLM(nn.Module, SupportsPP, SupportsEagle3):
+    def __init__(self, config):
+        self.model = Step3p5Model(config)
+"""
+
+SINGLE_STATE_OPTIONS = {
+    "module": MODEL,
+    "causal_lm": "Step3p5ForCausalLM",
+    "backbone": "Step3p5Model",
+}
+
+
+@pytest.mark.parametrize(
+    ("protocol", "after"),
+    [
+        (METHODS_PROTOCOL, SINGLE_STATE_METHODS_STYLE),
+        (MIXIN_PROTOCOL, SINGLE_STATE_MIXIN_STYLE),
+    ],
+)
+def test_a_loop_of_one_state_keeps_that_state_its_residual_added(protocol, after):
+    before = {MODEL: SINGLE_STATE, INTERFACES: protocol}
+    options = SINGLE_STATE_OPTIONS
+    assert_codemod(Eagle3Backbone, before, {MODEL: after}, Status.APPLIED, options=options)
+    again = {MODEL: after, INTERFACES: protocol}
+    assert_codemod(Eagle3Backbone, again, UNCHANGED, Status.PRESENT, options=options)

@@ -14,7 +14,11 @@ read from the release's own ``interfaces.py``, and written as its Llama is:
 
 The backbone must loop over its slice of ``self.layers`` carrying ``hidden_states`` and
 ``residual``: ``for layer in islice(self.layers, ...)``, ``self.layers[a:b]``, or
-``for i in range(self.start_layer, self.end_layer): layer = self.layers[i]``.
+``for i in range(self.start_layer, self.end_layer): layer = self.layers[i]``. A backbone whose
+layers add their own residual and return one tensor (``hidden_states = layer(...)``, Step-3.5's)
+carries no ``residual`` anywhere in its forward: the tensor between layers is then the whole
+residual stream, and that is what is kept (``residual`` is ``None`` to the mixin's hook, as
+vLLM's own Granite writes it).
 
 A multimodal wrapper that holds the causal-LM class (``wrapper_module``, ``wrapper_class``) gets
 the interface too, since the worker asks it of the class it serves: with the mixin, the
@@ -107,7 +111,26 @@ class Loop:
     counter: str | None  # the layer index variable, where the loop already has one
     call: int  # position of ``hidden_states, residual = layer(...)`` in the loop's body
     hidden: str
-    residual: str
+    residual: str | None  # None where the layers return one tensor, their residual added
+
+
+RESIDUAL = m.Name("residual")
+
+
+def single_state_calls(node: cst.CSTNode) -> list[str]:
+    """The name each ``hidden_states = layer(..., hidden_states, ...)`` in ``node`` assigns,
+    ``node`` itself included: a layer called by name that passes the state through."""
+    call = m.Assign(
+        targets=[m.AssignTarget(m.SaveMatchedNode(m.Name(), "hidden"))],
+        value=m.SaveMatchedNode(m.Call(func=m.Name()), "call"),
+    )
+    names = []
+    for found in m.extractall(node, call):
+        hidden = cst.ensure_type(found["hidden"], cst.Name).value
+        args = cst.ensure_type(found["call"], cst.Call).args
+        if any(m.matches(arg.value, m.Name(hidden)) for arg in args):
+            names.append(hidden)
+    return names
 
 
 class BackboneForward:
@@ -133,11 +156,18 @@ class BackboneForward:
             raise self.fail("expected `for layer in ...` over self.layers", node)
         counter = node.target.value if m.matches(node.iter, RANGE_OVER_SLICE) else None
         statements = cst.ensure_type(node.body, cst.IndentedBlock).body
-        calls = {
+        calls: dict[int, tuple[str, str | None]] = {
             i: found[0]
             for i, s in enumerate(statements)
             if isinstance(s, cst.SimpleStatementLine) and (found := layer_calls(s.body[0]))
         }
+        if not calls and not m.findall(forward, RESIDUAL):  # one state: the residual added
+            singles = {
+                i: single_state_calls(s.body[0])
+                for i, s in enumerate(statements)
+                if isinstance(s, cst.SimpleStatementLine)
+            }
+            calls = {i: (names[0], None) for i, names in singles.items() if names}
         if len(calls) != 1:
             raise self.fail("expected `hidden_states, residual = layer(...)` in the loop", node)
         ((call, (hidden, residual)),) = calls.items()
@@ -164,7 +194,7 @@ class BackboneForward:
         if counter is None:
             counter = "idx"
             node = enumerated(node, counter)
-        states = f"{loop.hidden}, {loop.residual}"
+        states = f"{loop.hidden}, {loop.residual or 'None'}"
         if mixin:
             first = statement(
                 f"{AUX} = self.{MIXIN_HOOK}(\n    [], self.start_layer, {states}\n)\n"
@@ -173,7 +203,13 @@ class BackboneForward:
             inner.insert(loop.call + 1, after)
         else:
             first = statement(f"{AUX} = []")
-            inner.insert(loop.call, capture(counter, loop.hidden, loop.residual))
+            if loop.residual is None:
+                kept = statement(
+                    f"if {counter} in self.{AUX_FIELD}:\n    {AUX}.append({loop.hidden})\n"
+                )
+            else:
+                kept = capture(counter, loop.hidden, loop.residual)
+            inner.insert(loop.call, kept)
         node = node.with_changes(
             body=cst.ensure_type(node.body, cst.IndentedBlock).with_changes(body=inner),
             leading_lines=[],
