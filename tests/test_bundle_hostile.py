@@ -940,8 +940,8 @@ def test_the_real_kimi_chain_on_0_16_0_swaps_every_way(index, tmp_path):
     over the official wheel, as ``patcher bundle`` makes them); the tree around them is small."""
     from patcher import patchset as patchsets
     from patcher.bundling import chain_states
-    from patcher.cli.wheels import IndexedWheel, downloaded
     from patcher.index import machine_platform
+    from patcher.official import IndexedWheel, downloaded
 
     release = index.release("0.16.0")
     entry = release.wheel_for(machine_platform())

@@ -37,9 +37,9 @@ from test_integrity import read_only  # noqa: F401  (a fixture: chattr +i)
 from patcher import patchset as patchsets
 from patcher.cache import sha256_of
 from patcher.engine import run_patchset
+from patcher.official import patched_wheel
 from patcher.outputs.wheel import WheelPlan
 from patcher.sources.wheel import WheelSource
-from patcher.verify.command import patched_wheel
 
 PATCHSET = "kimi-k2-eagle3"
 MEMORY_CAP = 2 << 30

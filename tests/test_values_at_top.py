@@ -19,7 +19,8 @@ import patcher
 PACKAGE = Path(patcher.__file__).parent
 
 RESOLVERS = {"open_named_wheel", "open_release"}
-"""The functions of ``patcher.cli.wheels`` that turn a command's options into values."""
+"""The functions of ``patcher.cli.wheels`` that turn a command's options into values; the run
+over the wheel they name is ``patcher.official``'s."""
 
 
 def parameters(tree: ast.Module) -> list[tuple[str, str, str]]:
@@ -94,7 +95,11 @@ def test_the_scripts_another_interpreter_runs_import_nothing_of_patcher():
 
 def test_the_shared_wheel_steps_take_values_not_options_or_callbacks():
     """Only the resolvers read the Namespace; the run over the wheel takes no refusal callback."""
-    taken = parameters(module_tree(PACKAGE / "cli" / "wheels.py"))
+    taken = [
+        found
+        for path in (PACKAGE / "cli" / "wheels.py", PACKAGE / "official.py")
+        for found in parameters(module_tree(path))
+    ]
     namespaces = sorted({f for f, _, annotation in taken if "Namespace" in annotation})
     callbacks = sorted({f"{f}({n})" for f, n, annotation in taken if "Callable" in annotation})
     assert set(namespaces) <= RESOLVERS, namespaces

@@ -6,13 +6,13 @@ from pathlib import Path
 
 import pytest
 
+from patcher import official
 from patcher import patchset as patchsets
 from patcher.cache import CACHE_ENV
 from patcher.codemods.base import Outcome, Status
 from patcher.errors import PatcherError
 from patcher.outputs.wheel import WheelPlan
 from patcher.result import PatchResult
-from patcher.verify import command
 from patcher.verify.command import probe_model, verify_release
 
 
@@ -79,11 +79,11 @@ def test_a_cached_patched_wheel_is_reused_only_for_the_same_patched_texts(tmp_pa
         built.append(dist)
         return dist / plan.output_name()
 
-    monkeypatch.setattr(command, "build_wheel", build_wheel)
+    monkeypatch.setattr(official, "build_wheel", build_wheel)
     older, newer = result(Status.APPLIED), result(Status.APPLIED)
     older.changed = {"vllm/a.py": "x = 1\n"}
     newer.changed = {"vllm/a.py": "x = 2\n"}
     source = tmp_path / "vllm-0.14.1-py3-none-any.whl"
-    command.patched_wheel(WheelPlan.labelled(source, "0" * 64, older, "kimi.eagle3"))
-    command.patched_wheel(WheelPlan.labelled(source, "0" * 64, newer, "kimi.eagle3"))
+    official.patched_wheel(WheelPlan.labelled(source, "0" * 64, older, "kimi.eagle3"))
+    official.patched_wheel(WheelPlan.labelled(source, "0" * 64, newer, "kimi.eagle3"))
     assert len(set(built)) == 2

@@ -12,9 +12,9 @@ from patcher.verify.requirements import (
     check_python,
     left_out_by,
     plan_for_wheel,
-    read_metadata,
     third_party_imports,
 )
+from patcher.wheel_metadata import read_metadata
 
 
 def sources(files: dict[str, str]) -> dict[str, tuple[str, bool]]:

@@ -11,10 +11,11 @@ from patcher import patchset as patchsets
 from patcher.bundling import chain_states
 from patcher.cli.patching import refuse_drift, refuse_harness, status_table
 from patcher.cli.terminal import context, err, out
-from patcher.cli.wheels import first_run, open_named_wheel, settled_on_disk
+from patcher.cli.wheels import open_named_wheel
 from patcher.codemods.base import Verdict
 from patcher.errors import PatcherError
 from patcher.files import read_regular
+from patcher.official import first_run, settled_on_disk
 from patcher.outputs import bundle
 from patcher.outputs.overlay import cached_overlay, overlay_plan
 from patcher.outputs.wheel import WheelPlan, local_version, repack

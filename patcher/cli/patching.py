@@ -28,16 +28,7 @@ from patcher.cli.terminal import (
     print_data,
     write_document,
 )
-from patcher.cli.wheels import (
-    OfficialRun,
-    fail_on_errors,
-    first_run,
-    open_named_wheel,
-    read_in_place,
-    say_if_unchecked,
-    settled_on_disk,
-    settled_run,
-)
+from patcher.cli.wheels import open_named_wheel, read_in_place, say_if_unchecked
 from patcher.codemods.base import FAILING, Status, Verdict
 from patcher.engine import run_patchset
 from patcher.errors import DriftError, PatcherError
@@ -56,6 +47,7 @@ from patcher.matrix import (
     select_releases,
     splice,
 )
+from patcher.official import OfficialRun, fail_on_errors, first_run, settled_on_disk, settled_run
 from patcher.outputs import site_packages
 from patcher.outputs.base import Output
 from patcher.outputs.git_branch import BranchOutput

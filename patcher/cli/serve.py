@@ -46,17 +46,11 @@ from patcher.cli.terminal import (
     print_data,
     write_document,
 )
-from patcher.cli.wheels import (
-    NamedWheel,
-    downloaded,
-    fail_on_errors,
-    first_run,
-    open_named_wheel,
-    settled_on_disk,
-)
+from patcher.cli.wheels import open_named_wheel
 from patcher.codemods.base import Verdict
 from patcher.doctor import Diagnosis, diagnose, read_inputs
 from patcher.errors import PatcherError
+from patcher.official import NamedWheel, downloaded, fail_on_errors, first_run, settled_on_disk
 from patcher.outputs.named import check_folder, prepare_folder
 from patcher.patchset import Patchset
 from patcher.replica.build import Replica, generate, read_config, shrink, users_mla

@@ -1,58 +1,22 @@
-"""The official wheel a command line names, and the patchset's run over it.
+"""The official wheel a command line names (``--wheel``, or ``--vllm`` on the index), read in
+place or handed to ``patcher.official`` for the patchset's settled run over it.
 
-Shared by the commands of ``patcher.cli.patching``, ``patcher.cli.serve`` and
-``patcher.cli.doctor``.
+Shared by the commands of ``patcher.cli.commands`` that read a release.
 """
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Self
 
 from patcher import distributions
 from patcher.cli.terminal import err
-from patcher.codemods.base import FAILING, Status
-from patcher.engine import run_patchset
 from patcher.errors import PatcherError
-from patcher.index import IndexEntry, PackageIndex, Release
-from patcher.patchset import Patchset
-from patcher.progress import step
-from patcher.result import PatchResult
+from patcher.index import PackageIndex
+from patcher.official import IndexedWheel, NamedWheel
 from patcher.sources.base import Source
-from patcher.sources.download import download_wheel
 from patcher.sources.index_wheel import IndexWheelSource
 from patcher.sources.installation import InstalledSource, find_installation
 from patcher.sources.wheel import WheelSource
-
-
-@dataclass(frozen=True)
-class IndexedWheel:
-    """``--vllm``'s wheel of ``--package`` for ``--platform``, as ``--index-url`` lists it.
-
-    A context manager like ``WheelSource`` (with nothing to close), so a command holds either
-    the same way."""
-
-    index: PackageIndex
-    release: Release
-    entry: IndexEntry
-
-    def remote(self) -> IndexWheelSource:
-        """The wheel read in place, by range."""
-        return IndexWheelSource(self.release, self.entry, self.index.client)
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        return None
-
-
-NamedWheel = WheelSource | IndexedWheel
-"""The official wheel a command line names: a ``--wheel`` file, open, or one on the index."""
 
 
 def open_named_wheel(args: argparse.Namespace) -> NamedWheel:
@@ -95,83 +59,3 @@ def open_release(args: argparse.Namespace) -> Source:
     if args.installed:
         return InstalledSource(find_installation(args.python))
     return read_in_place(open_named_wheel(args))
-
-
-def fail_on_errors(result: PatchResult) -> None:
-    failed = [n for n, o in result.outcomes.items() if o.status in FAILING]
-    if failed:
-        outcome = result.outcomes[failed[0]]
-        raise PatcherError(f"{failed[0]} {outcome.status}: {outcome.detail}")
-
-
-def download_with_progress(wheel: IndexEntry, index: PackageIndex) -> Path:
-    """The official wheel downloaded into the cache (or found there, verified)."""
-    with step(f"downloading {wheel.filename}", wheel.size) as advance:
-        shown = 0
-
-        def downloaded_so_far(done: int, total: int | None) -> None:
-            nonlocal shown
-            advance(done - shown)
-            shown = done
-
-        return download_wheel(wheel, index.client, downloaded_so_far)
-
-
-def downloaded(named: NamedWheel) -> tuple[Path, str]:
-    """The wheel on disk with the sha256 of its bytes: ``--wheel`` itself, or the index's
-    downloaded into the shared cache with the sha256 the index lists."""
-    if isinstance(named, WheelSource):
-        return named.path, named.sha256
-    return download_with_progress(named.entry, named.index), named.entry.sha256
-
-
-def first_run(named: NamedWheel, patchset: Patchset) -> PatchResult:
-    """The patchset's run over the official wheel. From the index it reads members by range,
-    so what the command refuses is refused before the whole wheel is downloaded."""
-    if isinstance(named, WheelSource):
-        result = run_patchset(patchset, named)
-    else:
-        with named.remote() as remote:
-            result = run_patchset(patchset, remote)
-    fail_on_errors(result)
-    return result
-
-
-@dataclass(frozen=True)
-class OfficialRun:
-    """The patchset's settled run over the official wheel, which is on disk and open (its
-    sha256 known when it came from the index, hashed on first use when it is ``--wheel``)."""
-
-    wheel: WheelSource
-    result: PatchResult
-
-
-@contextmanager
-def settled_run(named: NamedWheel, patchset: Patchset, first: PatchResult) -> Iterator[OfficialRun]:
-    """``first`` settled. Over ``--wheel`` it is the run; from the index the run is repeated on
-    the downloaded wheel, whose sha256 matched the index, and settles what the range reads
-    could not search for (``unknown``)."""
-    if isinstance(named, WheelSource):
-        yield OfficialRun(named, first)
-        return
-    path, sha256 = downloaded(named)
-    with WheelSource(path, sha256) as wheel:
-        result = run_patchset(patchset, wheel)
-        fail_on_errors(result)
-        searched = {n: o for n, o in first.outcomes.items() if o.status is not Status.UNKNOWN}
-        if result.changed != first.changed or any(
-            result.outcomes[n] != o for n, o in searched.items()
-        ):
-            raise PatcherError(
-                f"{named.entry.filename}: the download disagrees with the range reads of it"
-            )
-        yield OfficialRun(wheel, result)
-
-
-def settled_on_disk(
-    named: NamedWheel, patchset: Patchset, first: PatchResult
-) -> tuple[Path, str, PatchResult]:
-    """``settled_run`` for a command that goes on with the wheel's path, not its open zip: the
-    path, the sha256 of its bytes and the settled run."""
-    with settled_run(named, patchset, first) as run:
-        return run.wheel.path, run.wheel.sha256, run.result

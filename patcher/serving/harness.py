@@ -21,13 +21,13 @@ from patcher import patchset as patchsets
 from patcher.codemods.base import Verdict
 from patcher.engine import run_patchset
 from patcher.errors import PatcherError
+from patcher.official import patched_wheel
 from patcher.outputs.overlay import cached_overlay, overlay_plan
 from patcher.outputs.wheel import WheelPlan
 from patcher.patchset import Patchset
 from patcher.result import PatchResult
 from patcher.sources.base import Source
 from patcher.sources.wheel import WheelSource
-from patcher.verify.command import patched_wheel
 
 HARNESS = "cpu-eagle-backport"
 SPECULATIVE: tuple[tuple[str, Any], ...] = (("disable_padded_drafter_batch", True),)

@@ -30,7 +30,7 @@ from patcher.errors import PatcherError
 from patcher.records import read_record
 from patcher.torches import TorchChoice, choose_torch
 from patcher.venvs import VenvPlan, pip_sources, ready_venv, site_packages, wheel_sha256
-from patcher.verify.requirements import read_metadata, runtime_requirements
+from patcher.wheel_metadata import read_metadata, runtime_requirements
 
 LEFT_OUT = frozenset({"torchvision", "torchaudio", "torchcodec"})
 """CUDA builds on the index; they break ``import vllm`` beside the CPU torch."""

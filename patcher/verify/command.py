@@ -6,15 +6,14 @@ The report is kept in the cache by patchset and release, so ``patcher matrix`` c
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 
 from patcher import proofs
-from patcher.cache import cache_dir, sha256_of
 from patcher.codemods.base import Verdict
 from patcher.errors import PatcherError
+from patcher.official import patched_wheel
 from patcher.outputs.overlay import cached_overlay, overlay_plan
-from patcher.outputs.wheel import PROVENANCE, WheelPlan, build_wheel
+from patcher.outputs.wheel import PROVENANCE, WheelPlan
 from patcher.patchset import Patchset
 from patcher.proofs import ProofKind
 from patcher.result import PatchResult
@@ -83,18 +82,3 @@ def overlay_wheel(official: Path, sha256: str, result: PatchResult) -> Path:
     inputs, so it is rebuilt only where they differ."""
     with WheelSource(official, sha256) as wheel:
         return cached_overlay(overlay_plan(result, wheel), sha256)
-
-
-def patched_wheel(plan: WheelPlan) -> Path:
-    """The patched wheel in the cache; builds are reproducible, so one made before is reused.
-
-    Keyed by the official wheel and by the patched texts, so a changed patchset or codemod
-    builds anew instead of reusing a wheel patched by an older one.
-    """
-    patched = hashlib.sha256()
-    for path in sorted(plan.result.changed):
-        patched.update(f"{path}\0{plan.result.changed[path]}\0".encode())
-    official = plan.official_sha256 or sha256_of(plan.official)
-    dist = cache_dir() / "patched" / official / patched.hexdigest()[:16]
-    existing = dist / plan.output_name()
-    return existing if existing.exists() else build_wheel(plan, dist)

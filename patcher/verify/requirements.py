@@ -16,8 +16,6 @@ modules reach through ``vllm.v1.structured_output``, while 0.16.0 and 0.18.0 do 
 from __future__ import annotations
 
 import ast
-import email.parser
-import email.policy
 import fnmatch
 import sys
 import tomllib
@@ -28,7 +26,7 @@ from email.message import Message
 from importlib import resources
 from pathlib import Path, PurePosixPath
 
-from packaging.requirements import InvalidRequirement, Requirement
+from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import Version
@@ -38,6 +36,7 @@ from patcher.errors import PatcherError
 from patcher.pipconfig import pip_sources
 from patcher.torches import choose_torch
 from patcher.verify import probe
+from patcher.wheel_metadata import read_metadata, runtime_requirements
 
 CPU_TORCH = "torch==2.13.0+cpu"
 """The torch that replaces a GPU wheel's CUDA pin; this machine's pip resolves it from local disk.
@@ -97,28 +96,6 @@ class InstallPlan:
     """Which torch, and why: a CPU pin's own build, or the CPU build replacing a CUDA pin."""
 
 
-def read_metadata(wheel: Path) -> Message:
-    """The wheel's ``*.dist-info/METADATA``; a wheel without one is not a wheel."""
-    try:
-        with zipfile.ZipFile(wheel) as archive:
-            names = [
-                n
-                for n in archive.namelist()
-                if n.count("/") == 1 and n.endswith(".dist-info/METADATA")
-            ]
-            if len(names) != 1:
-                raise PatcherError(f"{wheel.name}: expected one .dist-info/METADATA")
-            raw = archive.read(names[0])
-    except (OSError, zipfile.BadZipFile) as exc:
-        raise PatcherError(f"{wheel}: cannot read wheel: {exc}") from exc
-    return email.parser.BytesParser(policy=email.policy.compat32).parsebytes(raw)
-
-
-def wheel_version(wheel: Path) -> Version:
-    """The ``Version`` field of the wheel's METADATA."""
-    return Version(read_metadata(wheel)["Version"])
-
-
 def check_python(metadata: Message, python: tuple[int, int] = sys.version_info[:2]) -> None:
     """Refuse early when the venv's interpreter is outside ``Requires-Python``."""
     spec = metadata.get("Requires-Python")
@@ -131,19 +108,6 @@ def left_out_by(name: str) -> LeftOut | None:
     """The ``GPU_STACK`` entry that covers distribution ``name``, if any."""
     canonical = canonicalize_name(name)
     return next((e for e in GPU_STACK if fnmatch.fnmatchcase(canonical, e.pattern)), None)
-
-
-def runtime_requirements(metadata: Message) -> list[Requirement]:
-    """``Requires-Dist`` lines that apply to this interpreter with no extras selected."""
-    found = []
-    for line in metadata.get_all("Requires-Dist") or []:
-        try:
-            req = Requirement(line)
-        except InvalidRequirement as exc:
-            raise PatcherError(f"unreadable requirement in METADATA: {line!r}") from exc
-        if req.marker is None or req.marker.evaluate({"extra": ""}):
-            found.append(req)
-    return found
 
 
 def plan(metadata: Message, imported: set[str]) -> InstallPlan:

@@ -23,7 +23,7 @@ from patcher.venvs import wheel_sha256
 from patcher.verify import probe
 from patcher.verify.environment import verify_venvs
 from patcher.verify.report import CheckOutcome, CheckResult, VerifyReport
-from patcher.verify.requirements import wheel_version
+from patcher.wheel_metadata import wheel_version
 
 PROBE = Path(probe.__file__)
 PROBE_TIMEOUT = 1800

@@ -36,10 +36,11 @@ def run(args) -> int:
     from patcher import patchset as patchsets
     from patcher.cli.patching import refuse_drift, refuse_harness, status_table
     from patcher.cli.terminal import context, out
-    from patcher.cli.wheels import first_run, open_named_wheel, settled_run
+    from patcher.cli.wheels import open_named_wheel
     from patcher.codemods.base import Verdict
     from patcher.engine import run_patchset
     from patcher.errors import PatcherError
+    from patcher.official import first_run, settled_run
     from patcher.outputs.overlay import OverlayPlan, build_overlay, overlay_plan
     from patcher.outputs.wheel import local_version, writable_folder
     from patcher.result import PatchResult
