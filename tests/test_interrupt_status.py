@@ -27,7 +27,7 @@ from pathlib import Path
 sys.path.insert(0, {tests!r})
 from test_bundle import plan
 from patcher.outputs import bundle
-import patcher.cli.bundle as cli_bundle
+import patcher.cli.commands.bundle as cli_bundle
 from patcher.cli.parser import main
 
 tmp = Path(sys.argv[1])

