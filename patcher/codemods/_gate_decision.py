@@ -37,6 +37,10 @@ HARMLESS_CALLS = frozenset(
     {"isinstance", "str", "repr", "len", "print", "format", "type", "id", "hash", "bool"}
 )
 LOGGERS = frozenset({"logger", "logging", "warnings", "log", "_logger"})
+ANY_VALUE = {"str": 1, "repr": 1, "type": 1, "id": 1, "bool": 1, "hasattr": 1, "print": 1 << 16}
+"""How many positional arguments a harmless builtin takes of any value without raising (its
+object's own dunders aside, which are followed): another argument made from the model type,
+such as print's ``file=`` or isinstance's class, may raise where it is not worked out."""
 MAX_DEPTH = 4
 MAX_UNROLL = 64
 
@@ -783,6 +787,13 @@ class Interpreter:
             state.env[node.name] = Val(value=node, kind="function")
             return state
         if isinstance(node, ast.ClassDef):
+            # making a class runs its decorators, its bases' __init_subclass__, its metaclass,
+            # its body, and __set_name__ of what the body makes: read as one opaque statement
+            what = "a class made here (making it runs code)"
+            header = [*node.decorator_list, *node.bases, *(k.value for k in node.keywords)]
+            if any(v.dep or v.murky for v in (self.eval(e, state) for e in header)):
+                raise Undecidable(node.lineno, f"{what} from the model type")
+            state = self.opaque(node, state, region, what)
             state.env[node.name] = UNKNOWN
             return state
         if isinstance(node, ast.Import | ast.ImportFrom):
@@ -966,6 +977,10 @@ class Interpreter:
         elif isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name):
             if target.value.id == "self":
                 state.env[f"self.{target.attr}"] = value
+            elif value.dep or value.murky:
+                # the model type stored on a class or object this does not follow: code that
+                # reads it later (a descriptor's __set_name__, a helper) is out of sight
+                raise Undecidable(target.lineno, "the model type stored where it is not followed")
         elif isinstance(target, ast.Tuple | ast.List):
             for element in target.elts:
                 self.assign(element, unknown(value), state)
@@ -1058,6 +1073,9 @@ class Interpreter:
             value, index = self.eval(node.value, state), self.eval(node.slice, state)
             if index.known and index.value == "model_type" and not names_draft(node.value):
                 return Val(dep=True, murky=True)  # a model type read by key: not worked out
+            if (index.dep or index.murky) and not (value.known and index.known):
+                # a lookup by a key made from the model type, in what this cannot read
+                raise Undecidable(node.lineno, "a lookup by the model type may raise")
             return self.compute(lambda: value.value[index.value], value, index)
         parts = [self.eval(c, state) for c in ast.iter_child_nodes(node) if isinstance(c, ast.expr)]
         return unknown(*parts)
@@ -1249,6 +1267,11 @@ class Interpreter:
             if name in ("exec", "eval", "compile"):
                 raise Undecidable(node.lineno, f"{name}() runs code this cannot read")
             if name in HARMLESS_CALLS or name == "hasattr":
+                accepted = len(args[: ANY_VALUE.get(name, 0)])  # what it takes of any value
+                if any(v.dep or v.murky for v in everything[accepted:]):
+                    raise Undecidable(
+                        node.lineno, f"{name}() of a value made from the model type may raise"
+                    )
                 return unknown(*everything)
             if name in self.module.functions:
                 return self.inline(self.module.functions[name], None, node, state, region)
@@ -1291,6 +1314,13 @@ class Interpreter:
             while isinstance(root, ast.Attribute):
                 root = root.value
             if isinstance(root, ast.Name) and root.id in LOGGERS:
+                # the message's arguments are formatted when it is emitted, where logging
+                # reports an error and goes on; its keywords (extra=, stacklevel=) are read
+                # at once, and raise there
+                if any(v.dep or v.murky for v in keywords):
+                    raise Undecidable(
+                        node.lineno, "a logging keyword made from the model type may raise"
+                    )
                 return UNKNOWN
             if func.attr == "get" and not statement:
                 return unknown(base, *everything)
