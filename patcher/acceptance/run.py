@@ -14,8 +14,10 @@ from patcher.acceptance.proof import BASELINE, CONTROL, TRAINED, Acceptance, che
 from patcher.acceptance.recipe import Recipe
 from patcher.acceptance.trained import Trained, trained_replica
 from patcher.errors import PatcherError
+from patcher.patchset import Patchset
 from patcher.replica.build import Replica, generate, generate_backbone
 from patcher.replica.spec import for_architecture
+from patcher.result import PatchResult
 from patcher.serving.cpu import CPU_ENV, CPU_TIMEOUTS, CpuReport, CpuSetup, RunPlan, run_cpu
 from patcher.serving.load import Load
 from patcher.serving.setup import Timeouts
@@ -138,6 +140,22 @@ class ProofServing:
         notes = (*self.notes, parallel) if parallel is not None else tuple(self.notes)
         load = served_load(trained, recipe)
         return run_cpu(setup, load, plans, self.log_dir, self.timeouts, self.progress, notes)
+
+
+@dataclass(frozen=True)
+class TrainedServing:
+    """What both proofs with a drafter trained here serve: the patched wheel and its venv, the
+    patchset's replica and the recipe it is trained by."""
+
+    patchset: Patchset
+    result: PatchResult
+    wheel: Path
+    replica: Replica
+    recipe: Recipe
+    venv: ServingVenv
+    notes: tuple[str, ...]
+    speculative: tuple[tuple[str, Any], ...]
+    """The CPU harness's ``--speculative-config`` keys where the wheel is on it (``Harnessed``)."""
 
 
 def prove_acceptance(

