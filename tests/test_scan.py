@@ -13,8 +13,8 @@ from packaging.version import Version
 from verify_helpers import fake_wheel
 
 from patcher import patchset as patchsets
+from patcher.cli.commands.scan import show
 from patcher.cli.parser import main
-from patcher.cli.scan import show
 from patcher.codemods.base import Verdict
 from patcher.engine import run_patchset
 from patcher.scan import (

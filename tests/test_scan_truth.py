@@ -85,7 +85,7 @@ def test_the_installed_release_scans_as_its_wheel(capsys):
 
     wheel = official("0.33.0")
     (venv,) = verify_venvs(wheel, None)
-    from patcher.cli.scan import scan_document
+    from patcher.cli.commands.scan import scan_document
 
     with WheelSource(wheel) as source:
         expected = scan_document(scan(source), source)  # the document --format json prints

@@ -1,40 +1,11 @@
-"""``patcher doctor``'s command line and its printed report; ``patcher.cli`` imports this only to
-run doctor or show its help."""
+"""What ``patcher doctor`` and the serving commands (preflight, serve-bench) print of a
+diagnosis; doctor's handler is in ``patcher.cli.commands.doctor``."""
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Callable
 
-from patcher.cli.terminal import check_outputs, json_document, out, write_document
-from patcher.cli.wheels import open_release, say_if_unchecked
-from patcher.doctor import Diagnosis, Feed, diagnose, physical, read_inputs, write_fix
-from patcher.errors import PatcherError
-from patcher.report import document, release_row
-
-
-def command_doctor(args: argparse.Namespace) -> int:
-    inputs = read_inputs(args.drafter, args.model)
-    if args.fix and (args.fix.exists() or args.fix.is_symlink()):
-        raise PatcherError(f"{args.fix} exists: --fix writes a new folder")
-    check_outputs({"--json": args.json, "--format json": json_document(args.format)})
-    with open_release(args) as source:
-        diagnosis = diagnose(source, inputs, args.trained_with)
-    print_diagnosis(diagnosis, say)
-    row = release_row(source.distribution, str(source.version))
-    data = document("doctor", releases=[row], **diagnosis.to_json())
-    write_document(data, args.json, args.format)
-    if args.fix:
-        for change in write_fix(diagnosis, args.fix):
-            say(f"fix: {change}")
-    say_if_unchecked(source)
-    return 1 if diagnosis.failed else 0
-
-
-def say(message: str) -> None:
-    """One line of the report: a newline from a config is shown escaped, as ``out.print``
-    shows any control character."""
-    out.print(message, markup=False, soft_wrap=True)
+from patcher.doctor import Diagnosis, Feed, physical
 
 
 def feeding(feed: Feed, layers: int | None) -> str:
