@@ -1,5 +1,6 @@
 """The backbone patchsets (GLM-4 MoE and GLM-4.5V's wrapper, GLM-4.7-Flash, Gemma 3 and its
-multimodal wrapper, ERNIE 4.5 MoE, Step-3, Mixtral, Qwen2-MoE) against real releases."""
+multimodal wrapper, ERNIE 4.5 MoE, Step-3, Mixtral, Qwen2-MoE, Ling 2.0, LongCat-Flash, Step-3.5)
+against real releases."""
 
 from __future__ import annotations
 
@@ -25,10 +26,20 @@ BACKBONES = {
     "qwen2-moe-eagle3": ("qwen2_moe.py", "Qwen2MoeForCausalLM", "Qwen2MoeModel"),
     "glm4-moe-lite-eagle3": ("glm4_moe_lite.py", "Glm4MoeLiteForCausalLM", "Glm4MoeLiteModel"),
     "glm4v-moe-eagle3": ("glm4_moe.py", "Glm4MoeForCausalLM", "Glm4MoeModel"),
+    "ling2-eagle3": ("bailing_moe.py", "BailingMoeV2ForCausalLM", "BailingMoeModel"),
+    "longcat-flash-eagle3": ("longcat_flash.py", "LongcatFlashForCausalLM", "FlashModel"),
+    "step3p5-eagle3": ("step3p5.py", "Step3p5ForCausalLM", "Step3p5Model"),
 }
-FIRST_RELEASE = {"glm4-moe-lite-eagle3": "0.15.0", "glm4v-moe-eagle3": "0.11.1"}
+FIRST_RELEASE = {
+    "glm4-moe-lite-eagle3": "0.15.0",
+    "glm4v-moe-eagle3": "0.11.1",
+    "ling2-eagle3": "0.11.0",
+    "longcat-flash-eagle3": "0.11.0",
+    "step3p5-eagle3": "0.15.1",
+}
 """Where a patchset starts after SupportsEagle3 (0.10.1): GLM-4.7-Flash's class came in 0.15.0;
-GLM-4.5V's image token needs the proposer's chain of architectures, there from 0.11.1."""
+GLM-4.5V's image token needs the proposer's chain of architectures, there from 0.11.1; Ling 2.0's
+and LongCat-Flash's classes came in 0.11.0, Step-3.5's in 0.15.1."""
 RELEASES = ["0.10.1", "0.15.0", "0.17.1", "0.18.0", "0.25.0", "0.33.0"]
 IN_CI = {"0.17.1", "0.33.0"}
 """A release before the model-type gate went (0.22.0) and the newest: CI runs every backbone
@@ -289,3 +300,50 @@ def test_a_patchset_with_bad_backbone_options_is_one_line_per_problem(tmp_path, 
         "wrapper_attribute)",
         f"patcher: error: {bad}: patches[1].backbone: missing",
     ]
+
+
+NEW_BACKBONES = {
+    # patchset: (the state kept where the release's models use the mixin, and where they do not)
+    "ling2-eagle3": (
+        "aux_hidden_states, idx + 1, hidden_states, residual",
+        "aux_hidden_states.append(hidden_states + residual)",
+    ),
+    "longcat-flash-eagle3": (
+        "aux_hidden_states, idx + 1, hidden_states, residual",
+        "aux_hidden_states.append(hidden_states + residual)",
+    ),
+    "step3p5-eagle3": (
+        "aux_hidden_states, i + 1, hidden_states, None",
+        "aux_hidden_states.append(hidden_states)",
+    ),
+}
+"""Ling 2.0's and LongCat-Flash's blocks defer their residual add, as Llama's layers do:
+hidden_states + residual between blocks is the residual stream. Step-3.5's layers add their own
+residual and return one tensor: that tensor is the stream."""
+
+
+@pytest.mark.parametrize(
+    ("name", "version"),
+    [
+        pytest.param(name, version, marks=() if version in IN_CI else pytest.mark.heavy)
+        for name in NEW_BACKBONES
+        for version in ("0.17.1", "0.33.0", "0.34.0")
+    ],
+)
+@pytest.mark.network
+def test_the_class_refuses_before_and_has_the_interface_and_the_capture_after(
+    release, name, version
+):
+    module, causal_lm, backbone = BACKBONES[name]
+    source = release(version)
+    before = (source.read(f"{MODELS}/{module}") or b"").decode()
+    head = before.split(f"class {causal_lm}(", 1)[1].split("):", 1)[0]
+    assert "SupportsEagle3" not in head and "aux_hidden_states" not in before
+    result = run_patchset(patchsets.load(name), source)
+    assert result.verdict == "needs-patch" and not result.drift, result.outcomes
+    after = result.changed[f"{MODELS}/{module}"]
+    assert after.split(f"class {causal_lm}(", 1)[1].split("):", 1)[0].endswith("SupportsEagle3")
+    forward = after.split(f"class {backbone}(", 1)[1].split("\nclass ", 1)[0]
+    mixin, methods = NEW_BACKBONES[name]
+    assert (mixin if version >= "0.18" else methods) in forward
+    assert "return hidden_states, aux_hidden_states" in forward

@@ -77,9 +77,17 @@ def test_verify_pp_covers_the_first_and_newest_affected_release_and_0_33_0(index
     )
 
 
+NOT_VERIFIED = {
+    "ling2-eagle3": "BailingMoeModel calls its layers (hidden_states, position_ids, residual)",
+    "step3p5-eagle3": "Step3p5Model's layers take (positions, hidden_states) and return one",
+}
+"""Backbone patchsets with no verify-models session: patcher verify's stand-in layers are called
+(positions, hidden_states, residual) and return the pair, which these backbones do not do."""
+
+
 def test_verify_models_covers_every_backbone_patchset_on_a_needs_patch_release(index):
     declared = by_patchset("verify-models")
-    assert sorted(declared) == sorted(backbone_patchsets())
+    assert sorted(declared) == sorted(set(backbone_patchsets()) - set(NOT_VERIFIED))
     for name, releases in declared.items():
         # only the declared releases are settled: each must need its patchset (cold, settling
         # every release since 0.8.0 for ten patchsets took 887 s of CI)
