@@ -278,9 +278,13 @@ def test_0_33_0_answers_for_the_architectures_the_issue_names(capsys):
     kimi = rows["KimiK25ForConditionalGeneration"]
     assert kimi["present"] and kimi["multimodal"]
     assert kimi["image_token"] == "config.media_placeholder_token_id (named)"
-    orion = rows["OrionForCausalLM"]  # the nearest loop, with file and line
-    assert orion["fit"] == "loop-shape"
-    assert f"nearest candidate: {MODELS}/orion.py:268 `for layer in islice(" in orion["detail"]
+    # Orion's and Step-3.5's layers add their own residual and return one tensor (c090281)
+    for name in ("OrionForCausalLM", "Step3p5ForCausalLM", "BailingMoeV2ForCausalLM"):
+        assert fits[name] == "applies", rows[name]
+    loop = rows["IQuestLoopCoderForCausalLM"]  # the nearest loop, with file and line
+    assert loop["fit"] == "loop-shape"
+    where = f"nearest candidate: {MODELS}/iquest_loopcoder.py:452 "
+    assert f"{where}`for loop_idx in range(self.loop_num):`" in loop["detail"]
     # Its config class is imported under ``if TYPE_CHECKING:`` (read there too).
     assert "(Glm4MoeLiteConfig)" in rows["Glm4MoeLiteForCausalLM"]["model_types_from"]
     assert rows["Glm4MoeLiteForCausalLM"]["backbone"] == {
@@ -330,7 +334,7 @@ def test_write_patchset_since_measures_its_ranges_as_the_built_in_patchset_expec
     [
         ("JambaForCausalLM", "(hybrid): a hybrid or recurrent layer stack"),
         ("LlamaForCausalLM", "(present): LlamaForCausalLM implements SupportsEagle3"),
-        ("OrionForCausalLM", f"(loop-shape): {MODELS}/orion.py: expected"),
+        ("IQuestLoopCoderForCausalLM", f"(loop-shape): {MODELS}/iquest_loopcoder.py: expected"),
         ("Gemma3ForConditionalGeneration", "(no-backbone): it wraps a registered language model"),
         ("NoSuchForCausalLM", "NoSuchForCausalLM is not in the model registry of vllm 0.33.0"),
     ],
