@@ -524,3 +524,57 @@ def test_an_operation_that_raises_on_the_checks_operand_is_never_not_needed(file
     """Before: 14 of these 16 said ``not-needed`` (exit 0), the check still refusing Kimi."""
     wrong = run_all(Eagle3Whitelist, files_0_16, list(operand_shapes()))
     assert not wrong, "\n".join(wrong)
+
+
+# The check where nothing on its way names EAGLE-3: pydantic's validator ``_verify_args`` hands
+# the model type to a function picked from a table by ``self.method``, or hands ``self`` (the
+# config holding the target) to a helper of a module whose text never spells ``eagle3``.
+POLICY = "vllm/utils/_policy.py"
+POLICY_TEXT = (
+    'AUX = "eag" + "le" + str(3)\nSUPPORTED = ["llama", "qwen"]\n'
+    "def enforce(cfg, *rest):\n"
+    '    kind = getattr(cfg.target_model_config.hf_text_config, "model" + "_type")\n'
+    "    if cfg.method == AUX and not any(s in kind for s in SUPPORTED):\n"
+    '        raise ValueError("refused")\n'
+)
+DISPATCHES = {
+    "get-default": "_CHECKS.get(self.method, lambda model_type: None)({read})",
+    "get-or": "(_CHECKS.get(self.method) or (lambda model_type: None))({read})",
+    "keyword": "_CHECKS.get(self.method, lambda model_type: None)(model_type={read})",
+}
+HANDED = {
+    "self": "enforce(self)",
+    "keyword": "enforce(cfg=self)",
+    "alias": "config = self\n        enforce(config, 1)",
+}
+
+
+def unnamed_path_shapes() -> Iterator[Shape]:
+    require = (
+        "def _require(model_type):\n"
+        '    if not any(s in model_type for s in ["llama", "qwen"]):\n'
+        '        raise ValueError("refused")\n'
+        '_CHECKS = {"eagle3": _require}\n'
+    )
+    for (name, call), (read_name, read) in itertools.product(
+        DISPATCHES.items(), [("plain", TYPE_READS["plain"]), ("chr", TYPE_READS["chr"])]
+    ):
+        line = "        cfg = self.target_model_config\n        " + call.format(read=read) + "\n"
+        yield Shape(
+            f"dispatch-{name}-{read_name}",
+            {SPECULATIVE: lambda text, g=line: appended(require)(gate_replaced(g)(text))},
+            moved=False,
+        )
+    for name, call in HANDED.items():
+        line = f"        from vllm.utils._policy import enforce\n        {call}\n"
+        yield Shape(
+            f"handed-{name}",
+            {SPECULATIVE: gate_replaced(line), POLICY: lambda _text: POLICY_TEXT},
+            moved=True,
+        )
+
+
+def test_a_check_reached_with_no_eagle3_named_on_its_way_is_never_not_needed(files_0_16):
+    """Before: all 9 said ``not-needed`` (exit 0)."""
+    wrong = run_all(Eagle3Whitelist, files_0_16, list(unnamed_path_shapes()))
+    assert not wrong, "\n".join(wrong)

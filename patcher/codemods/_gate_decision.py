@@ -460,6 +460,22 @@ def is_property(function: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
     return any("property" in ast.unparse(d).lower() for d in function.decorator_list)
 
 
+VALIDATORS = ("validator",)  # pydantic's model_validator, field_validator, root_validator
+
+
+def runs_when_made(function: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """Whether making an object of ``function``'s class runs it unnamed: a validator pydantic
+    calls (``@model_validator``), which a config's check may sit in without naming EAGLE-3
+    (``_CHECKS.get(self.method, ...)``). (``__post_init__`` is not taken: VllmConfig's hands
+    the model type to a dozen helpers that decide on it, none of them a refusal.)"""
+    for decorator in function.decorator_list:
+        called = decorator.func if isinstance(decorator, ast.Call) else decorator
+        name = str(getattr(called, "id", None) or getattr(called, "attr", ""))
+        if any(word in name for word in VALIDATORS):
+            return True
+    return False
+
+
 def owner_attributes(klass: ast.ClassDef) -> dict[str, ast.AST]:
     """What ``self.NAME`` may run in ``klass``: its properties (``property``,
     ``cached_property``, a library's ``*_property``) and its class attributes made by a call (a
@@ -618,6 +634,11 @@ class Module:
         for function in functions:  # its own class's methods run as the code names them
             if (owner := classes.get(self.owner.get(function, ""))) is not None:
                 seen.add(owner)
+                for item in owner.body:  # ...and what making it runs, named or not
+                    if isinstance(item, FUNCTIONS) and item not in seen and runs_when_made(item):
+                        seen.add(item)
+                        found.append(item)
+                        pending.append(item)
         while pending:
             function = pending.pop()
             owner = classes.get(self.owner.get(function, ""))
@@ -1334,7 +1355,7 @@ class Interpreter:
         # where the model type is decided
         receiver = [self.eval(func.value, state)] if isinstance(func, ast.Attribute) else []
         if not harmless_call(node) and any(
-            v.kind == "target"
+            v.kind in ("target", "self")  # self: the config that holds the target
             or v.dep
             or v.murky
             or (

@@ -710,6 +710,12 @@ def eagle3_gate_sightings(program: Program, roots: Iterable[str]) -> Iterator[tu
                 if runs_code(node):
                     yield info.path, getattr(node, "lineno", function.lineno)
         for function, call, deps, keywords in escapes_of(info.tree):
+            if not isinstance(call.func, ast.Name | ast.Attribute) and (
+                any(deps) or any(keywords.values())
+            ):
+                # the model type handed to a function chosen at run time (a dispatch table's
+                # .get(method, default)): what it runs is not read, and may refuse
+                yield info.path, call.lineno
             for owner, callee in program.callees(info, function, call):
                 params = bound_by_flags(callee, call, deps, keywords)
                 returns = reach.returns_type(owner, callee, frozenset(params))
