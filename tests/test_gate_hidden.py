@@ -578,3 +578,34 @@ def test_a_check_reached_with_no_eagle3_named_on_its_way_is_never_not_needed(fil
     """Before: all 9 said ``not-needed`` (exit 0)."""
     wrong = run_all(Eagle3Whitelist, files_0_16, list(unnamed_path_shapes()))
     assert not wrong, "\n".join(wrong)
+
+
+# The list reshaped to what else names the model: the check refuses on the target's
+# architectures (or its name), and reads no model type at all.
+IDENTITY_READS = {
+    "architectures": "self.target_model_config.hf_config.architectures[0]",
+    "text-architectures": "self.target_model_config.hf_text_config.architectures[-1]",
+    "joined": '",".join(self.target_model_config.hf_config.architectures)',
+    "name-or-path": "self.target_model_config.hf_config._name_or_path",
+    "local": "cfg = self.target_model_config.hf_config\nname = cfg.architectures[0]\nname",
+}
+
+
+def identity_shapes() -> Iterator[Shape]:
+    for name, read in IDENTITY_READS.items():
+        *setup, value = read.split("\n")
+        lines = "".join(f"        {line}\n" for line in setup)
+        check = (
+            f"{lines}"
+            f'        if self.method == "eagle3" and {value.strip()} not in (\n'
+            '            "LlamaForCausalLM", "Qwen2ForCausalLM"\n'
+            "        ):\n"
+            '            raise ValueError("refused")\n'
+        )
+        yield Shape(f"identity-{name}", {SPECULATIVE: gate_replaced(check)}, moved=False)
+
+
+def test_a_check_on_the_targets_architectures_is_never_not_needed(files_0_16):
+    """Before: all 5 said ``not-needed`` (exit 0): the search looked for model-type reads."""
+    wrong = run_all(Eagle3Whitelist, files_0_16, list(identity_shapes()))
+    assert not wrong, "\n".join(wrong)

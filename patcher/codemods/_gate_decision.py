@@ -273,6 +273,34 @@ class Findings:
     follows them (``_reach``)."""
 
 
+def reads_identity(node: ast.AST) -> bool:
+    """Whether ``node`` reads what else of the target says which model it is (``IDENTITY``:
+    ``self.target_model_config.hf_config.architectures``): a check on it is a check on the
+    model, which the model type's search alone would not see."""
+
+    def words(expression: ast.AST) -> list[str]:
+        chain = [n for n in ast.walk(expression) if isinstance(n, ast.Attribute | ast.Name)]
+        return [getattr(n, "attr", None) or getattr(n, "id", "") for n in chain]
+
+    held: set[str] = set()  # locals holding the target's config: cfg = self.target_model_config
+    assignments = [n for n in ast.walk(node) if isinstance(n, ast.Assign)]
+    grown = True
+    while grown:
+        grown = False
+        for assign in assignments:
+            if any(is_target_word(w) or w in held for w in words(assign.value)):
+                for target in assign.targets:
+                    if isinstance(target, ast.Name) and target.id not in held:
+                        held.add(target.id)
+                        grown = True
+    for child in ast.walk(node):
+        if isinstance(child, ast.Attribute) and child.attr in IDENTITY:
+            found = words(child.value)
+            if any(is_target_word(w) or w in held for w in found) and not names_draft(child.value):
+                return True
+    return False
+
+
 def mentions_target_type(node: ast.AST) -> bool:
     """Whether ``node`` reads a ``model_type`` (an attribute, or with getattr) not of a draft."""
     for child in ast.walk(node):
@@ -719,7 +747,9 @@ class Module:
         EAGLE-3, and hold a gate site, read a model type (a flag set in a loop over a list, a
         ``while``, a ``try``), or call a function of this module that does, however deep."""
         return [
-            node for node in self.mentioning() if gate_sites(node) or self.reaches_type(node, set())
+            node
+            for node in self.mentioning()
+            if gate_sites(node) or self.reaches_type(node, set()) or reads_identity(node)
         ]
 
     def reaches_type(self, function: ast.AST, seen: set[str]) -> bool:
