@@ -280,7 +280,7 @@ def reads_identity(node: ast.AST) -> bool:
 
     def words(expression: ast.AST) -> list[str]:
         chain = [n for n in ast.walk(expression) if isinstance(n, ast.Attribute | ast.Name)]
-        return [getattr(n, "attr", None) or getattr(n, "id", "") for n in chain]
+        return [str(getattr(n, "attr", None) or getattr(n, "id", "")) for n in chain]
 
     held: set[str] = set()  # locals holding the target's config: cfg = self.target_model_config
     assignments = [n for n in ast.walk(node) if isinstance(n, ast.Assign)]
