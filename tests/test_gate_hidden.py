@@ -609,3 +609,37 @@ def test_a_check_on_the_targets_architectures_is_never_not_needed(files_0_16):
     """Before: all 5 said ``not-needed`` (exit 0): the search looked for model-type reads."""
     wrong = run_all(Eagle3Whitelist, files_0_16, list(identity_shapes()))
     assert not wrong, "\n".join(wrong)
+
+
+# Kimi listed in a module constant, which the path rebinds by a key or by setattr before the
+# check reads it: the list the check sees is not the one written.
+REBINDS = {
+    "globals": 'globals()["_TARGETS"] = ["llama", "qwen"]',
+    "vars": 'vars(__import__("sys").modules[__name__])["_TARGETS"] = ["llama", "qwen"]',
+    "dict": '__import__("sys").modules[__name__].__dict__["_TARGETS"] = ["llama", "qwen"]',
+    "setattr": 'setattr(__import__("sys").modules[__name__], "_TARGETS", ["llama", "qwen"])',
+}
+
+
+def rebound_list_shapes() -> Iterator[Shape]:
+    listed = '_TARGETS = ["llama", "qwen", "kimi_k2", "deepseek_v3"]\n'
+    for name, rebind in REBINDS.items():
+        check = (
+            f"        {rebind}\n"
+            '        if self.method == "eagle3" and not any(\n'
+            "            s in self.target_model_config.hf_text_config.model_type\n"
+            "            for s in _TARGETS\n"
+            "        ):\n"
+            '            raise ValueError("refused")\n'
+        )
+        yield Shape(
+            f"rebound-{name}",
+            {SPECULATIVE: lambda text, c=check: appended(listed)(gate_replaced(c)(text))},
+            moved=False,
+        )
+
+
+def test_a_listed_model_type_rebound_away_is_never_present(files_0_16):
+    """Before: all 4 said ``present`` (exit 0)."""
+    wrong = run_all(Eagle3Whitelist, files_0_16, list(rebound_list_shapes()))
+    assert not wrong, "\n".join(wrong)

@@ -1035,6 +1035,13 @@ class Interpreter:
         elif isinstance(target, ast.Tuple | ast.List):
             for element in target.elts:
                 self.assign(element, unknown(value), state)
+        elif isinstance(target, ast.Subscript) and not isinstance(target.value, ast.Name):
+            # globals()["L"] = ..., vars(m)["L"] = ...: a name rebound by a key; every global
+            # (and every name it could reach) becomes unknown
+            for env in (state.env, self.module.globals):
+                for name in list(env):
+                    if env[name].kind != "function" and not name.startswith("self."):
+                        env[name] = unknown(env[name], value)
         elif isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name):
             name = target.value.id
             current = state.env.get(name) or self.module.globals.get(name, UNKNOWN)
@@ -1282,6 +1289,11 @@ class Interpreter:
                 for env in (state.env, self.module.globals):
                     if name in env and env[name].kind != "function":
                         env[name] = unknown(env[name])
+        if isinstance(func, ast.Name) and func.id in ("setattr", "delattr"):
+            # setattr(module, "L", ...) rebinds what a name reads: every global is unknown
+            for name in list(self.module.globals):
+                if self.module.globals[name].kind != "function":
+                    self.module.globals[name] = unknown(self.module.globals[name], *everything)
         if isinstance(func, ast.Name):
             bound = state.env.get(func.id) or self.module.globals.get(func.id)
             if bound is not None and bound.kind == "function":  # a nested def, or an alias
