@@ -643,3 +643,39 @@ def test_a_listed_model_type_rebound_away_is_never_present(files_0_16):
     """Before: all 4 said ``present`` (exit 0)."""
     wrong = run_all(Eagle3Whitelist, files_0_16, list(rebound_list_shapes()))
     assert not wrong, "\n".join(wrong)
+
+
+# Kimi "mapped" in the proposer's chain, but to an object below its config, which lacks the
+# attribute there: the branch raises AttributeError for Kimi, so the chain is not present.
+MAPPED_FROM = {
+    "text-config": "target_model.config.text_config",
+    "vision-config": "target_model.config.vision_config",
+    "language-model": "target_model.language_model.config",
+}
+
+
+def mapped_below_shapes() -> Iterator[Shape]:
+    from test_gate_moved_generated import CHAIN_END
+
+    for name, owner in MAPPED_FROM.items():
+        branch = (
+            "            elif self.get_model_name(target_model) == (\n"
+            '                "KimiK25ForConditionalGeneration"\n'
+            "            ):\n"
+            "                self.model.config.image_token_index = (\n"
+            f"                    {owner}.media_placeholder_token_id\n"
+            "                )\n"
+        )
+        yield Shape(
+            f"mapped-{name}",
+            {PROPOSER_PATH: lambda text, b=branch: (text or "").replace(CHAIN_END, b + CHAIN_END)},
+            moved=False,
+        )
+
+
+def test_kimi_mapped_to_an_object_below_its_config_is_never_present(files_0_16):
+    """Before: all 3 said ``present`` (exit 0): the read only had to end in the attribute."""
+    from patcher.codemods.mm_image_token import MmImageToken
+
+    wrong = run_all(MmImageToken, files_0_16, list(mapped_below_shapes()))
+    assert not wrong, "\n".join(wrong)

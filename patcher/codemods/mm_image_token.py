@@ -347,13 +347,21 @@ class MmImageToken(FileCodemod):
                 ):
                     value = small.value.with_changes(lpar=[], rpar=[])
                     reads.append("".join(module.code_for_node(value).split()))
-        if any(read.endswith(f".{attribute}") for read in reads):
+        # the attribute of the object the fallback reads (the target's config), not of one
+        # below it: Kimi's text_config has no media_placeholder_token_id
+        source = chain.fallback.value
+        owner = (
+            "".join(module.code_for_node(source.value.with_changes(lpar=[], rpar=[])).split())
+            if isinstance(source, cst.Attribute)
+            else None
+        )
+        if owner is not None and f"{owner}.{attribute}" in reads:
             return
         said = f"sets {target} from `{reads[0]}`" if reads else f"does not set {target}"
         raise ShapeError(
             f"{path}:{line_of(module, branch)}: {self.model.architecture} takes the branch "
             f"`{module.code_for_node(branch.test)[:80]}`, which {said}, not from "
-            f"config.{attribute}; nearest candidate: {describe(module, path, branch)}"
+            f"{owner or 'config'}.{attribute}; nearest candidate: {describe(module, path, branch)}"
         )
 
     def _branch(self, module: cst.Module, path: str, chain: Chain) -> cst.If:
