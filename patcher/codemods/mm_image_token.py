@@ -361,7 +361,7 @@ class MmImageToken(FileCodemod):
         raise ShapeError(
             f"{path}:{line_of(module, branch)}: {self.model.architecture} takes the branch "
             f"`{module.code_for_node(branch.test)[:80]}`, which {said}, not from "
-            f"{owner or 'config'}.{attribute}; nearest candidate: {describe(module, path, branch)}"
+            f"config.{attribute}; nearest candidate: {describe(module, path, branch)}"
         )
 
     def _branch(self, module: cst.Module, path: str, chain: Chain) -> cst.If:
