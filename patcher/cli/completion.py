@@ -13,7 +13,6 @@ own driver reads; fish gets its ``complete`` lines.
 from __future__ import annotations
 
 import argparse
-import sys
 from dataclasses import dataclass, field
 
 from patcher.cli.overview import COMMANDS
@@ -37,14 +36,6 @@ class Level:
     """Its subcommands, with their summaries."""
     words: tuple[str, ...] = ()
     """What its positional argument takes, where it has one with choices."""
-
-
-def command_completion(args: argparse.Namespace) -> int:
-    from patcher.cli.parser import build_parser
-
-    write = {"bash": bash, "zsh": zsh, "fish": fish}[args.shell]
-    sys.stdout.write(write(levels(build_parser())))
-    return 0
 
 
 def options(parser: argparse.ArgumentParser) -> list[argparse.Action]:

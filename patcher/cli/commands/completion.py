@@ -14,6 +14,11 @@ def arguments(parser) -> None:
 
 
 def run(args) -> int:
-    from patcher.cli.completion import command_completion
+    import sys
 
-    return command_completion(args)
+    from patcher.cli.completion import bash, fish, levels, zsh
+    from patcher.cli.parser import build_parser
+
+    write = {"bash": bash, "zsh": zsh, "fish": fish}[args.shell]
+    sys.stdout.write(write(levels(build_parser())))
+    return 0
