@@ -23,6 +23,7 @@ import ast
 import bisect
 import contextlib
 import functools
+import operator
 import weakref
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -1219,6 +1220,9 @@ class Interpreter:
                 return a | b
             if isinstance(op, ast.Mod) and isinstance(a, str) and not WIDE.search(a):
                 return a % b
+            numbers = all(isinstance(x, int | float) and abs(x) < 1 << 64 for x in (a, b))
+            if numbers and isinstance(op, ast.Mult | ast.FloorDiv | ast.Div | ast.Mod):
+                return ARITHMETIC[type(op)](a, b)  # 1 // sum(...) raises where Python does
             raise NotModelled
 
         return self.compute(compute, left, right)
@@ -1591,6 +1595,12 @@ MUTATORS: dict[str, Any] = {
     "insert": lambda values, index, value: values.insert(index, value),
     "pop": lambda values, *index: values.pop(*index),
     "clear": lambda values: values.clear(),
+}
+ARITHMETIC: dict[type, Callable[[Any, Any], Any]] = {
+    ast.Mult: operator.mul,
+    ast.FloorDiv: operator.floordiv,
+    ast.Div: operator.truediv,
+    ast.Mod: operator.mod,
 }
 PURE: dict[str, Callable[..., Any]] = {
     "len": len,
