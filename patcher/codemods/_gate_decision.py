@@ -1039,10 +1039,10 @@ class Interpreter:
         elif isinstance(target, ast.Subscript) and not isinstance(target.value, ast.Name):
             # globals()["L"] = ..., vars(m)["L"] = ...: a name rebound by a key; every global
             # (and every name it could reach) becomes unknown
-            for env in (state.env, self.module.globals):
-                for name in list(env):
-                    if env[name].kind != "function" and not name.startswith("self."):
-                        env[name] = unknown(env[name], value)
+            local = [name for name in state.env if not name.startswith("self.")]
+            self.forget_names(
+                [state.env, self.module.globals], [*local, *self.module.globals], value
+            )
         elif isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name):
             name = target.value.id
             current = state.env.get(name) or self.module.globals.get(name, UNKNOWN)
@@ -1275,6 +1275,15 @@ class Interpreter:
             return known(set(values), dep)
         return known(values, dep)
 
+    @staticmethod
+    def forget_names(envs: list[dict[str, Val]], names: Iterable[str], *values: Val) -> None:
+        """Each of ``names`` bound in ``envs`` (a function aside) becomes unknown: a rebinding
+        this cannot follow (globals()[...], setattr, a function made at run time)."""
+        for name in list(names):
+            for env in envs:
+                if name in env and env[name].kind != "function":
+                    env[name] = unknown(env[name], *values)
+
     def call(self, node: ast.Call, state: State, statement: bool, region: bool) -> Val:
         region = region or self.region
         func = node.func
@@ -1289,15 +1298,10 @@ class Interpreter:
             named = {n.id for n in ast.walk(func) if isinstance(n, ast.Name)}
             if "globals" in named:
                 named |= set(self.module.globals)
-            for name in named:
-                for env in (state.env, self.module.globals):
-                    if name in env and env[name].kind != "function":
-                        env[name] = unknown(env[name])
+            self.forget_names([state.env, self.module.globals], named)
         if isinstance(func, ast.Name) and func.id in ("setattr", "delattr"):
             # setattr(module, "L", ...) rebinds what a name reads: every global is unknown
-            for name in list(self.module.globals):
-                if self.module.globals[name].kind != "function":
-                    self.module.globals[name] = unknown(self.module.globals[name], *everything)
+            self.forget_names([self.module.globals], list(self.module.globals), *everything)
         if isinstance(func, ast.Name):
             bound = state.env.get(func.id) or self.module.globals.get(func.id)
             if bound is not None and bound.kind == "function":  # a nested def, or an alias
